@@ -1,0 +1,118 @@
+"""The model table: one frozen record per ViT variant of the paper (Table 1, appendix).
+
+This file is the single source of truth for model sizes. Names follow the paper
+("ViT-B/16", "R50+ViT-B/16"); the released-checkpoint spelling ("ViT-B_16") is
+accepted everywhere a name is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Sizes of one Vision Transformer variant.
+
+    Attributes:
+      name: the paper's name, e.g. "ViT-B/16" or "R50+ViT-B/16".
+      patch_size: side of the square patches fed to the linear embedding. For
+        hybrids this is the patch size on the ResNet feature map (1 in the paper).
+      hidden_size: token width D.
+      mlp_dim: hidden width of the MLP block.
+      num_heads: attention heads per block.
+      num_layers: number of encoder blocks.
+      resnet_layers: units per BiT-ResNet stage for hybrids, None for plain ViTs.
+      resnet_width: ResNet width factor (64 * width channels in the root).
+    """
+
+    name: str
+    patch_size: int
+    hidden_size: int
+    mlp_dim: int
+    num_heads: int
+    num_layers: int
+    resnet_layers: Optional[Tuple[int, ...]] = None
+    resnet_width: float = 1
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.resnet_layers is not None
+
+    @property
+    def effective_patch_size(self) -> int:
+        """Pixels per token side: patch size times the ResNet stem's stride."""
+        return self.patch_size * resnet_stride(self.resnet_layers)
+
+    def model_kwargs(self) -> dict:
+        """Keyword arguments of `keras_vit.VisionTransformer` for this variant."""
+        return dict(
+            patch_size=self.patch_size,
+            hidden_size=self.hidden_size,
+            mlp_dim=self.mlp_dim,
+            num_heads=self.num_heads,
+            num_layers=self.num_layers,
+            resnet_layers=self.resnet_layers,
+            resnet_width=self.resnet_width,
+        )
+
+
+def resnet_stride(resnet_layers: Optional[Tuple[int, ...]]) -> int:
+    """Down-sampling of the BiT stem: root conv (2) x max-pool (2) x 2 per later stage."""
+    if not resnet_layers:
+        return 1
+    return 4 * 2 ** (len(resnet_layers) - 1)
+
+
+_TI = dict(hidden_size=192, mlp_dim=768, num_heads=3, num_layers=12)
+_S = dict(hidden_size=384, mlp_dim=1536, num_heads=6, num_layers=12)
+_B = dict(hidden_size=768, mlp_dim=3072, num_heads=12, num_layers=12)
+_L = dict(hidden_size=1024, mlp_dim=4096, num_heads=16, num_layers=24)
+_H = dict(hidden_size=1280, mlp_dim=5120, num_heads=16, num_layers=32)
+
+MODELS = {
+    c.name: c
+    for c in (
+        ViTConfig("ViT-Ti/16", 16, **_TI),
+        ViTConfig("ViT-S/16", 16, **_S),
+        ViTConfig("ViT-S/32", 32, **_S),
+        ViTConfig("ViT-B/8", 8, **_B),
+        ViTConfig("ViT-B/16", 16, **_B),
+        ViTConfig("ViT-B/32", 32, **_B),
+        ViTConfig("ViT-L/16", 16, **_L),
+        ViTConfig("ViT-L/32", 32, **_L),
+        ViTConfig("ViT-H/14", 14, **_H),
+        ViTConfig("R50+ViT-B/16", 1, resnet_layers=(3, 4, 9), **_B),
+        ViTConfig("R50+ViT-L/32", 1, resnet_layers=(3, 4, 6, 3), **_L),
+        ViTConfig("R26+ViT-S/32", 1, resnet_layers=(2, 2, 2, 2), **_S),
+    )
+}
+
+
+def _canonical(name: str) -> str:
+    # "ViT-B_16", "vit-b/16", "R50+ViT-B_16", "ViT_B16" -> "vitb16" / "r50vitb16"
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_BY_CANONICAL = {_canonical(n): c for n, c in MODELS.items()}
+
+
+def list_models() -> list:
+    """Names of all variants in the table, in the paper's order."""
+    return list(MODELS)
+
+
+def get_config(name: str) -> ViTConfig:
+    """Looks up a variant by the paper's name ("ViT-B/16") or the checkpoint's ("ViT-B_16")."""
+    if isinstance(name, ViTConfig):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"Model name must be a string, got {type(name).__name__}. "
+                         f"Known models: {', '.join(MODELS)}.")
+    config = _BY_CANONICAL.get(_canonical(name))
+    if config is None:
+        raise ValueError(f"Unknown model name {name!r}. Known models: {', '.join(MODELS)} "
+                         "(checkpoint spellings such as 'ViT-B_16' are accepted too).")
+    return config

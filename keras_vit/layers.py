@@ -1,0 +1,379 @@
+"""The Vision Transformer's layers (paper eq. 1-4), in `keras` / `keras.ops` only.
+
+Weight names and shapes follow the official checkpoints, so converting one is a
+rename: attention kernels are (D, heads, D/heads) and (heads, D/heads, D), the
+class token is (1, 1, D), position embeddings (1, tokens, D).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import keras
+from keras import ops
+
+LAYER_NORM_EPSILON = 1e-6
+_PACKAGE = "keras_vit"
+
+
+def gelu(x):
+    """GELU, tanh approximation (flax's default and the official models')."""
+    return ops.gelu(x, approximate=True)
+
+
+def _xavier_uniform(fan_in: int, fan_out: int) -> keras.initializers.Initializer:
+    # Glorot for kernels whose "in" and "out" span several axes (flax DenseGeneral).
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return keras.initializers.RandomUniform(-limit, limit)
+
+
+def _mlp_bias_init():
+    return keras.initializers.RandomNormal(stddev=1e-6)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PatchEmbedding(keras.layers.Layer):
+    """Cuts the image into P x P patches and maps each linearly to D dims (eq. 1).
+
+    A P x P convolution with stride P is the same map as flattening each patch
+    and multiplying by E. Output: (batch, grid_h * grid_w, D), row-major grid.
+    """
+
+    def __init__(self, patch_size: int, hidden_size: int, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = int(patch_size)
+        self.hidden_size = int(hidden_size)
+
+    def build(self, input_shape):
+        channels = input_shape[-1]
+        p = self.patch_size
+        self.kernel = self.add_weight(
+            name="kernel", shape=(p, p, channels, self.hidden_size),
+            initializer=keras.initializers.LecunNormal())
+        self.bias = self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
+
+    def call(self, images):
+        x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
+        x = x + self.bias
+        return ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_size))
+
+    def compute_output_shape(self, input_shape):
+        h, w = input_shape[1], input_shape[2]
+        n = None if h is None or w is None else (h // self.patch_size) * (w // self.patch_size)
+        return (input_shape[0], n, self.hidden_size)
+
+    def get_config(self):
+        return {**super().get_config(), "patch_size": self.patch_size,
+                "hidden_size": self.hidden_size}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class ClassToken(keras.layers.Layer):
+    """Prepends the learned [class] token (zero-initialised, as in the original code)."""
+
+    def build(self, input_shape):
+        self.cls = self.add_weight(name="cls", shape=(1, 1, input_shape[-1]), initializer="zeros")
+
+    def call(self, tokens):
+        cls = ops.cast(self.cls, tokens.dtype)
+        cls = ops.broadcast_to(cls, (ops.shape(tokens)[0], 1, ops.shape(tokens)[2]))
+        return ops.concatenate([cls, tokens], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        n = None if input_shape[1] is None else input_shape[1] + 1
+        return (input_shape[0], n, input_shape[2])
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class AddPositionEmbedding(keras.layers.Layer):
+    """Adds learned 1-D position embeddings, one row per token (normal(0.02) init).
+
+    `grid_size` (rows, cols of patches) and `num_prefix_tokens` (1 with a class
+    token, 0 for 'gap') are kept so the table can be resized and inspected.
+    """
+
+    def __init__(self, grid_size: Sequence[int], num_prefix_tokens: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.grid_size = tuple(int(g) for g in grid_size)
+        self.num_prefix_tokens = int(num_prefix_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
+
+    def build(self, input_shape):
+        if input_shape[1] is not None and input_shape[1] != self.num_tokens:
+            raise ValueError(
+                f"AddPositionEmbedding expects {self.num_tokens} tokens (grid {self.grid_size} + "
+                f"{self.num_prefix_tokens} prefix), got {input_shape[1]}.")
+        self.pos_embedding = self.add_weight(
+            name="pos_embedding", shape=(1, self.num_tokens, input_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=0.02))
+
+    def call(self, tokens):
+        return tokens + ops.cast(self.pos_embedding, tokens.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "grid_size": list(self.grid_size),
+                "num_prefix_tokens": self.num_prefix_tokens}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class DropPath(keras.layers.Layer):
+    """Stochastic depth: drops a whole residual branch per example while training."""
+
+    def __init__(self, rate: float = 0.0, seed: Optional[int] = None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"DropPath rate must be in [0, 1), got {rate}.")
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, x, training=None):
+        if not training or self.rate == 0.0:
+            return x
+        keep = 1.0 - self.rate
+        shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
+        mask = keras.random.uniform(shape, seed=self.seed_generator) < keep
+        return ops.where(mask, x / ops.cast(keep, x.dtype), ops.zeros_like(x))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MultiHeadDotProductAttention(keras.layers.Layer):
+    """Self-attention with the official kernel layout.
+
+    query/key/value kernels (D, heads, D/heads), biases (heads, D/heads); out
+    kernel (heads, D/heads, D), bias (D). The three input projections run as one
+    fused matmul; softmax is computed in float32 (mixed precision safe).
+    """
+
+    def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.dropout_rate = float(dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate)
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        if d % self.num_heads:
+            raise ValueError(f"hidden_size {d} is not divisible by num_heads {self.num_heads}.")
+        h, dh = self.num_heads, d // self.num_heads
+        self.head_dim = dh
+        init = _xavier_uniform(d, d)
+        for name in ("query", "key", "value"):
+            setattr(self, f"{name}_kernel", self.add_weight(name=f"{name}_kernel", shape=(d, h, dh),
+                                                           initializer=init))
+            setattr(self, f"{name}_bias", self.add_weight(name=f"{name}_bias", shape=(h, dh),
+                                                         initializer="zeros"))
+        self.out_kernel = self.add_weight(name="out_kernel", shape=(h, dh, d), initializer=init)
+        self.out_bias = self.add_weight(name="out_bias", shape=(d,), initializer="zeros")
+
+    def call(self, x, training=None, return_attention=False):
+        d = ops.shape(x)[-1]
+        h, dh = self.num_heads, self.head_dim
+        kernels = [self.query_kernel, self.key_kernel, self.value_kernel]
+        biases = [self.query_bias, self.key_bias, self.value_bias]
+        qkv_kernel = ops.concatenate([ops.reshape(k, (-1, h * dh)) for k in kernels], axis=-1)
+        qkv_bias = ops.concatenate([ops.reshape(b, (h * dh,)) for b in biases], axis=-1)
+        qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
+        qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
+        probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+        dropped = self.dropout(probs, training=training)
+        y = ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v)
+        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
+        y = ops.matmul(y, ops.cast(ops.reshape(self.out_kernel, (h * dh, d)), y.dtype))
+        y = y + ops.cast(self.out_bias, y.dtype)
+        return (y, probs) if return_attention else y
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads,
+                "dropout_rate": self.dropout_rate}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MlpBlock(keras.layers.Layer):
+    """Dense(mlp_dim) -> GELU(tanh) -> Dropout -> Dense(D) -> Dropout."""
+
+    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.mlp_dim = int(mlp_dim)
+        self.dropout_rate = float(dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate)
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        self.dense_0 = keras.layers.Dense(
+            self.mlp_dim, kernel_initializer=_xavier_uniform(d, self.mlp_dim),
+            bias_initializer=_mlp_bias_init(), dtype=self.dtype_policy, name="Dense_0")
+        self.dense_1 = keras.layers.Dense(
+            d, kernel_initializer=_xavier_uniform(self.mlp_dim, d),
+            bias_initializer=_mlp_bias_init(), dtype=self.dtype_policy, name="Dense_1")
+        self.dense_0.build(input_shape)
+        self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+
+    def call(self, x, training=None):
+        y = gelu(self.dense_0(x))
+        y = self.dropout(y, training=training)
+        y = self.dense_1(y)
+        return self.dropout(y, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate}
+
+
+def _layer_norm(name: str, dtype_policy) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=dtype_policy, name=name)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class EncoderBlock(keras.layers.Layer):
+    """Pre-LN Transformer block (eq. 2-3): x + MSA(LN(x)), then x + MLP(LN(x)).
+
+    Call with `return_attention=True` to also get the attention probabilities
+    (batch, heads, tokens, tokens), used by `keras_vit.inspect`.
+    """
+
+    def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.mlp_dim = int(mlp_dim)
+        self.dropout_rate = float(dropout_rate)
+        self.attention_dropout_rate = float(attention_dropout_rate)
+        self.drop_path_rate = float(drop_path_rate)
+        policy = self.dtype_policy
+        self.layer_norm_0 = _layer_norm("LayerNorm_0", policy)
+        self.attention = MultiHeadDotProductAttention(
+            self.num_heads, self.attention_dropout_rate, dtype=policy,
+            name="MultiHeadDotProductAttention_1")
+        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.drop_path = DropPath(self.drop_path_rate)
+        self.layer_norm_2 = _layer_norm("LayerNorm_2", policy)
+        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, dtype=policy, name="MlpBlock_3")
+
+    def build(self, input_shape):
+        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp):
+            layer.build(input_shape)
+
+    def call(self, x, training=None, return_attention=False):
+        y, probs = self.attention(self.layer_norm_0(x), training=training, return_attention=True)
+        y = self.dropout(y, training=training)
+        x = x + self.drop_path(y, training=training)
+        y = self.mlp(self.layer_norm_2(x), training=training)
+        x = x + self.drop_path(y, training=training)
+        return (x, probs) if return_attention else x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "drop_path_rate": self.drop_path_rate}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Encoder(keras.layers.Layer):
+    """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm.
+
+    Stochastic depth grows linearly from 0 (first block) to `drop_path_rate` (last).
+    """
+
+    def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_layers = int(num_layers)
+        self.num_heads = int(num_heads)
+        self.mlp_dim = int(mlp_dim)
+        self.dropout_rate = float(dropout_rate)
+        self.attention_dropout_rate = float(attention_dropout_rate)
+        self.drop_path_rate = float(drop_path_rate)
+        steps = max(self.num_layers - 1, 1)
+        self.blocks = [
+            EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate,
+                         self.attention_dropout_rate, self.drop_path_rate * i / steps,
+                         dtype=self.dtype_policy, name=f"encoderblock_{i}")
+            for i in range(self.num_layers)
+        ]
+        self.encoder_norm = _layer_norm("encoder_norm", self.dtype_policy)
+
+    def build(self, input_shape):
+        for block in self.blocks:
+            block.build(input_shape)
+        self.encoder_norm.build(input_shape)
+
+    def call(self, x, training=None, return_attention=False):
+        attention = []
+        for block in self.blocks:
+            if return_attention:
+                x, probs = block(x, training=training, return_attention=True)
+                attention.append(probs)
+            else:
+                x = block(x, training=training)
+        x = self.encoder_norm(x)
+        return (x, attention) if return_attention else x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers,
+                "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
+                "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "drop_path_rate": self.drop_path_rate}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TokenPooling(keras.layers.Layer):
+    """Reduces the token sequence to one vector.
+
+    mode 'token': the class token (row 0); 'gap': mean over the patch tokens;
+    'max': max over the patch tokens. `num_prefix_tokens` rows are skipped for
+    'gap'/'max'.
+    """
+
+    MODES = ("token", "gap", "max")
+
+    def __init__(self, mode: str = "token", num_prefix_tokens: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in self.MODES:
+            raise ValueError(f"Unknown pooling mode {mode!r}; expected one of {self.MODES}.")
+        self.mode = mode
+        self.num_prefix_tokens = int(num_prefix_tokens)
+
+    def call(self, x):
+        if self.mode == "token":
+            return x[:, 0]
+        patches = x[:, self.num_prefix_tokens:]
+        if self.mode == "gap":
+            return ops.mean(patches, axis=1)
+        return ops.max(patches, axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode,
+                "num_prefix_tokens": self.num_prefix_tokens}
