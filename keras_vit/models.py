@@ -220,10 +220,15 @@ def load_weights(model: keras.Model, weights: str, **npz_kwargs) -> keras.Model:
     return model
 
 
-def create_model(name: str, **kwargs) -> keras.Model:
-    """Builds a model of the table by name: `create_model("ViT-B/16", classes=10)`."""
-    config = configs.get_config(name)
-    kwargs.setdefault("name", re.sub(r"[^A-Za-z0-9_-]", "_", config.name))
+def create_model(model_name: str, **kwargs) -> keras.Model:
+    """Builds a model of the table by name: `create_model("ViT-B/16", classes=10)`.
+
+    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16");
+    keywords as in `VisionTransformer`.
+    """
+    config = configs.get_config(model_name)
+    if kwargs.get("name") is None:
+        kwargs["name"] = re.sub(r"[^A-Za-z0-9_-]", "_", config.name)
     return VisionTransformer(**config.model_kwargs(), **kwargs)
 
 

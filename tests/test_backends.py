@@ -1,0 +1,53 @@
+"""The same weights give the same outputs on the TF, JAX and PyTorch backends."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+
+SPECS = {
+    "vit": dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
+                input_shape=(32, 32, 3), classes=5, representation_size=16),
+    "hybrid": dict(patch_size=1, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1,
+                   resnet_layers=(1, 1), resnet_width=0.5, input_shape=(64, 64, 3), classes=5),
+}
+
+_RUN = """
+import json, sys, numpy as np, keras, keras_vit
+spec = json.loads(sys.argv[1])
+model = keras_vit.VisionTransformer(classifier_activation=None, **spec)
+model.load_weights(sys.argv[2])
+np.save(sys.argv[4], keras.ops.convert_to_numpy(model(np.load(sys.argv[3]), training=False)))
+print(keras.backend.backend())
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_backends_agree_with_tensorflow(tmp_path, backend, kind):
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed")
+    import json
+
+    spec = SPECS[kind]
+    model = keras_vit.VisionTransformer(classifier_activation=None, **spec)
+    rng = np.random.default_rng(0)
+    for v in model.weights:
+        v.assign((0.05 * rng.standard_normal(v.shape) + (1.0 if "gamma" in v.path else 0.0)).astype("float32"))
+    x = rng.uniform(-1, 1, (2,) + spec["input_shape"]).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(x, training=False))
+    weights, inputs, out = tmp_path / "w.weights.h5", tmp_path / "x.npy", tmp_path / "y.npy"
+    model.save_weights(str(weights))
+    np.save(inputs, x)
+    env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _RUN, json.dumps(spec), str(weights), str(inputs), str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == backend
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-5)
