@@ -143,6 +143,8 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"Checkpoint file {path!r} does not exist.")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"Checkpoint {path!r} is not a readable .npz file (truncated, or not a zip archive).")
     try:
         with np.load(path, allow_pickle=False) as data:
             params = {key: np.asarray(data[key]) for key in data.files}
@@ -386,9 +388,16 @@ def find_release(weights: str, model_name: Optional[str]) -> Release:
     return matches[0]
 
 
-def fetch(weights: str, model: Optional[keras.Model] = None) -> str:
-    """Downloads (once, into the Keras cache) the release `weights` and returns its path."""
+def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional[str] = None) -> str:
+    """Downloads (once) the release `weights` and returns its local path.
+
+    Files go to `<cache_dir>/keras_vit/`; `cache_dir` defaults to $KERAS_VIT_CACHE_DIR,
+    else the Keras cache (~/.keras). The sha256 is checked when the release has one.
+    """
     release = find_release(weights, table_name(model) if model is not None else None)
     fname = re.sub(r"[^A-Za-z0-9_.+-]", "_", release.name) + ".npz"
-    return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit",
+    cache_dir = cache_dir or os.environ.get("KERAS_VIT_CACHE_DIR")
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp for a missing directory
+    return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
                                 file_hash=release.sha256, hash_algorithm="sha256")

@@ -1,0 +1,206 @@
+"""Official .npz checkpoints: parity with the original Flax code, resizing, head rules, errors."""
+
+import json
+import logging
+import os
+import re
+
+import keras
+import numpy as np
+import pytest
+import scipy.ndimage
+
+import keras_vit
+from keras_vit import checkpoints
+
+from conftest import FLAX_FIXTURES
+
+
+def _flax_case(name):
+    d = os.path.join(FLAX_FIXTURES, name)
+    c = json.load(open(os.path.join(d, "config.json")))
+    kwargs = dict(patch_size=c["patches"][0], hidden_size=c["hidden_size"], mlp_dim=c["mlp_dim"],
+                  num_heads=c["num_heads"], num_layers=c["num_layers"], resnet_layers=c["resnet_num_layers"],
+                  resnet_width=c["resnet_width_factor"] or 1, classifier=c["classifier"],
+                  representation_size=c["representation_size"], classes=c["num_classes"],
+                  classifier_activation=None)
+    return d, kwargs, tuple(c["image_size"]) + (3,)
+
+
+def _build(name, input_shape=None, **overrides):
+    d, kwargs, shape = _flax_case(name)
+    kwargs.update(overrides)
+    return d, keras_vit.VisionTransformer(input_shape=input_shape or shape, **kwargs)
+
+
+def _values(model):
+    return [np.array(v) for v in model.weights]
+
+
+@pytest.mark.parametrize("name", ["vit_tiny", "vit_tiny_rep_gap", "hybrid_tiny"])
+def test_flax_parity(name):
+    d, model = _build(name)
+    keras_vit.load_npz(model, os.path.join(d, "weights.npz"))
+    logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
+    assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+
+
+def test_flax_parity_weights_keyword():
+    d, kwargs, shape = _flax_case("vit_tiny")
+    model = keras_vit.VisionTransformer(input_shape=shape, weights=os.path.join(d, "weights.npz"), **kwargs)
+    logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
+    assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+
+
+def test_flax_parity_resized_position_embeddings():
+    d, model = _build("vit_tiny", input_shape=(48, 48, 3))
+    keras_vit.load_npz(model, os.path.join(d, "weights.npz"))
+    posemb = model.get_layer("posembed_input").pos_embedding.numpy()
+    np.testing.assert_allclose(posemb, np.load(os.path.join(d, "a_resized_posemb.npy")), atol=1e-6)
+    logits = model.predict(np.load(os.path.join(d, "input_48.npy")), verbose=0)
+    assert np.abs(logits - np.load(os.path.join(d, "logits_48.npy"))).max() <= 1e-5
+
+
+def test_resize_non_square_matches_scipy():
+    rng = np.random.default_rng(0)
+    posemb = rng.normal(size=(1, 1 + 4 * 6, 8)).astype("float32")
+    out = keras_vit.resize_position_embeddings(posemb, (3, 9), old_grid=(4, 6))
+    expected = scipy.ndimage.zoom(posemb[0, 1:].reshape(4, 6, 8), (3 / 4, 9 / 6, 1), order=1)
+    np.testing.assert_allclose(out[0, 1:], expected.reshape(27, 8), atol=1e-6)
+    np.testing.assert_array_equal(out[0, 0], posemb[0, 0])
+    gap = keras_vit.resize_position_embeddings(posemb[0, 1:], (8, 12), num_prefix_tokens=0, old_grid=(4, 6))
+    assert gap.shape == (96, 8)
+    with pytest.raises(ValueError, match="Cannot infer the grid of 24"):
+        keras_vit.resize_position_embeddings(posemb, (3, 9))
+
+
+def test_gap_model_from_non_square_checkpoint_needs_old_grid(tmp_path):
+    d, model = _build("vit_tiny_rep_gap", input_shape=(48, 48, 3))
+    with pytest.raises(ValueError, match="Cannot infer the grid"):
+        keras_vit.load_npz(model, os.path.join(d, "weights.npz"))
+    keras_vit.load_npz(model, os.path.join(d, "weights.npz"), old_grid=(4, 6))
+
+
+def test_head_rules(caplog):
+    d, _, shape = _flax_case("vit_tiny_rep_gap")
+    path = os.path.join(d, "weights.npz")
+    ckpt = np.load(path)
+    base = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, classifier="gap",
+                input_shape=shape, classifier_activation=None)
+    # different classes -> zero head + log line; no representation layer -> pre_logits dropped
+    model = keras_vit.VisionTransformer(classes=3, **base)
+    with caplog.at_level(logging.WARNING, logger="keras_vit"):
+        keras_vit.load_npz(model, path)
+    assert not np.any(model.get_layer("head").kernel.numpy()) and not np.any(model.get_layer("head").bias.numpy())
+    assert "zero-initialised" in caplog.text and "pre_logits dropped" in caplog.text
+    np.testing.assert_array_equal(model.get_layer("embedding").kernel.numpy(), ckpt["embedding/kernel"])
+    # same classes and representation -> both loaded
+    model = keras_vit.VisionTransformer(classes=5, representation_size=16, **base)
+    keras_vit.load_npz(model, path)
+    np.testing.assert_array_equal(model.get_layer("head").kernel.numpy(), ckpt["head/kernel"])
+    np.testing.assert_array_equal(model.get_layer("pre_logits").kernel.numpy(), ckpt["pre_logits/kernel"])
+    # reset_head=True zeroes even a matching head; False refuses a mismatch
+    keras_vit.load_npz(model, path, reset_head=True)
+    assert not np.any(model.get_layer("head").kernel.numpy())
+    small = keras_vit.VisionTransformer(classes=3, representation_size=16, **base)
+    with pytest.raises(ValueError, match="head/kernel: checkpoint shape"):
+        keras_vit.load_npz(small, path, reset_head=False)
+    # without a top, the head is simply not needed
+    keras_vit.load_npz(keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path)
+
+
+def test_save_npz_round_trip_is_exact(tmp_path):
+    for name in ("vit_tiny", "hybrid_tiny", "vit_tiny_rep_gap"):
+        d, model = _build(name)
+        src = os.path.join(d, "weights.npz")
+        keras_vit.load_npz(model, src)
+        out = keras_vit.save_npz(model, str(tmp_path / f"{name}.npz"))
+        a, b = np.load(src), np.load(out)
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+    with pytest.raises(ValueError, match="writes .npz files"):
+        keras_vit.save_npz(model, str(tmp_path / "x.h5"))
+
+
+def test_old_hybrid_groupnorm_shapes_and_big_vision_layout(tmp_path):
+    d, model = _build("hybrid_tiny")
+    params = dict(np.load(os.path.join(d, "weights.npz")))
+    old = {k: (v.reshape(1, 1, 1, -1) if re.search(r"(^|/)gn[^/]*/", k) else v) for k, v in params.items()}
+    np.savez(tmp_path / "old.npz", **old)
+    keras_vit.load_npz(model, str(tmp_path / "old.npz"))
+    x = np.load(os.path.join(d, "input.npy"))
+    assert np.abs(model.predict(x, verbose=0) - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+
+    d, model = _build("vit_tiny")
+    bv = {}
+    for k, v in np.load(os.path.join(d, "weights.npz")).items():
+        k = k.replace("Transformer/posembed_input/pos_embedding", "pos_embedding")
+        for a, b in (("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"),
+                     ("LayerNorm_2", "LayerNorm_1"), ("MlpBlock_3", "MlpBlock_0")):
+            k = k.replace(a, b)
+        bv["params/" + k] = v
+    np.savez(tmp_path / "bv.npz", **bv)
+    keras_vit.load_npz(model, str(tmp_path / "bv.npz"))
+    x = np.load(os.path.join(d, "input.npy"))
+    assert np.abs(model.predict(x, verbose=0) - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+
+
+def _expect_unchanged(model, path, match):
+    before = _values(model)
+    with pytest.raises((ValueError, FileNotFoundError), match=match):
+        keras_vit.load_npz(model, path)
+    for a, b in zip(before, _values(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_checkpoints_leave_model_unchanged(tmp_path):
+    d, model = _build("vit_tiny")
+    params = dict(np.load(os.path.join(d, "weights.npz")))
+    missing = {k: v for k, v in params.items() if "encoderblock_1" not in k}
+    np.savez(tmp_path / "missing.npz", **missing)
+    _expect_unchanged(model, str(tmp_path / "missing.npz"),
+                      r"lacks 16 weight\(s\).*Transformer/encoderblock_1/.*\.\.\.")
+    wrong = dict(params, **{"Transformer/encoder_norm/scale": np.ones(31, "float32")})
+    np.savez(tmp_path / "shape.npz", **wrong)
+    _expect_unchanged(model, str(tmp_path / "shape.npz"),
+                      r"Transformer/encoder_norm/scale: checkpoint shape \(31,\), model expects \(32,\)")
+    _, hybrid = _build("hybrid_tiny")
+    _expect_unchanged(hybrid, os.path.join(d, "weights.npz"), "family mismatch")
+    raw = open(os.path.join(d, "weights.npz"), "rb").read()
+    (tmp_path / "trunc.npz").write_bytes(raw[: len(raw) // 2])
+    _expect_unchanged(model, str(tmp_path / "trunc.npz"), "not a readable .npz")
+    (tmp_path / "text.npz").write_text("hello")
+    _expect_unchanged(model, str(tmp_path / "text.npz"), "not a readable .npz")
+    np.savez(tmp_path / "pickle.npz", **dict(params, extra=np.array([{"a": 1}], dtype=object)))
+    _expect_unchanged(model, str(tmp_path / "pickle.npz"), "pickled object arrays")
+    _expect_unchanged(model, str(tmp_path / "absent.npz"), "does not exist")
+    bigger = dict(params, **{"Transformer/encoderblock_2/LayerNorm_0/scale": np.ones(32, "float32")})
+    np.savez(tmp_path / "extra.npz", **bigger)
+    _expect_unchanged(model, str(tmp_path / "extra.npz"), "no place for.*encoderblock_2")
+
+
+def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
+    names = {r.name for r in checkpoints.available()}
+    assert {"ViT-B_16/imagenet21k", "ViT-L_16/imagenet21k+imagenet2012", "R50+ViT-B_16/imagenet21k"} <= names
+    rel = next(r for r in checkpoints.available() if r.name == "ViT-B_16/imagenet21k")
+    assert rel.url == "https://storage.googleapis.com/vit_models/imagenet21k/ViT-B_16.npz" and rel.classes == 21843
+    import hashlib
+
+    monkeypatch.setenv("KERAS_VIT_CACHE_DIR", str(tmp_path / "keras_home"))
+    d, kwargs, shape = _flax_case("vit_tiny")
+    src = os.path.join(d, "weights.npz")
+    digest = hashlib.sha256(open(src, "rb").read()).hexdigest()
+    checkpoints.register_release(checkpoints.Release(
+        "tiny/test", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), digest))
+    model = keras_vit.VisionTransformer(input_shape=shape, weights="tiny/test", **kwargs)
+    logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
+    assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+    assert os.path.exists(tmp_path / "keras_home" / "keras_vit" / "tiny_test.npz")
+    checkpoints.register_release(checkpoints.Release(
+        "tiny/badhash", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), "0" * 64))
+    with pytest.raises(ValueError, match="hash"):
+        keras_vit.VisionTransformer(input_shape=shape, weights="tiny/badhash", **kwargs)
+    with pytest.raises(ValueError, match="No 'imagenet21k' checkpoint is released for model 'ViT-Ti/16'"):
+        keras_vit.ViT_Ti16(weights="imagenet21k")
