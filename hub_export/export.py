@@ -1,0 +1,123 @@
+"""SavedModels in TF Hub's reusable format, written atomically.
+
+The root object carries `variables`, `trainable_variables`, `regularization_losses`
+and a `tf.function` `__call__(images, training)` traced for both `training` values:
+what `hub.KerasLayer(path, trainable=True)` needs to fine-tune a module (a plain
+Keras 3 `model.export()` is serving-only). Images come in [0, 1] as TF Hub's image
+modules expect and are mapped to the model's [-1, 1] inside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from hub_export import model_card
+from keras_vit import checkpoints
+
+VARIANTS = ("feature_vector", "classification")
+
+
+def _output_model(model: keras.Model, variant: str) -> keras.Model:
+    names = [layer.name for layer in model.layers]
+    if variant == "feature_vector":
+        cut = "pre_logits" if "pre_logits" in names else "pooling"
+    else:
+        if "head" not in names:
+            raise ValueError(f"variant='classification' needs a model with a head (include_top=True); "
+                             f"{model.name!r} has none.")
+        cut = "head"
+    if cut == names[-1]:
+        return model
+    return keras.Model(model.inputs, model.get_layer(cut).output, name=f"{model.name}_{variant}")
+
+
+class _Module(tf.Module):
+    """Holds the Keras model so its variables are tracked, plus the hub attributes."""
+
+    def __init__(self, net: keras.Model, image_size):
+        super().__init__()
+        self._net = net
+        h, w = image_size
+        self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
+        self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
+
+        @tf.function(input_signature=[tf.TensorSpec([None, h, w, 3], tf.float32, name="images")])
+        def serve(images):
+            return {"outputs": self._net(images * 2.0 - 1.0, training=False)}
+
+        @tf.function
+        def call(images, training=False):
+            return self._net(images * 2.0 - 1.0, training=training)
+
+        spec = tf.TensorSpec([None, h, w, 3], tf.float32)
+        call.get_concrete_function(spec, training=False)
+        call.get_concrete_function(spec, training=True)
+        self.serve = serve
+        self.call_fn = call
+
+
+def _save(net: keras.Model, directory: str, image_size) -> None:
+    module = _Module(net, image_size)
+    root = tf.train.Checkpoint()  # an AutoTrackable root whose plain attributes are saved as-is
+    root.net_module = module
+    root.variables = list(module._variables)
+    root.trainable_variables = list(module._trainable)
+    root.regularization_losses = []
+    root.__call__ = module.call_fn
+    tf.saved_model.save(root, directory, signatures={"serving_default": module.serve})
+
+
+def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, overwrite: bool = False,
+           source: Optional[str] = None, name: Optional[str] = None) -> str:
+    """Writes `model` as a TF Hub module at `out_dir` (+ README.md model card, metadata.json).
+
+    Args:
+      model: a keras_vit model taking [-1, 1] images (built with the TF backend).
+      out_dir: the module directory; replaced only with `overwrite=True`.
+      variant: "feature_vector" (pre-logits, [batch, D]) or "classification" (logits).
+      source: where the weights came from, recorded in the card.
+    The module is built in a temporary directory beside `out_dir` and renamed into
+    place, so `out_dir` never holds a half-written module.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
+    arch = checkpoints.architecture(model)
+    if any(layer.name == "rescaling" for layer in model.layers):
+        raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if os.path.exists(out_dir) and not overwrite:
+        raise FileExistsError(f"{out_dir} already exists; pass overwrite=True (--overwrite) to replace it.")
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    net = _output_model(model, variant)
+    image_size = tuple(model.input_shape[1:3])
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(out_dir)}-", dir=parent)
+    try:
+        _save(net, tmp, image_size)
+        meta = model_card.metadata(name=checkpoints.table_name(model) or name or model.name, variant=variant,
+                                   image_size=image_size, output_dim=int(net.output_shape[-1]), source=source,
+                                   architecture=arch)
+        with open(os.path.join(tmp, "metadata.json"), "w") as f:
+            json.dump(meta, f, indent=2)
+        with open(os.path.join(tmp, "README.md"), "w") as f:
+            f.write(model_card.model_card(meta))
+        if os.path.exists(out_dir):
+            old = tempfile.mkdtemp(prefix=f".old-{os.path.basename(out_dir)}-", dir=parent)
+            os.rename(out_dir, os.path.join(old, "module"))
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir

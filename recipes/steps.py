@@ -1,0 +1,108 @@
+"""The compiled training and evaluation steps.
+
+One `tf.function` holds forward, backward, gradient all-reduce, global-norm
+clipping and the optimizer update (XLA-compiled on a single device), so a step is
+one device call with no host synchronisation; metrics stay on the device until
+the loop asks for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+import keras
+import tensorflow as tf
+
+logger = logging.getLogger("recipes")
+
+
+def cross_entropy(labels, logits, num_classes: int, label_smoothing: float = 0.0):
+    """Per-example softmax cross-entropy on (optionally smoothed) one-hot targets, in float32."""
+    logits = tf.cast(logits, tf.float32)
+    targets = tf.one_hot(labels, num_classes)
+    if label_smoothing:
+        targets = targets * (1.0 - label_smoothing) + label_smoothing / num_classes
+    return -tf.reduce_sum(targets * tf.nn.log_softmax(logits), axis=-1)
+
+
+def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, *, num_classes: int,
+                     global_batch_size: int, strategy: Optional[tf.distribute.Strategy] = None,
+                     label_smoothing: float = 0.0, clip_norm: float = 0.0,
+                     jit_compile: Optional[bool] = True,
+                     loss_fn: Optional[Callable] = None) -> Callable:
+    """Returns `step(inputs) -> {"loss", "correct"}` (per-replica sums, reduced).
+
+    The loss is summed per replica and divided by the global batch, gradients are
+    all-reduced explicitly and clipped by their global norm (`clip_norm` > 0) on the
+    full gradient, so N replicas compute exactly the update of one device on the
+    same global batch. `loss_fn(model, images, labels, training)` may replace the
+    classification loss (it must return per-example losses and logits); masked patch
+    prediction uses that.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+
+    def classification(images, labels):
+        logits = model(images, training=True)
+        return cross_entropy(labels, logits, num_classes, label_smoothing), logits, labels
+
+    def replica_step(images, labels):
+        with tf.GradientTape() as tape:
+            if loss_fn is None:
+                per_example, logits, targets = classification(images, labels)
+            else:
+                per_example, logits, targets = loss_fn(model, images, labels, True)
+            loss = tf.reduce_sum(per_example) / global_batch_size
+        grads = tape.gradient(loss, variables)
+        ctx = tf.distribute.get_replica_context()
+        if replicas > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        if clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+        if replicas > 1:  # Keras' optimizer sums over replicas again: hand it 1/N of the full gradient
+            grads = [g / replicas for g in grads]
+        optimizer.apply(grads, variables)
+        predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=targets.dtype)
+        correct = tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32))
+        count = tf.cast(tf.size(targets), tf.float32)
+        return {"loss": tf.reduce_sum(per_example), "correct": correct, "count": count}
+
+    def step(inputs):
+        out = strategy.run(replica_step, args=inputs)
+        return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in out.items()}
+
+    if replicas > 1 and jit_compile:
+        logger.info("jit_compile disabled under %s (XLA cannot place mirrored variables across "
+                    "devices here)", type(strategy).__name__)
+        jit_compile = False
+    if jit_compile:
+        compiled = tf.function(replica_step, jit_compile=True)
+        return tf.function(lambda inputs: compiled(*inputs))
+    return tf.function(step)
+
+
+def build_eval_step(model: keras.Model) -> Callable:
+    """Returns `step(images, labels) -> (correct, count)`, compiled, single device."""
+
+    @tf.function
+    def step(images, labels):
+        logits = model(images, training=False)
+        predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=labels.dtype)
+        return (tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
+                tf.cast(tf.size(labels), tf.float32))
+
+    return step
+
+
+def evaluate(model: keras.Model, dataset: tf.data.Dataset) -> float:
+    """Top-1 accuracy of `model` on a finite dataset of (images, labels)."""
+    step = build_eval_step(model)
+    correct = count = 0.0
+    for images, labels in dataset:
+        c, n = step(images, labels)
+        correct, count = correct + float(c), count + float(n)
+    if not count:
+        raise ValueError("The evaluation dataset is empty.")
+    return correct / count

@@ -1,0 +1,270 @@
+"""The one trainer: `python -m recipes.train --config=recipes/configs/X.py:variant --workdir=DIR`.
+
+Pre-training and fine-tuning are configs, not scripts. A custom loop (`strategy.run`
+inside a compiled `tf.function`, see `recipes.steps`) drives every strategy the same
+way; Keras 3 `model.fit` is avoided because it breaks under MultiWorkerMirroredStrategy
+(keras-team/keras#20585) and with XLA under MirroredStrategy. The run checkpoints
+every `checkpoint_every` steps and resumes from the latest checkpoint in the workdir.
+"""
+
+from __future__ import annotations
+
+import json
+import logging as pylogging
+import os
+import sys
+import tempfile
+import time
+from typing import Callable, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_vit
+from keras_vit import checkpoints as vit_checkpoints
+from recipes import data, distribute, optim, steps
+from recipes.checkpointing import CheckpointManager
+
+logger = pylogging.getLogger("recipes")
+
+
+# ----------------------------------------------------------------------------- model
+
+def build_model(config, image_size: int, num_classes: int) -> keras.Model:
+    """The classifier of `config.model` at `image_size`, emitting logits."""
+    m = config.model
+    kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
+                  classifier=m.classifier, representation_size=m.representation_size or None,
+                  dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
+                  drop_path_rate=m.drop_path_rate)
+    if m.name:
+        if m.name.startswith("BiT-"):
+            raise ValueError(f"config.model.name={m.name!r}: the BiT ResNet baselines of Table 3 are listed for "
+                             "reference; keras_vit builds ViTs and R+ViT hybrids only.")
+        return keras_vit.create_model(m.name, **kwargs)
+    missing = [f for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers") if not m[f]]
+    if missing:
+        raise ValueError(f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set.")
+    return keras_vit.VisionTransformer(m.patch_size, m.hidden_size, m.mlp_dim, m.num_heads, m.num_layers, **kwargs)
+
+
+def init_from_weights(model: keras.Model, config) -> None:
+    """Fine-tuning start: .npz loads directly; .keras/.weights.h5 go through the official layout,
+    so the position embeddings are resized and a new head is zero-initialised the same way."""
+    path = config.init_weights
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"config.init_weights={path!r} does not exist.")
+    if path.endswith(".npz"):
+        keras_vit.load_npz(model, path)
+        return
+    if path.endswith(".keras"):
+        source = keras.models.load_model(path, compile=False)
+    elif path.endswith(".weights.h5"):
+        size = config.init_image_size or model.input_shape[1]
+        source = build_model(config, size, config.init_classes or model.output_shape[-1])
+        source.load_weights(path)
+    else:
+        raise ValueError(f"config.init_weights={path!r}: expected a .npz, .keras or .weights.h5 file.")
+    with tempfile.TemporaryDirectory() as tmp:
+        keras_vit.load_npz(model, vit_checkpoints.save_npz(source, os.path.join(tmp, "init.npz")))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _check_workdir(workdir: str) -> None:
+    try:
+        tf.io.gfile.makedirs(workdir)
+        probe = os.path.join(workdir, ".write-test")
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (OSError, tf.errors.OpError) as e:
+        raise ValueError(f"--workdir={workdir!r} is not writable: {e}") from e
+
+
+def _worker_dir(workdir: str) -> str:
+    """Chief writes to workdir; other multi-worker tasks to workdir/worker_<i>."""
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    if task.get("type") == "worker" and task.get("index", 0) > 0:
+        return os.path.join(workdir, f"worker_{task['index']}")
+    return workdir
+
+
+def _atomic_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _save_model(model: keras.Model, path: str) -> None:
+    tmp = path[: -len(".keras")] + ".tmp.keras"
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def total_steps(config, train_examples: int) -> int:
+    if config.total_steps:
+        return int(config.total_steps)
+    examples = config.dataset.train_examples or train_examples
+    if not config.num_epochs or examples <= 0:
+        raise ValueError("Set config.total_steps, or config.num_epochs with a known number of training examples.")
+    return max(1, int(config.num_epochs * examples // config.batch_size))
+
+
+# ----------------------------------------------------------------------------- the run
+
+def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
+                       train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
+                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
+    """Trains per `config` in `workdir` (resuming if it holds checkpoints) and evaluates.
+
+    `train_input` / `eval_input`: optional `(global_batch, image_size, training) -> tf.data.Dataset`
+    of (images in [-1, 1], int labels) replacing the config's dataset (VTAB uses this).
+    Returns the summary also written to `workdir/summary.json`.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    _check_workdir(workdir)
+    outdir = _worker_dir(workdir)
+    tf.io.gfile.makedirs(outdir)
+    distribute.per_replica_batch(config.batch_size, strategy)
+    keras.utils.set_random_seed(config.seed)
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    ds_cfg, size = config.dataset, config.dataset.image_size
+    source = None
+    if train_input is None:
+        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download)
+    num_classes = ds_cfg.num_classes or (source.num_classes if source else 0)
+    if num_classes <= 0:
+        raise ValueError("config.dataset.num_classes must be set when the dataset does not say it.")
+    steps_total = total_steps(config, source.num_examples if source else 0)
+
+    loss_fn = None
+    with strategy.scope():
+        model = build_model(config, size, num_classes)
+        net = model
+        if config.mpp.enabled:
+            from recipes import mpp
+            net, loss_fn = mpp.build(model, config.mpp)
+        optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps)
+        optimizer.build(net.trainable_variables)
+    manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
+                                {"model": net.variables, "optimizer": optimizer.variables},
+                                keep=config.keep_checkpoints)
+    restored = manager.restore()
+    if restored is None and config.init_weights:
+        init_from_weights(model, config)
+    start = int(optimizer.iterations.numpy())
+    logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
+
+    def build_train(global_batch):
+        if train_input is not None:
+            return train_input(global_batch, size, True).skip(start)
+        return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
+                                 cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
+
+    replicas = strategy.num_replicas_in_sync
+    multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
+    step_fn = steps.build_train_step(net, optimizer,
+                                     num_classes=num_classes, global_batch_size=config.batch_size,
+                                     strategy=strategy, label_smoothing=config.label_smoothing,
+                                     clip_norm=config.optimizer.clip_norm,
+                                     jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
+    chief = outdir == workdir
+    writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
+    cb = keras.callbacks.CallbackList(callbacks or [], model=model)
+    cb.on_train_begin()
+    progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
+               if chief and sys.stdout.isatty() else None)
+    sums, last_log, t0, history = None, start, time.time(), []
+    iterator = iter(dataset)
+    step = start
+    while step < steps_total:
+        out = step_fn(next(iterator))
+        step += 1
+        sums = out if sums is None else {k: sums[k] + out[k] for k in out}
+        logs = None
+        if step % config.log_every == 0 or step == steps_total:
+            host = {k: float(v) for k, v in sums.items()}
+            dt = time.time() - t0
+            logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
+                    "img/s": (step - last_log) * config.batch_size / max(dt, 1e-9),
+                    "lr": float(optimizer.learning_rate)}
+            with writer.as_default(step=step):
+                for k, v in logs.items():
+                    tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
+            if progbar is not None:
+                progbar.update(step, [(k, v) for k, v in logs.items() if k != "lr"])
+            elif chief:
+                logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
+                            logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
+            history.append(dict(step=step, **logs))
+            sums, last_log, t0 = None, step, time.time()
+        cb.on_train_batch_end(step, logs)
+        if step % config.checkpoint_every == 0 or step == steps_total:
+            manager.save(step)
+    cb.on_train_end()
+    if config.ema_decay:
+        optimizer.finalize_variable_values(net.trainable_variables)
+
+    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes, image_size=size,
+                   replicas=replicas, final_train=history[-1] if history else None)
+    eval_ds = None
+    if eval_input is not None:
+        eval_ds = eval_input(config.batch_size, size, False)
+    elif ds_cfg.eval_split:
+        eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
+        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), size, training=False)
+    if eval_ds is not None:
+        summary["eval_accuracy"] = steps.evaluate(model, eval_ds)
+        with writer.as_default(step=steps_total):
+            tf.summary.scalar("eval_accuracy", summary["eval_accuracy"])
+    writer.flush()
+    _save_model(model, os.path.join(outdir, "model.keras"))
+    summary["model"] = os.path.join(outdir, "model.keras")
+    _atomic_json(os.path.join(outdir, "summary.json"), summary)
+    return summary
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def main(argv) -> None:
+    from absl import flags
+
+    FLAGS = flags.FLAGS
+    if len(argv) > 1:
+        raise app_usage_error(f"Unexpected arguments: {argv[1:]}")
+    pylogging.getLogger("recipes").setLevel(pylogging.INFO)
+    try:
+        strategy = distribute.get_strategy(FLAGS.strategy, FLAGS.tpu)
+        summary = train_and_evaluate(FLAGS.config, FLAGS.workdir, strategy=strategy)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(summary, indent=2))
+
+
+def app_usage_error(message: str):
+    from absl import app
+
+    return app.UsageError(message)
+
+
+def run() -> None:
+    from absl import app, flags
+    from ml_collections import config_flags
+
+    config_flags.DEFINE_config_file("config", None, "Experiment config: recipes/configs/<file>.py[:<variant>].",
+                                    lock_config=True)
+    flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard logs, the model and summary.json.")
+    flags.DEFINE_enum("strategy", "cpu", list(distribute.STRATEGIES), "tf.distribute strategy.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --strategy=tpu ('local' on a TPU VM).")
+    flags.mark_flags_as_required(["config", "workdir"])
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
