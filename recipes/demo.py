@@ -97,6 +97,10 @@ def main(argv=None) -> None:
     p.add_argument("--pretrain_steps", type=int, default=0, help="override (0: the config's)")
     p.add_argument("--finetune_steps", type=int, default=0, help="override (0: the config's)")
     args = p.parse_args(argv)
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("recipes").setLevel(logging.INFO)
     run(args.workdir, args.pretrain_steps, args.finetune_steps)
 
 
