@@ -91,8 +91,8 @@ def load_source(name: str, split: str, data_dir: Optional[str] = None, download:
         raise ValueError(f"Cannot read TFDS {name!r} split {split!r} from data_dir={data_dir!r} "
                          f"(prepared: {builder.is_prepared() if hasattr(builder, 'is_prepared') else '?'}): {e}") from e
     num = int(ds.cardinality().numpy()) if ds.cardinality() >= 0 else -1
-    label = builder.info.features["label"]
-    return Source(ds, num, int(label.num_classes))
+    label = builder.info.features["label"] if "label" in builder.info.features else None
+    return Source(ds, num, int(getattr(label, "num_classes", 0) or 0))
 
 
 # ----------------------------------------------------------------------------- pre-processing
@@ -126,7 +126,8 @@ def preprocess_eval(image, image_size: int):
 
 def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,
                  start_step: int = 0, cache: bool = False, crop_area=(0.05, 1.0), flip: bool = True,
-                 label_fn: Optional[Callable] = None, shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+                 label_fn: Optional[Callable] = None, image_fn: Optional[Callable] = None,
+                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
     """Batches of (images [-1, 1] NHWC float32, int32 labels).
 
     Training streams repeat forever, shuffled with `seed`, and start at `start_step`
@@ -136,8 +137,9 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
     if cache:
         ds = ds.cache()
     fn = label_fn or (lambda ex: tf.cast(ex["label"], tf.int32))
+    img = image_fn or (lambda ex: ex["image"])
     if not training:
-        ds = ds.map(lambda ex: (preprocess_eval(ex["image"], image_size), fn(ex)),
+        ds = ds.map(lambda ex: (preprocess_eval(img(ex), image_size), fn(ex)),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
     ds = ds.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).enumerate()
@@ -145,7 +147,7 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
 
     def train_map(i, ex):
         key = tf.stack([tf.constant(seed, tf.int64), i])
-        return preprocess_train(ex["image"], key, image_size, crop_area, flip), fn(ex)
+        return preprocess_train(img(ex), key, image_size, crop_area, flip), fn(ex)
 
     ds = ds.map(train_map, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,170 @@
+"""VTAB-1k: `python -m recipes.vtab --weights=W --model=ViT-B/16 --tasks=all --workdir=DIR`.
+
+Fine-tunes on each task with the paper's protocol (`recipes/configs/vtab.py`), one
+sub-directory per task; a task with a `result.json` is finished and not rerun, an
+unfinished one resumes from its checkpoints. Writes the report in the layout of the
+paper's Table 9 (per task, group means, overall mean) as Markdown and CSV, and a bar
+chart. Task definitions: `recipes/vtab_tasks.py` (from google-research/task_adaptation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from typing import Dict, Optional
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from recipes.vtab_tasks import GROUPS, TASKS, Task, get_tasks  # noqa: E402
+
+
+def _atomic_write(path: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def task_config(task: Task, args):
+    from keras_vit.checkpoints import architecture
+    from recipes.configs import vtab as vtab_configs
+
+    c = vtab_configs.get_config(task.name)
+    c.model.name = args.model
+    c.init_weights = args.weights or ""
+    if args.weights and args.weights.endswith(".keras"):  # the file carries its own sizes
+        import keras
+
+        arch = architecture(keras.models.load_model(args.weights, compile=False))
+        c.model.update(name="", **{k: arch[k] for k in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
+                                                        "num_layers")}, classifier=arch["classifier"])
+    for field, value in (("total_steps", args.steps), ("batch_size", args.batch_size)):
+        if value:
+            c[field] = value
+    if args.image_size:
+        c.dataset.image_size = args.image_size
+    if args.learning_rate:
+        c.optimizer.learning_rate = args.learning_rate
+    if args.warmup_steps is not None:
+        c.optimizer.warmup_steps = args.warmup_steps
+    c.dataset.data_dir = args.data_dir or ""
+    return c
+
+
+def run_task(task: Task, args) -> dict:
+    """Fine-tunes and evaluates one task (or returns its finished result)."""
+    from recipes import data, train
+
+    out = os.path.join(args.workdir, task.name)
+    result_path = os.path.join(out, "result.json")
+    if os.path.exists(result_path):
+        print(f"{task.name}: done already ({result_path})", flush=True)
+        return json.load(open(result_path))
+    config = task_config(task, args)
+    data_dir = args.data_dir or None
+
+    def train_input(batch, size, training):
+        src = data.load_source(task.tfds_name, task.train800val200, data_dir)
+        return data.make_dataset(src, batch, size, True, seed=config.seed, crop_area=(1.0, 1.0), flip=False,
+                                 label_fn=task.label, image_fn=task.image, shuffle_buffer=1000)
+
+    def eval_input(batch, size, training):
+        src = data.load_source(task.tfds_name, task.test, data_dir)
+        return data.make_dataset(src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image)
+
+    print(f"{task.name}: fine-tuning {config.total_steps} steps at {config.dataset.image_size} px", flush=True)
+    summary = train.train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input)
+    result = dict(task=task.name, group=task.group, accuracy=summary["eval_accuracy"], steps=summary["steps"],
+                  tfds=task.tfds_name, train_split=task.train800val200, test_split=task.test)
+    _atomic_write(result_path, json.dumps(result, indent=2))
+    return result
+
+
+def collect(workdir: str) -> Dict[str, dict]:
+    results = {}
+    for name in TASKS:
+        path = os.path.join(workdir, name, "result.json")
+        if os.path.exists(path):
+            results[name] = json.load(open(path))
+    return results
+
+
+def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -> dict:
+    """Table 9 layout: one row, the 19 tasks grouped, then group means and the overall mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ordered = [t for g in GROUPS for t in TASKS.values() if t.group == g]
+    acc = {n: 100 * r["accuracy"] for n, r in results.items()}
+    means = {}
+    for g in GROUPS:
+        vals = [acc[t.name] for t in ordered if t.group == g and t.name in acc]
+        means[g] = sum(vals) / len(vals) if vals else None
+    means["Mean"] = sum(acc.values()) / len(acc) if acc else None
+    fmt = lambda v: "–" if v is None else f"{v:.1f}"  # noqa: E731
+    header = ["model"] + [t.name for t in ordered] + list(means)
+    row = [label] + [fmt(acc.get(t.name)) for t in ordered] + [fmt(v) for v in means.values()]
+    groups_line = ["", *[t.group for t in ordered], *(["means"] * len(means))]
+    md = ["# VTAB-1k results (paper Table 9 layout)", "",
+          f"{len(acc)} of {len(TASKS)} tasks finished; group means over finished tasks.", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+          "| " + " | ".join(groups_line) + " |", "| " + " | ".join(row) + " |", ""]
+    _atomic_write(os.path.join(workdir, "vtab_report.md"), "\n".join(md))
+    with open(os.path.join(workdir, "vtab_report.csv.tmp"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerow(groups_line)
+        w.writerow(row)
+    os.replace(os.path.join(workdir, "vtab_report.csv.tmp"), os.path.join(workdir, "vtab_report.csv"))
+    colours = dict(zip(GROUPS, ("tab:green", "tab:blue", "tab:orange")))
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    names = [t.name for t in ordered]
+    ax.bar(range(len(names)), [acc.get(n, 0.0) for n in names], color=[colours[t.group] for t in ordered])
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("top-1 accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"VTAB-1k: mean {fmt(means['Mean'])} %")
+    for g, c in colours.items():
+        ax.bar([], [], color=c, label=f"{g} ({fmt(means[g])})")
+    ax.legend(fontsize=8)
+    fig.savefig(os.path.join(workdir, "vtab_report.png.tmp.png"), dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(os.path.join(workdir, "vtab_report.png.tmp.png"), os.path.join(workdir, "vtab_report.png"))
+    return means
+
+
+def main(argv: Optional[list] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m recipes.vtab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--weights", default="", help=".npz / .keras / .weights.h5 to fine-tune from")
+    p.add_argument("--model", default="ViT-B/16")
+    p.add_argument("--tasks", default="all", help="all, or comma-separated names")
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--data_dir", default="")
+    p.add_argument("--steps", type=int, default=0, help="override the protocol's 2,500 steps")
+    p.add_argument("--batch_size", type=int, default=0, help="override the protocol's 512")
+    p.add_argument("--image_size", type=int, default=0, help="override the protocol's 384")
+    p.add_argument("--learning_rate", type=float, default=0.0)
+    p.add_argument("--warmup_steps", type=int, default=None)
+    args = p.parse_args(argv)
+    try:
+        tasks = get_tasks(args.tasks)
+        if args.weights and not os.path.exists(args.weights):
+            raise FileNotFoundError(f"--weights {args.weights!r} does not exist.")
+        os.makedirs(args.workdir, exist_ok=True)
+        for task in tasks:
+            run_task(task, args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    means = write_report(collect(args.workdir), args.workdir, args.model)
+    print(f"VTAB report: {os.path.join(args.workdir, 'vtab_report.md')} (mean {means['Mean']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
