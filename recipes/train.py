@@ -104,6 +104,23 @@ def _save_model(model: keras.Model, path: str) -> None:
     os.replace(tmp, path)
 
 
+def _fewshot_callback(config, outdir: str):
+    """Few-shot probe on `config.fewshot.dataset` every `config.fewshot.every` steps."""
+    from keras_vit.fewshot import FewShotEvaluator
+    from recipes.fewshot import extract
+    from recipes.fewshot_callback import FewShotCallback
+
+    f, size = config.fewshot, config.dataset.image_size
+    name = f.dataset or config.dataset.name
+    train_src = data.load_source(name, f.train_split or "train", config.dataset.data_dir or None)
+    test_src = data.load_source(name, f.test_split or "test", config.dataset.data_dir or None)
+    identity = lambda images: images  # noqa: E731  (collect the pre-processed images once)
+    x, y = extract(identity, train_src, size)
+    xt, yt = extract(identity, test_src, size)
+    evaluator = FewShotEvaluator(identity, {name: (x, y, xt, yt)}, shots=tuple(f.shots), seeds=f.seeds)
+    return FewShotCallback(evaluator, f.every, os.path.join(outdir, "tb"))
+
+
 def total_steps(config, train_examples: int) -> int:
     if config.total_steps:
         return int(config.total_steps)
@@ -175,7 +192,10 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
                                      jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
     chief = outdir == workdir
     writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
-    cb = keras.callbacks.CallbackList(callbacks or [], model=model)
+    callbacks = list(callbacks or [])
+    if config.fewshot.every and chief:
+        callbacks.append(_fewshot_callback(config, outdir))
+    cb = keras.callbacks.CallbackList(callbacks, model=model)
     cb.on_train_begin()
     progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
                if chief and sys.stdout.isatty() else None)
