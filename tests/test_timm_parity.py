@@ -33,7 +33,7 @@ def test_plain_vit_matches_timm():
 def test_hybrid_is_close_to_timm():
     # timm's hybrid stem uses other StdConv / GroupNorm epsilons than the original code (which we match
     # exactly, see test_checkpoints.py): close, not equal.
-    assert _case("hybrid_r2x1_w05_64") <= 5e-3
+    assert _case("hybrid_r2x1_w05_64") <= 1e-4  # measured 8.0e-6 (issue allows 5e-3)
 
 
 @pytest.mark.slow

@@ -1,0 +1,233 @@
+"""Images/s of keras_vit vs timm (and keras-hub if installed), measured back to back in one process.
+
+    .venv/bin/python bench/throughput.py --models ViT-S/16 --modes train --batch_sizes 16
+    .venv/bin/python bench/throughput.py --models ViT-B/16 --modes infer --batch_sizes 1,16
+
+Rows: framework variants on the same model/batch/dtype; `vs timm` is the ratio to timm eager
+in the same run; GFLOP/s uses keras_vit.summary.forward_flops (training counted as 3x forward)
+and `%GEMM` compares it with a 2048^3 fp32 matmul measured in the same run by the same
+framework. `RSS` is the process's peak resident memory so far (coarse). torch/timm come from the
+`bench` extra; timm imports through tools/torchvision_stub (no CPU torchvision exists here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+
+def timed(fn, iters: int, warmup: int) -> float:
+    """Median seconds per call after `warmup` calls; `fn` must block until done."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+# ----------------------------------------------------------------------------- GEMM ceilings
+
+def gemm_tf(n: int = 2048) -> float:
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n))
+    f = tf.function(lambda: tf.matmul(a, a))
+    return 2 * n ** 3 / timed(lambda: f().numpy(), 5, 2) / 1e9
+
+
+def gemm_torch(n: int = 2048) -> float:
+    import torch
+
+    a = torch.randn(n, n)
+    return 2 * n ** 3 / timed(lambda: a @ a, 5, 2) / 1e9
+
+
+# ----------------------------------------------------------------------------- keras_vit (TF)
+
+def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipes"):
+    import keras
+    import tensorflow as tf
+
+    import keras_vit
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
+    try:
+        model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
+        x = tf.random.uniform((batch, size, size, 3), -1, 1)
+        y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
+        if mode == "infer":
+            f = tf.function(lambda: model(x, training=False), jit_compile=xla)
+            sec = timed(lambda: f().numpy(), iters, warmup)
+        elif variant == "recipes":
+            from recipes import steps
+
+            opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
+            opt.build(model.trainable_variables)
+            step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch, jit_compile=xla)
+            sec = timed(lambda: step((x, y))["loss"].numpy(), iters, warmup)
+        else:  # the naive Keras path: compile + train_on_batch
+            model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=xla)
+            sec = timed(lambda: model.train_on_batch(x, y), iters, warmup)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    from keras_vit.summary import forward_flops
+
+    return batch / sec, forward_flops(model)
+
+
+# ----------------------------------------------------------------------------- timm
+
+def _timm_name(name, size):
+    return {"ViT-S/16": "vit_small_patch16_224", "ViT-B/16": "vit_base_patch16_224",
+            "ViT-Ti/16": "vit_tiny_patch16_224", "ViT-L/16": "vit_large_patch16_224"}[name], size
+
+
+def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup):
+    import timm
+    import torch
+
+    arch, size = _timm_name(name, size)
+    model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh")
+    x = torch.rand(batch, 3, size, size) * 2 - 1
+    y = torch.randint(0, 1000, (batch,))
+    fwd = torch.compile(model) if compiled else model
+    auto = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16")
+    if mode == "infer":
+        model.eval()
+
+        def run():
+            with torch.no_grad(), auto:
+                fwd(x)
+    else:
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
+
+        def run():
+            opt.zero_grad(set_to_none=True)
+            with auto:
+                loss = torch.nn.functional.cross_entropy(fwd(x), y)
+            loss.backward()
+            opt.step()
+    return batch / timed(run, iters, warmup)
+
+
+# ----------------------------------------------------------------------------- keras_vit (JAX)
+
+_JAX = r"""
+import os, sys, time, statistics, numpy as np, keras, keras_vit
+name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
+x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
+y = np.random.randint(0, 1000, (batch,))
+if mode == "infer":
+    import jax
+    tv, ntv = model.trainable_variables, model.non_trainable_variables
+    f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+    tvv, nvv = [v.value for v in tv], [v.value for v in ntv]
+    run = lambda: f(tvv, nvv, x).block_until_ready()
+else:
+    model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
+    run = lambda: model.train_on_batch(x, y)
+for _ in range(warmup): run()
+ts = []
+for _ in range(iters):
+    t = time.perf_counter(); run(); ts.append(time.perf_counter() - t)
+print(batch / statistics.median(ts))
+"""
+
+
+def keras_jax(name, size, batch, mode, iters, warmup):
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup)],
+                         env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-500:])
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- driver
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="ViT-S/16,ViT-B/16")
+    p.add_argument("--image_sizes", default="224")
+    p.add_argument("--batch_sizes", default="1,8,32")
+    p.add_argument("--modes", default="infer,train")
+    p.add_argument("--dtypes", default="fp32")
+    p.add_argument("--frameworks", default="keras_tf,keras_tf_naive,timm",
+                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_naive (compile+train_on_batch), keras_jax, "
+                        "timm (eager), timm_compile")
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    args = p.parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    fw = args.frameworks.split(",")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, TF {tf.__version__}, "
+          f"Keras {keras.__version__}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}")
+    ceilings = {"tf": gemm_tf()}
+    if any(f.startswith("timm") for f in fw):
+        ceilings["torch"] = gemm_torch()
+    print("# fp32 2048^3 GEMM: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in ceilings.items()))
+    print(f"{'model':<9} {'px':>4} {'mode':<5} {'batch':>5} {'dtype':<5} {'framework':<16} {'img/s':>8} "
+          f"{'ms/batch':>9} {'GFLOP/s':>8} {'%GEMM':>6} {'vs timm':>8} {'RSS GB':>7}")
+    for name in args.models.split(","):
+        for size in map(int, args.image_sizes.split(",")):
+            for mode in args.modes.split(","):
+                for batch in map(int, args.batch_sizes.split(",")):
+                    for dtype in args.dtypes.split(","):
+                        rows, flops = {}, None
+                        for f in fw:
+                            try:
+                                if f == "keras_tf":
+                                    rows[f], flops = keras_tf(name, size, batch, mode, dtype, True, args.iters, args.warmup)
+                                elif f == "keras_tf_noxla":
+                                    rows[f], flops = keras_tf(name, size, batch, mode, dtype, False, args.iters, args.warmup)
+                                elif f == "keras_tf_naive":
+                                    if mode == "train":
+                                        rows[f], flops = keras_tf(name, size, batch, mode, dtype, True, args.iters,
+                                                                  args.warmup, variant="naive")
+                                elif f == "keras_jax":
+                                    rows[f] = keras_jax(name, size, batch, mode, args.iters, args.warmup)
+                                elif f in ("timm", "timm_compile"):
+                                    rows[f] = timm_torch(name, size, batch, mode, dtype, f == "timm_compile",
+                                                         args.iters, args.warmup)
+                            except Exception as e:  # a framework that cannot run here is reported, not fatal
+                                print(f"# {f} {name} {mode} b{batch} {dtype}: {type(e).__name__}: {str(e)[:200]}")
+                        ref = rows.get("timm")
+                        for f, ips in rows.items():
+                            work = None if flops is None else flops * (3 if mode == "train" else 1)
+                            gfs = None if work is None else ips * work / 1e9
+                            ceiling = ceilings["torch" if f.startswith("timm") else "tf"]
+                            print(f"{name:<9} {size:>4} {mode:<5} {batch:>5} {dtype:<5} {f:<16} {ips:>8.2f} "
+                                  f"{1000 * batch / ips:>9.0f} {gfs or float('nan'):>8.1f} "
+                                  f"{100 * (gfs or float('nan')) / ceiling:>5.0f}% "
+                                  f"{(ips / ref if ref else float('nan')):>7.2f}x {rss_gb():>7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
