@@ -1,0 +1,79 @@
+"""Writes examples/quickstart.ipynb from the cells below (keeps the notebook reviewable as code).
+
+    .venv/bin/python tools/make_quickstart.py
+"""
+
+import os
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+CELLS = [
+    new_markdown_cell("""# keras-vit quickstart
+
+Build a Vision Transformer, load weights in the official `.npz` layout, classify a photo, look inside
+(attention rollout, attention distance, position embeddings, patch-embedding filters), and export a
+TF Hub module. In Colab: `!pip install keras-vit` first. This notebook runs offline on a tiny checkpoint
+produced by the original JAX/Flax code (`tests/fixtures/flax_reference/vit_tiny`); with internet use a
+released checkpoint instead:
+
+```python
+model = keras_vit.ViT_B16(weights="imagenet21k+imagenet2012", input_shape=(384, 384, 3),
+                          classifier_activation=None)
+```"""),
+    new_code_cell("""import json, os, tempfile
+import numpy as np
+import keras, keras_vit
+from keras_vit import inspect
+from IPython.display import Image, display
+
+root = "." if os.path.exists("tests/fixtures") else ".."   # repo root or examples/
+fixture = os.path.join(root, "tests", "fixtures", "flax_reference", "vit_tiny")
+cfg = json.load(open(os.path.join(fixture, "config.json")))
+print({k: cfg[k] for k in ("patches", "hidden_size", "mlp_dim", "num_heads", "num_layers", "image_size")})"""),
+    new_markdown_cell("## Build the model and load the official-layout checkpoint"),
+    new_code_cell("""model = keras_vit.VisionTransformer(
+    patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
+    input_shape=(32, 32, 3), classes=5, classifier_activation=None,
+    weights=os.path.join(fixture, "weights.npz"))
+x = np.load(os.path.join(fixture, "input.npy"))
+flax_logits = np.load(os.path.join(fixture, "logits.npy"))
+ours = model.predict(x, verbose=0)
+print("max |keras_vit - original Flax| =", np.abs(ours - flax_logits).max())
+assert np.abs(ours - flax_logits).max() < 1e-5"""),
+    new_markdown_cell("## Classify a photo (scikit-image's sample cat)"),
+    new_code_cell("""import skimage.data
+photo = skimage.data.chelsea()                                   # uint8 RGB
+small = keras.ops.convert_to_numpy(keras.ops.image.resize(photo[None].astype("float32"), (32, 32)))
+images = keras_vit.preprocess_input(small)                       # [0, 255] -> [-1, 1]
+probs = keras.ops.convert_to_numpy(keras.ops.softmax(model(images)))[0]
+print("class probabilities (a 5-class toy head):", np.round(probs, 3))"""),
+    new_markdown_cell("## Look inside: the paper's Figure 6 and 7"),
+    new_code_cell("""out = tempfile.mkdtemp()
+paths = inspect.write_figures(model, images[0], out)
+for name, path in paths.items():
+    print(name)
+    display(Image(filename=path))
+print("mean attention distance [layers, heads] (pixels):\\n", inspect.mean_attention_distance(model, images))"""),
+    new_markdown_cell("## Export a TF Hub module and load it back as TF Hub users do"),
+    new_code_cell("""import tensorflow as tf
+import hub_export
+module = hub_export.export(model, os.path.join(out, "vit_tiny_fv"), variant="feature_vector")
+reloaded = tf.saved_model.load(module)
+features = reloaded((images + 1) / 2, training=False).numpy()      # modules take [0, 1] images
+keras_features = keras.Model(model.inputs, model.get_layer("pooling").output).predict(images, verbose=0)
+print(module, features.shape, "max |diff| =", np.abs(features - keras_features).max())
+print(open(os.path.join(module, "README.md")).read()[:400])"""),
+]
+
+
+def main() -> None:
+    nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "quickstart.ipynb")
+    nbformat.write(nb, path)
+    print(f"wrote {os.path.normpath(path)}")
+
+
+if __name__ == "__main__":
+    main()
