@@ -162,7 +162,7 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.dropout_rate = float(dropout_rate)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         d = input_shape[-1]
@@ -214,7 +214,7 @@ class MlpBlock(keras.layers.Layer):
         super().__init__(**kwargs)
         self.mlp_dim = int(mlp_dim)
         self.dropout_rate = float(dropout_rate)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         d = input_shape[-1]
@@ -266,8 +266,8 @@ class EncoderBlock(keras.layers.Layer):
         self.attention = MultiHeadDotProductAttention(
             self.num_heads, self.attention_dropout_rate, dtype=policy,
             name="MultiHeadDotProductAttention_1")
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.drop_path = DropPath(self.drop_path_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
+        self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
         self.layer_norm_2 = _layer_norm("LayerNorm_2", policy)
         self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, dtype=policy, name="MlpBlock_3")
 

@@ -9,6 +9,7 @@ every `checkpoint_every` steps and resumes from the latest checkpoint in the wor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging as pylogging
 import os
@@ -30,6 +31,27 @@ logger = pylogging.getLogger("recipes")
 
 
 # ----------------------------------------------------------------------------- model
+
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+
+
+def _policy(config) -> str:
+    if config.precision not in PRECISIONS:
+        raise ValueError(f"config.precision={config.precision!r}; expected one of {', '.join(PRECISIONS)}.")
+    return PRECISIONS[config.precision]
+
+
+@contextlib.contextmanager
+def precision(config):
+    """Builds layers under `config.precision`: "bfloat16" computes in bf16 with float32 variables,
+    softmax and LayerNorm (no loss scaling: bf16 has float32's exponent range)."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(_policy(config))
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
 
 def build_model(config, image_size: int, num_classes: int) -> keras.Model:
     """The classifier of `config.model` at `image_size`, emitting logits."""
@@ -142,6 +164,7 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
     Returns the summary also written to `workdir/summary.json`.
     """
     strategy = strategy or tf.distribute.get_strategy()
+    _policy(config)  # a bad value fails before anything touches the workdir
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
@@ -159,7 +182,7 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
     steps_total = total_steps(config, source.num_examples if source else 0)
 
     loss_fn = None
-    with strategy.scope():
+    with strategy.scope(), precision(config):
         model = build_model(config, size, num_classes)
         net = model
         if config.mpp.enabled:

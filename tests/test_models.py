@@ -196,6 +196,20 @@ def test_mixed_bfloat16_builds_and_runs():
         keras.mixed_precision.set_global_policy("float32")
 
 
+def test_mixed_bfloat16_model_reloads_under_float32_policy(tmp_path):
+    """Nested sublayers keep the saved policy: a bf16 model loads and runs in a float32 session."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3, dropout_rate=0.1,
+                                            drop_path_rate=0.1)
+        expected = model.predict(_images(), verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model.save(tmp_path / "bf16.keras")
+    loaded = keras.models.load_model(tmp_path / "bf16.keras")
+    np.testing.assert_array_equal(loaded.predict(_images(), verbose=0), expected)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(input_shape=(30, 32, 3)), r"not divisible by the effective patch size 8: height 30 \(try 24 or 32\)"),
     (dict(input_shape=(32, 32, 1)), "3 \\(RGB\\) channels"),

@@ -33,6 +33,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.seed = 0
     c.deterministic = False    # tf.config.experimental.enable_op_determinism
     c.jit_compile = True
+    c.precision = "float32"    # or "bfloat16" (mixed: bf16 compute, float32 variables; TPU/GPU)
     c.log_every = 100
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3
