@@ -19,7 +19,7 @@ setup: $(STAMP)
 # torch 2.13.0 is the CPU wheel on our machines; timm goes in without its torchvision dependency (no CPU
 # build of torchvision exists here: tools/torchvision_stub stands in for the two names timm imports).
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[bench]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,bench]"
 	$(PY) -m pip install -q --no-deps timm
 	touch $(BENCH_STAMP)
 

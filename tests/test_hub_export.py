@@ -18,8 +18,8 @@ import keras_vit
 from conftest import FLAX_FIXTURES, ROOT
 
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
-hub = pytest.importorskip("tensorflow_hub")
-tf_keras = pytest.importorskip("tf_keras")
+import tensorflow_hub as hub  # noqa: E402  test dependencies: a broken install must fail, not skip
+import tf_keras  # noqa: E402
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, input_shape=(32, 32, 3))
 FIXTURE = os.path.join(FLAX_FIXTURES, "vit_tiny")

@@ -4,11 +4,10 @@ import os
 import sys
 
 import nbformat
-import pytest
 
 from conftest import ROOT
 
-nbclient = pytest.importorskip("nbclient")
+import nbclient  # noqa: E402  a test dependency: a broken install must fail, not skip
 
 
 def test_quickstart_notebook_executes(monkeypatch):
