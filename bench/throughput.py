@@ -1,4 +1,4 @@
-"""Images/s of keras_vit vs timm (and keras-hub if installed), measured back to back in one process.
+"""Images/s of keras_vit vs timm (and keras-hub if installed), measured back to back, a fresh process per row.
 
     .venv/bin/python bench/throughput.py --models ViT-S/16 --modes train --batch_sizes 16
     .venv/bin/python bench/throughput.py --models ViT-B/16 --modes infer --batch_sizes 1,16
@@ -6,13 +6,15 @@
 Rows: framework variants on the same model/batch/dtype; `vs timm` is the ratio to timm eager
 in the same run; GFLOP/s uses keras_vit.summary.forward_flops (training counted as 3x forward)
 and `%GEMM` compares it with a 2048^3 fp32 matmul measured in the same run by the same
-framework. `RSS` is the process's peak resident memory so far (coarse). torch/timm come from the
+framework. Rows run back to back, each in a fresh process (`--no-isolate`: all in this one), so `peak GB`
+is that row's peak resident memory (model, optimizer state, activations, framework runtime). torch/timm come from the
 `bench` extra; timm imports through tools/torchvision_stub (no CPU torchvision exists here).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -43,7 +45,13 @@ def timed(fn, iters: int, warmup: int, best: bool = False) -> float:
 
 
 def rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    """Peak resident memory (GB) of this process image: VmHWM, which (unlike ru_maxrss) does not carry the
+    parent's peak over fork + exec."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1e6
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 # ----------------------------------------------------------------------------- GEMM ceilings
@@ -177,7 +185,8 @@ for _ in range(warmup): run()
 ts = []
 for _ in range(iters):
     t = time.perf_counter(); run(); ts.append(time.perf_counter() - t)
-print(batch / statistics.median(ts))
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1e6
+print(batch / statistics.median(ts), hwm)
 """
 
 
@@ -187,10 +196,44 @@ def keras_jax(name, size, batch, mode, iters, warmup):
                          env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
-    return float(out.stdout.strip().splitlines()[-1])
+    ips, peak = map(float, out.stdout.strip().splitlines()[-1].split())
+    return ips, peak
 
 
 # ----------------------------------------------------------------------------- driver
+
+def measure(f, name, size, mode, batch, dtype, iters, warmup):
+    """(img/s or None, forward FLOPs or None, peak RSS GB, error or None) of one row, in this process."""
+    ips = flops = error = None
+    try:
+        if f in ("keras_tf", "keras_tf_noxla"):
+            ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup)
+        elif f == "keras_tf_naive":
+            if mode == "train":  # inference has no naive variant
+                ips, flops = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, variant="naive")
+        elif f == "keras_hub":
+            ips, _ = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, build=keras_hub_vit)
+        elif f == "keras_jax":
+            ips, peak = keras_jax(name, size, batch, mode, iters, warmup)
+            return ips, None, peak, None
+        elif f in ("timm", "timm_compile"):
+            ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup)
+        else:
+            error = f"unknown framework {f!r}"
+    except Exception as e:
+        error = f"{type(e).__name__}: {str(e)[:200]}"
+    return ips, flops, rss_gb(), error
+
+
+def measure_isolated(*row):
+    """`measure` in a fresh process, so the peak memory is this row's alone."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--row", json.dumps(row)],
+                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        return None, None, float("nan"), f"row process exited {out.returncode}: {out.stderr[-300:]}"
+    return tuple(json.loads(lines[-1]))
+
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,7 +247,13 @@ def main(argv=None) -> None:
                         "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--no-isolate", dest="isolate", action="store_false",
+                   help="measure every row in this process (peak memory then accumulates over rows)")
+    p.add_argument("--row", help=argparse.SUPPRESS)  # internal: one row as JSON, result as JSON
     args = p.parse_args(argv)
+    if args.row:
+        print(json.dumps(measure(*json.loads(args.row))))
+        return
     import keras
     import tensorflow as tf
 
@@ -216,33 +265,22 @@ def main(argv=None) -> None:
         ceilings["torch"] = gemm_torch()
     print("# fp32 2048^3 GEMM: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in ceilings.items()))
     print(f"{'model':<9} {'px':>4} {'mode':<5} {'batch':>5} {'dtype':<5} {'framework':<16} {'img/s':>8} "
-          f"{'ms/batch':>9} {'GFLOP/s':>8} {'%GEMM':>6} {'vs timm':>8} {'RSS GB':>7}")
+          f"{'ms/batch':>9} {'GFLOP/s':>8} {'%GEMM':>6} {'vs timm':>8} {'peak GB':>7}")
     for name in args.models.split(","):
         for size in map(int, args.image_sizes.split(",")):
             for mode in args.modes.split(","):
                 for batch in map(int, args.batch_sizes.split(",")):
                     for dtype in args.dtypes.split(","):
-                        rows, flops = {}, None
+                        rows, mems, flops = {}, {}, None
                         for f in fw:
-                            try:
-                                if f == "keras_tf":
-                                    rows[f], flops = keras_tf(name, size, batch, mode, dtype, True, args.iters, args.warmup)
-                                elif f == "keras_tf_noxla":
-                                    rows[f], flops = keras_tf(name, size, batch, mode, dtype, False, args.iters, args.warmup)
-                                elif f == "keras_tf_naive":
-                                    if mode == "train":
-                                        rows[f], flops = keras_tf(name, size, batch, mode, dtype, True, args.iters,
-                                                                  args.warmup, variant="naive")
-                                elif f == "keras_hub":
-                                    rows[f], _ = keras_tf(name, size, batch, mode, dtype, True, args.iters,
-                                                          args.warmup, build=keras_hub_vit)
-                                elif f == "keras_jax":
-                                    rows[f] = keras_jax(name, size, batch, mode, args.iters, args.warmup)
-                                elif f in ("timm", "timm_compile"):
-                                    rows[f] = timm_torch(name, size, batch, mode, dtype, f == "timm_compile",
-                                                         args.iters, args.warmup)
-                            except Exception as e:  # a framework that cannot run here is reported, not fatal
-                                print(f"# {f} {name} {mode} b{batch} {dtype}: {type(e).__name__}: {str(e)[:200]}")
+                            run = measure_isolated if args.isolate else measure
+                            ips, f_flops, peak, error = run(f, name, size, mode, batch, dtype, args.iters,
+                                                            args.warmup)
+                            if error:  # a framework that cannot run here is reported, not fatal
+                                print(f"# {f} {name} {mode} b{batch} {dtype}: {error}")
+                            if ips is not None:
+                                rows[f], mems[f] = ips, peak
+                                flops = flops or f_flops
                         ref = rows.get("timm")
                         for f, ips in rows.items():
                             work = None if flops is None else flops * (3 if mode == "train" else 1)
@@ -251,7 +289,7 @@ def main(argv=None) -> None:
                             print(f"{name:<9} {size:>4} {mode:<5} {batch:>5} {dtype:<5} {f:<16} {ips:>8.2f} "
                                   f"{1000 * batch / ips:>9.0f} {gfs or float('nan'):>8.1f} "
                                   f"{100 * (gfs or float('nan')) / ceiling:>5.0f}% "
-                                  f"{(ips / ref if ref else float('nan')):>7.2f}x {rss_gb():>7.2f}", flush=True)
+                                  f"{(ips / ref if ref else float('nan')):>7.2f}x {mems[f]:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":
