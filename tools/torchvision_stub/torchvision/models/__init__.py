@@ -1,10 +1,3 @@
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
+from torchvision._unavailable import unavailable
 
-    class Unavailable:
-        def __init__(self, *args, **kwargs):
-            raise RuntimeError(f"torchvision.models.{name} is not available in the torchvision stub")
-
-    Unavailable.__name__ = name
-    return Unavailable
+__getattr__ = unavailable("torchvision.models")

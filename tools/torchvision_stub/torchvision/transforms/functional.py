@@ -1,5 +1,7 @@
 import enum
 
+from torchvision._unavailable import unavailable
+
 
 class InterpolationMode(enum.Enum):
     NEAREST = "nearest"
@@ -11,8 +13,4 @@ class InterpolationMode(enum.Enum):
     LANCZOS = "lanczos"
 
 
-def __getattr__(name):
-    def unavailable(*args, **kwargs):
-        raise RuntimeError(f"torchvision.transforms.functional.{name} is not available in the stub")
-
-    return unavailable
+__getattr__ = unavailable("torchvision.transforms.functional")
