@@ -1,4 +1,4 @@
-"""Official `.npz` checkpoints <-> Keras models, position-embedding resizing, releases.
+"""Official `.npz` checkpoints <-> Keras models, and position-embedding resizing.
 
 The key names are those of the released google-research/vision_transformer
 files (REFERENCE §2), e.g. `Transformer/encoderblock_3/MlpBlock_3/Dense_0/kernel`.
@@ -8,13 +8,11 @@ hybrid files store GroupNorm parameters as (1, 1, 1, C).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import re
 import tempfile
 import zipfile
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import keras
 import numpy as np
@@ -320,84 +318,7 @@ def save_npz(model: keras.Model, path: str) -> str:
     return path
 
 
-# ----------------------------------------------------------------------------- releases
-
-BASE_URL = os.environ.get("KERAS_VIT_BASE_URL", "https://storage.googleapis.com/vit_models")
-
-
-@dataclasses.dataclass(frozen=True)
-class Release:
-    """One released checkpoint file."""
-
-    name: str          # e.g. "ViT-B_16/imagenet21k"
-    model: str         # the paper's model name
-    dataset: str       # "imagenet21k" | "imagenet21k+imagenet2012" | ...
-    resolution: int    # pixels the checkpoint was trained at
-    classes: int
-    url: str
-    sha256: Optional[str] = None
-
-
-_RELEASES: Dict[str, Release] = {}
-
-
-def register_release(release: Release) -> None:
-    """Adds (or replaces) a downloadable checkpoint, e.g. an AugReg file or a mirror."""
-    configs.get_config(release.model)
-    _RELEASES[release.name] = release
-
-
-def _register_official() -> None:
-    for model in ("ViT-B/16", "ViT-B/32", "ViT-L/16", "ViT-L/32", "ViT-H/14", "R50+ViT-B/16"):
-        file = configs.get_config(model).name.replace("/", "_") + ".npz"
-        register_release(Release(f"{file[:-4]}/imagenet21k", model, "imagenet21k", 224, 21843,
-                                 f"{BASE_URL}/imagenet21k/{file}"))
-        register_release(Release(f"{file[:-4]}/imagenet21k+imagenet2012", model,
-                                 "imagenet21k+imagenet2012", 384, 1000,
-                                 f"{BASE_URL}/imagenet21k+imagenet2012/{file}"))
-
-
-_register_official()
-
-
-def available() -> list:
-    """All known released checkpoints (name, model, dataset, resolution, classes, URL)."""
-    return list(_RELEASES.values())
-
-
-def release_names() -> list:
-    """Valid `weights=` strings: dataset names and full release names."""
-    return sorted({r.dataset for r in _RELEASES.values()} | set(_RELEASES))
-
-
-def is_release_name(weights: str) -> bool:
-    return isinstance(weights, str) and weights in release_names()
-
-
-def find_release(weights: str, model_name: Optional[str]) -> Release:
-    """Resolves `weights` (a dataset name or a full release name) for a model of the table."""
-    if weights in _RELEASES:
-        return _RELEASES[weights]
-    matches = [r for r in _RELEASES.values()
-               if r.dataset == weights and model_name is not None
-               and configs.get_config(r.model).name == model_name]
-    if not matches:
-        have = sorted(r.name for r in _RELEASES.values() if r.dataset == weights)
-        raise ValueError(f"No {weights!r} checkpoint is released for model {model_name!r}; "
-                         f"released: {', '.join(have)}.")
-    return matches[0]
-
-
-def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional[str] = None) -> str:
-    """Downloads (once) the release `weights` and returns its local path.
-
-    Files go to `<cache_dir>/keras_vit/`; `cache_dir` defaults to $KERAS_VIT_CACHE_DIR,
-    else the Keras cache (~/.keras). The sha256 is checked when the release has one.
-    """
-    release = find_release(weights, table_name(model) if model is not None else None)
-    fname = re.sub(r"[^A-Za-z0-9_.+-]", "_", release.name) + ".npz"
-    cache_dir = cache_dir or os.environ.get("KERAS_VIT_CACHE_DIR")
-    if cache_dir:
-        os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp for a missing directory
-    return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
-                                file_hash=release.sha256, hash_algorithm="sha256")
+# The release registry lives in keras_vit.releases; its names stay reachable here (the documented
+# `keras_vit.checkpoints.available()`).
+from keras_vit.releases import (  # noqa: E402,F401
+    BASE_URL, Release, available, fetch, find_release, is_release_name, register_release, release_names)
