@@ -14,6 +14,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from recipes.atomic import write_atomic
+
 _NAME = re.compile(r"^ckpt-(\d{9})\.npz$")
 
 
@@ -46,10 +48,7 @@ class CheckpointManager:
     def save(self, step: int) -> str:
         buffer = io.BytesIO()
         np.savez(buffer, **self._arrays())
-        final, tmp = self.path(step), self.path(step) + ".tmp"
-        with tf.io.gfile.GFile(tmp, "wb") as f:
-            f.write(buffer.getvalue())
-        tf.io.gfile.rename(tmp, final, overwrite=True)
+        final = write_atomic(self.path(step), buffer.getvalue())
         for old in self.steps()[: -self.keep]:
             tf.io.gfile.remove(self.path(old))
         return final

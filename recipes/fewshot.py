@@ -8,7 +8,6 @@ large datasets never sit in memory as images.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -66,6 +65,7 @@ def main(argv=None) -> int:
 
         from keras_vit import fewshot
         from keras_vit.models import create_model
+        from recipes import atomic
         from recipes.data import load_source
 
         names = [n for n in args.datasets.split(",") if n]
@@ -95,9 +95,7 @@ def main(argv=None) -> int:
         return 2
     print(fewshot.FewShotEvaluator.format(results))
     if args.out:
-        with open(args.out + ".tmp", "w") as f:
-            json.dump({k: {"mean": m, "std": s} for k, (m, s) in results.items()}, f, indent=2)
-        os.replace(args.out + ".tmp", args.out)
+        atomic.write_json(args.out, {k: {"mean": m, "std": s} for k, (m, s) in results.items()})
     return 0
 
 

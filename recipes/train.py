@@ -19,12 +19,11 @@ import time
 from typing import Callable, List, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 import keras_vit
 from keras_vit import checkpoints as vit_checkpoints
-from recipes import data, distribute, optim, steps
+from recipes import atomic, data, distribute, optim, steps
 from recipes.checkpointing import CheckpointManager
 
 logger = pylogging.getLogger("recipes")
@@ -111,13 +110,6 @@ def _worker_dir(workdir: str) -> str:
     if task.get("type") == "worker" and task.get("index", 0) > 0:
         return os.path.join(workdir, f"worker_{task['index']}")
     return workdir
-
-
-def _atomic_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def _save_model(model: keras.Model, path: str) -> None:
@@ -268,7 +260,7 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
     writer.flush()
     _save_model(model, os.path.join(outdir, "model.keras"))
     summary["model"] = os.path.join(outdir, "model.keras")
-    _atomic_json(os.path.join(outdir, "summary.json"), summary)
+    atomic.write_json(os.path.join(outdir, "summary.json"), summary)
     return summary
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import sys
@@ -18,13 +19,8 @@ from typing import Dict, Optional
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+from recipes import atomic  # noqa: E402
 from recipes.vtab_tasks import GROUPS, TASKS, Task, get_tasks  # noqa: E402
-
-
-def _atomic_write(path: str, text: str) -> None:
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def task_config(task: Task, args):
@@ -78,7 +74,7 @@ def run_task(task: Task, args) -> dict:
     summary = train.train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input)
     result = dict(task=task.name, group=task.group, accuracy=summary["eval_accuracy"], steps=summary["steps"],
                   tfds=task.tfds_name, train_split=task.train800val200, test_split=task.test)
-    _atomic_write(result_path, json.dumps(result, indent=2))
+    atomic.write_json(result_path, result)
     return result
 
 
@@ -113,13 +109,10 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
           f"{len(acc)} of {len(TASKS)} tasks finished; group means over finished tasks.", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
           "| " + " | ".join(groups_line) + " |", "| " + " | ".join(row) + " |", ""]
-    _atomic_write(os.path.join(workdir, "vtab_report.md"), "\n".join(md))
-    with open(os.path.join(workdir, "vtab_report.csv.tmp"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerow(groups_line)
-        w.writerow(row)
-    os.replace(os.path.join(workdir, "vtab_report.csv.tmp"), os.path.join(workdir, "vtab_report.csv"))
+    atomic.write_atomic(os.path.join(workdir, "vtab_report.md"), "\n".join(md))
+    table = io.StringIO(newline="")
+    csv.writer(table).writerows([header, groups_line, row])
+    atomic.write_atomic(os.path.join(workdir, "vtab_report.csv"), table.getvalue())
     colours = dict(zip(GROUPS, ("tab:green", "tab:blue", "tab:orange")))
     fig, ax = plt.subplots(figsize=(10, 3.5))
     names = [t.name for t in ordered]
@@ -131,9 +124,10 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
     for g, c in colours.items():
         ax.bar([], [], color=c, label=f"{g} ({fmt(means[g])})")
     ax.legend(fontsize=8)
-    fig.savefig(os.path.join(workdir, "vtab_report.png.tmp.png"), dpi=100, bbox_inches="tight")
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
-    os.replace(os.path.join(workdir, "vtab_report.png.tmp.png"), os.path.join(workdir, "vtab_report.png"))
+    atomic.write_atomic(os.path.join(workdir, "vtab_report.png"), png.getvalue())
     return means
 
 

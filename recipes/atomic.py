@@ -1,0 +1,25 @@
+"""Atomic writes: a file appears whole or not at all (temp file + rename), locally or on gs://.
+
+A run killed mid-write leaves at most a `<path>.tmp` behind, never a truncated `<path>`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+
+import tensorflow as tf
+
+
+def write_atomic(path: str, data: Union[str, bytes]) -> str:
+    """Writes `data` (text or bytes) to `path` through `<path>.tmp` and a rename."""
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
+
+
+def write_json(path: str, obj: Any) -> str:
+    """`obj` as indented, key-sorted JSON, written atomically."""
+    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
