@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 
 
 def timed(fn, iters: int, warmup: int, best: bool = False) -> float:

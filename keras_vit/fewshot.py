@@ -11,7 +11,7 @@ solved in float64 with λ = 2¹⁰. Pure numpy + keras: no TensorFlow needed.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 

@@ -20,7 +20,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _digits(image_size: int):
     import numpy as np
-    import tensorflow as tf
 
     from recipes import data
 

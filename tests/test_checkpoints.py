@@ -5,7 +5,6 @@ import logging
 import os
 import re
 
-import keras
 import numpy as np
 import pytest
 import scipy.ndimage

@@ -4,7 +4,6 @@ import glob
 import json
 import os
 
-import pytest
 import tensorflow as tf
 
 import keras_vit

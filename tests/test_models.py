@@ -1,7 +1,5 @@
 """The model table and constructors: sizes vs timm, shapes, serialization, errors."""
 
-import os
-
 import keras
 import numpy as np
 import pytest
