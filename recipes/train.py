@@ -16,9 +16,10 @@ import os
 import sys
 import tempfile
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import keras
+import ml_collections
 import tensorflow as tf
 
 import keras_vit
@@ -34,14 +35,14 @@ logger = pylogging.getLogger("recipes")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 
 
-def _policy(config) -> str:
+def _policy(config: ml_collections.ConfigDict) -> str:
     if config.precision not in PRECISIONS:
         raise ValueError(f"config.precision={config.precision!r}; expected one of {', '.join(PRECISIONS)}.")
     return PRECISIONS[config.precision]
 
 
 @contextlib.contextmanager
-def precision(config):
+def precision(config: ml_collections.ConfigDict) -> Iterator[None]:
     """Builds layers under `config.precision`: "bfloat16" computes in bf16 with float32 variables,
     softmax and LayerNorm (no loss scaling: bf16 has float32's exponent range)."""
     previous = keras.mixed_precision.global_policy()
