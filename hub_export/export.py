@@ -11,31 +11,33 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Optional
 
 import keras
 import tensorflow as tf
 
 from hub_export import model_card
-from keras_vit import checkpoints
+from keras_vit import atomic
 
 VARIANTS = ("feature_vector", "classification")
 
 
 def _output_model(model: keras.Model, variant: str) -> keras.Model:
-    names = [layer.name for layer in model.layers]
     if variant == "feature_vector":
-        cut = "pre_logits" if "pre_logits" in names else "pooling"
-    else:
-        if "head" not in names:
-            raise ValueError(f"variant='classification' needs a model with a head (include_top=True); "
-                             f"{model.name!r} has none.")
-        cut = "head"
-    if cut == names[-1]:
-        return model
-    return keras.Model(model.inputs, model.get_layer(cut).output, name=f"{model.name}_{variant}")
+        return model.feature_model()
+    if not model.include_top:
+        raise ValueError(f"variant='classification' needs a model with a head (include_top=True); "
+                         f"{model.name!r} has none.")
+    return model.logits_model()
+
+
+def is_our_export(path: str) -> bool:
+    """True for a directory written by `export` (its metadata.json names our exporter)."""
+    try:
+        with open(os.path.join(path, "metadata.json")) as f:
+            return json.load(f).get("exporter") == model_card.EXPORTER
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class _Module(tf.Module):
@@ -79,8 +81,9 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     """Writes `model` as a TF Hub module at `out_dir` (+ README.md model card, metadata.json).
 
     Args:
-      model: a keras_vit model taking [-1, 1] images (built with the TF backend).
-      out_dir: the module directory; replaced only with `overwrite=True`.
+      model: a `keras_vit.VisionTransformer` taking [-1, 1] images (built with the TF backend).
+      out_dir: the module directory; an earlier export there is replaced only with
+        `overwrite=True`, and anything else there never is.
       variant: "feature_vector" (pre-logits, [batch, D]) or "classification" (logits).
       source: where the weights came from, recorded in the card.
     The module is built in a temporary directory beside `out_dir` and renamed into
@@ -90,34 +93,18 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
     if keras.backend.backend() != "tensorflow":
         raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
-    arch = checkpoints.architecture(model)
-    if any(layer.name == "rescaling" for layer in model.layers):
+    if not hasattr(model, "feature_model"):
+        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
+                         "(load it with keras_vit.load_model).")
+    if model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
-    out_dir = os.path.abspath(os.fspath(out_dir))
-    if os.path.exists(out_dir) and not overwrite:
-        raise FileExistsError(f"{out_dir} already exists; pass overwrite=True (--overwrite) to replace it.")
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
     net = _output_model(model, variant)
-    image_size = tuple(model.input_shape[1:3])
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(out_dir)}-", dir=parent)
-    try:
-        _save(net, tmp, image_size)
-        meta = model_card.metadata(name=checkpoints.table_name(model) or name or model.name, variant=variant,
-                                   image_size=image_size, output_dim=int(net.output_shape[-1]), source=source,
-                                   architecture=arch)
-        with open(os.path.join(tmp, "metadata.json"), "w") as f:
-            json.dump(meta, f, indent=2)
-        with open(os.path.join(tmp, "README.md"), "w") as f:
-            f.write(model_card.model_card(meta))
-        if os.path.exists(out_dir):
-            old = tempfile.mkdtemp(prefix=f".old-{os.path.basename(out_dir)}-", dir=parent)
-            os.rename(out_dir, os.path.join(old, "module"))
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
+                               output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
+
+    def fill(tmp: str) -> None:
+        _save(net, tmp, model.image_size)
+        atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
+        atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
+
+    return atomic.write_directory(out_dir, fill, overwrite=overwrite, replaceable=is_our_export)

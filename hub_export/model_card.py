@@ -6,6 +6,7 @@ import datetime
 from typing import Optional
 
 LICENSE = "Apache-2.0"
+EXPORTER = "keras_vit hub_export"
 
 
 def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, source: Optional[str],
@@ -14,7 +15,7 @@ def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, sou
                 input="float32 [batch, H, W, 3] in [0, 1]", source_checkpoint=source or "random init",
                 architecture={k: (list(v) if isinstance(v, tuple) else v) for k, v in architecture.items()},
                 license=LICENSE, format="TF2 SavedModel (hub.KerasLayer-compatible)",
-                exported=datetime.date.today().isoformat(), exporter="keras_vit hub_export")
+                exported=datetime.date.today().isoformat(), exporter=EXPORTER)
 
 
 def model_card(meta: dict) -> str:

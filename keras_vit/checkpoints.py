@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import re
+import warnings
 import zipfile
 from typing import Dict, Optional, Sequence
 
 import keras
 import numpy as np
 
-from keras_vit import configs
-from keras_vit.layers import AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding
-from keras_vit.resnet import ResNetStem
+from keras_vit import atomic, configs
 
 logger = logging.getLogger("keras_vit")
 
@@ -30,31 +29,34 @@ _PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 
 # ----------------------------------------------------------------------------- model <-> keys
 
-def _find(model: keras.Model, cls):
-    found = [layer for layer in model.layers if isinstance(layer, cls)]
-    return found[0] if found else None
+def _check_model(model) -> None:
+    if not hasattr(model, "vit_config") or not hasattr(model, "encoder"):
+        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
+                         "(build it with keras_vit, or load it with keras_vit.load_model).")
 
 
-def _dense(model: keras.Model, name: str):
-    try:
-        return model.get_layer(name)
-    except ValueError:
-        return None
+def _stem_map(stem) -> Dict[str, keras.Variable]:
+    out = {"conv_root/kernel": stem.conv_root.kernel,
+           "gn_root/scale": stem.gn_root.gamma, "gn_root/bias": stem.gn_root.beta}
+    for unit in stem.units:
+        p = unit.checkpoint_prefix + "/"
+        for conv, gn in (("conv1", "gn1"), ("conv2", "gn2"), ("conv3", "gn3"), ("conv_proj", "gn_proj")):
+            if getattr(unit, conv) is None:
+                continue
+            out[p + conv + "/kernel"] = getattr(unit, conv).kernel
+            out[p + gn + "/scale"] = getattr(unit, gn).gamma
+            out[p + gn + "/bias"] = getattr(unit, gn).beta
+    return out
 
 
 def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
     """Official checkpoint key -> the model's variable, for every parameter of `model`."""
-    embedding = _find(model, PatchEmbedding)
-    encoder = _find(model, Encoder)
-    if embedding is None or encoder is None:
-        raise ValueError(f"Model {model.name!r} is not a keras_vit Vision Transformer "
-                         "(no PatchEmbedding / Encoder layer).")
-    out = {"embedding/kernel": embedding.kernel, "embedding/bias": embedding.bias}
-    cls = _find(model, ClassToken)
-    if cls is not None:
-        out["cls"] = cls.cls
-    out[POSEMB_KEY] = _find(model, AddPositionEmbedding).pos_embedding
-    for i, block in enumerate(encoder.blocks):
+    _check_model(model)
+    out = {"embedding/kernel": model.patch_embedding.kernel, "embedding/bias": model.patch_embedding.bias}
+    if model.class_token is not None:
+        out["cls"] = model.class_token.cls
+    out[POSEMB_KEY] = model.position_embedding.pos_embedding
+    for i, block in enumerate(model.encoder.blocks):
         p = f"Transformer/encoderblock_{i}/"
         for ln, name in ((block.layer_norm_0, "LayerNorm_0"), (block.layer_norm_2, "LayerNorm_2")):
             out[p + name + "/scale"], out[p + name + "/bias"] = ln.gamma, ln.beta
@@ -64,54 +66,14 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
             out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = getattr(att, f"{part}_bias")
         for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
             out[f"{p}MlpBlock_3/{name}/kernel"], out[f"{p}MlpBlock_3/{name}/bias"] = dense.kernel, dense.bias
-    out["Transformer/encoder_norm/scale"] = encoder.encoder_norm.gamma
-    out["Transformer/encoder_norm/bias"] = encoder.encoder_norm.beta
-    for name in ("pre_logits", "head"):
-        dense = _dense(model, name)
+    out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma
+    out["Transformer/encoder_norm/bias"] = model.encoder.encoder_norm.beta
+    for name, dense in (("pre_logits", model.pre_logits), ("head", model.head)):
         if dense is not None:
             out[f"{name}/kernel"], out[f"{name}/bias"] = dense.kernel, dense.bias
-    stem = _find(model, ResNetStem)
-    if stem is not None:
-        out["conv_root/kernel"] = stem.conv_root.kernel
-        out["gn_root/scale"], out["gn_root/bias"] = stem.gn_root.gamma, stem.gn_root.beta
-        for unit in stem.units:
-            p = unit.checkpoint_prefix + "/"
-            for conv, gn in (("conv1", "gn1"), ("conv2", "gn2"), ("conv3", "gn3"),
-                             ("conv_proj", "gn_proj")):
-                if getattr(unit, conv) is None:
-                    continue
-                out[p + conv + "/kernel"] = getattr(unit, conv).kernel
-                out[p + gn + "/scale"] = getattr(unit, gn).gamma
-                out[p + gn + "/bias"] = getattr(unit, gn).beta
+    if model.stem is not None:
+        out.update(_stem_map(model.stem))
     return out
-
-
-def architecture(model: keras.Model) -> dict:
-    """The sizes of a keras_vit model read off its layers (works for loaded models too)."""
-    weight_map(model)  # validates that this is one of ours
-    embedding, encoder = _find(model, PatchEmbedding), _find(model, Encoder)
-    posemb = _find(model, AddPositionEmbedding)
-    stem = _find(model, ResNetStem)
-    head, pre_logits = _dense(model, "head"), _dense(model, "pre_logits")
-    return dict(
-        patch_size=embedding.patch_size, hidden_size=embedding.hidden_size,
-        mlp_dim=encoder.mlp_dim, num_heads=encoder.num_heads, num_layers=encoder.num_layers,
-        resnet_layers=stem.stage_sizes if stem is not None else None,
-        resnet_width=stem.width if stem is not None else 1,
-        classifier="token" if posemb.num_prefix_tokens else "gap",
-        grid_size=posemb.grid_size, num_prefix_tokens=posemb.num_prefix_tokens,
-        classes=None if head is None else head.units,
-        representation_size=None if pre_logits is None else pre_logits.units)
-
-
-def table_name(model: keras.Model) -> Optional[str]:
-    """The paper's name of the variant `model` is built as (None for custom sizes)."""
-    arch = architecture(model)
-    for config in configs.MODELS.values():
-        if all(arch[k] == v for k, v in config.model_kwargs().items() if k != "resnet_width") and (
-                not config.is_hybrid or arch["resnet_width"] == config.resnet_width):
-            return config.name
-    return None
 
 
 # ----------------------------------------------------------------------------- reading files
@@ -160,6 +122,54 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
         if value.dtype == object:
             raise ValueError(f"Checkpoint {path!r} entry {key!r} is an object array.")
     return _normalise_keys(params)
+
+
+_BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
+_UNIT = re.compile(r"^block(\d+)/unit(\d+)/")
+
+
+def _indices(pattern, keys) -> list:
+    return sorted({tuple(int(g) for g in m.groups()) for m in map(pattern.match, keys) if m})
+
+
+def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint") -> dict:
+    """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
+
+    Patch size, width, depth, heads, MLP width, hybrid stages and width, class token or GAP,
+    representation layer, head size and (for square grids) the input size the file was
+    trained at. A non-square grid cannot be read from the file: pass `input_shape` then.
+    """
+    need = ["embedding/kernel", POSEMB_KEY, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
+            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
+    missing = [k for k in need if k not in params]
+    if missing:
+        raise ValueError(f"{path!r} is not an official ViT checkpoint: it lacks {', '.join(missing)}.")
+    p, _, _, d = params["embedding/kernel"].shape
+    blocks = [i for (i,) in _indices(_BLOCK, params)]
+    if blocks != list(range(len(blocks))):
+        raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
+    kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
+              num_heads=int(params[need[3]].shape[1]), mlp_dim=int(params[need[2]].shape[-1]),
+              classifier="token" if "cls" in params else "gap",
+              representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
+    if "head/kernel" in params:
+        kw["classes"] = int(params["head/kernel"].shape[-1])
+    else:
+        kw["include_top"] = False
+    if "conv_root/kernel" in params:
+        units = _indices(_UNIT, params)
+        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max(s for s, _ in units))]
+        kw["resnet_layers"] = tuple(stages)
+        kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
+        if float(kw["resnet_width"]).is_integer():
+            kw["resnet_width"] = int(kw["resnet_width"])
+    prefix = 1 if "cls" in params else 0
+    n = params[POSEMB_KEY].shape[1] - prefix
+    side = int(round(np.sqrt(n)))
+    if side * side == n:
+        stride = p * configs.resnet_stride(kw.get("resnet_layers"))
+        kw["input_shape"] = (side * stride, side * stride, 3)
+    return kw
 
 
 # ----------------------------------------------------------------------------- posemb resize
@@ -211,41 +221,65 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
              reset_head="auto", old_grid: Optional[Sequence[int]] = None) -> keras.Model:
     """Loads an official-layout `.npz` checkpoint into a keras_vit model.
 
-    Follows the original fine-tuning rules: `pre_logits` is dropped when the
-    model has no representation layer; with `reset_head="auto"` a head whose class
-    count differs is zero-initialised (and logged), `True` always zeroes it,
-    `False` refuses a mismatch; position embeddings are resized when the patch grid
-    differs (`resize_posemb`). Everything is validated before the first weight is
-    assigned, so a failed load leaves the model unchanged.
+    Follows the original fine-tuning rules: `pre_logits` is dropped when the model has no
+    representation layer; with `reset_head="auto"` the head is zero-initialised (with a
+    warning) when its class count differs or when it was trained on dropped pre-logits,
+    `True` always zeroes it, `False` refuses either case; position embeddings are resized
+    when the patch grid differs (`resize_posemb`; `old_grid` names a non-square file grid).
+    Everything is validated before the first weight is assigned, so a failed load leaves
+    the model unchanged.
     """
     if reset_head not in ("auto", True, False):
         raise ValueError(f"reset_head must be 'auto', True or False, got {reset_head!r}.")
-    params = read_npz(path)
+    return load_params(model, read_npz(path), os.fspath(path), resize_posemb=resize_posemb,
+                       reset_head=reset_head, old_grid=old_grid)
+
+
+def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str = "params", *,
+                resize_posemb: bool = True, reset_head="auto",
+                old_grid: Optional[Sequence[int]] = None) -> keras.Model:
+    """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`)."""
     targets = weight_map(model)
-    stem_in_model = "conv_root/kernel" in targets
-    stem_in_file = "conv_root/kernel" in params
+    stem_in_model, stem_in_file = "conv_root/kernel" in targets, "conv_root/kernel" in params
     if stem_in_model != stem_in_file:
         kinds = ("a hybrid (ResNet stem)", "a plain ViT")
-        raise ValueError(f"Checkpoint {path!r} is {kinds[not stem_in_file]} but model {model.name!r} is "
+        raise ValueError(f"Checkpoint {source!r} is {kinds[not stem_in_file]} but model {model.name!r} is "
                          f"{kinds[not stem_in_model]}: model/checkpoint family mismatch.")
+    problems: list = []
+    reset = _head_reset(params, targets, reset_head, problems)
+    assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source)
+    for key, value in assign.items():
+        targets[key].assign(value.astype(keras.backend.standardize_dtype(targets[key].dtype)))
+    name = os.path.basename(source)
+    if reset:
+        warnings.warn(f"load_npz({name}): {reset}; the model's {model.head.units}-class head is "
+                      "zero-initialised (as the original fine-tuning code does).", stacklevel=3)
+    for note in notes:
+        logger.warning("load_npz(%s): %s", name, note)
+    return model
 
+
+def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
+    """{official key: float32 array} of every parameter of `model` (what `save_npz` writes)."""
+    return {key: np.asarray(keras.ops.convert_to_numpy(var), dtype="float32")
+            for key, var in weight_map(model).items()}
+
+
+def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path):
+    """{key: value to assign} and notes, or a ValueError naming every misfit (nothing assigned yet)."""
     assign: Dict[str, np.ndarray] = {}
-    missing, problems, notes = [], [], []
+    missing, notes = [], []
     for key, var in targets.items():
         want = tuple(var.shape)
-        if key in _HEAD_KEYS and (reset_head is True or (
-                reset_head == "auto" and key in params and params[key].shape[-1:] != want[-1:])):
+        if key in _HEAD_KEYS and reset:
             assign[key] = np.zeros(want, dtype="float32")
-            if key == "head/kernel":
-                old = params["head/kernel"].shape[-1] if "head/kernel" in params else "no"
-                notes.append(f"head: checkpoint has {old} classes, model has {want[-1]}; "
-                             "new head zero-initialised")
             continue
         if key not in params:
             missing.append(key)
             continue
         value = params[key]
-        if key == POSEMB_KEY and value.shape != want:
+        if key == POSEMB_KEY and (value.shape != want or (
+                old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)):
             value = _fit_posemb(value, model, "cls" in params, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
@@ -269,15 +303,34 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
                          f"{' ...' if len(unexpected) > 10 else ''}.")
     if "pre_logits/kernel" in params and "pre_logits/kernel" not in targets:
         notes.append("pre_logits dropped (the model has no representation layer)")
-    for key, value in assign.items():
-        targets[key].assign(value.astype(keras.backend.standardize_dtype(targets[key].dtype)))
-    for note in notes:
-        logger.warning("load_npz(%s): %s", os.path.basename(os.fspath(path)), note)
-    return model
+    return assign, notes
+
+
+def _head_reset(params, targets, reset_head, problems) -> Optional[str]:
+    """Why the model's head must start from zeros instead of the file's, or None to copy it."""
+    if "head/kernel" not in targets:
+        return None
+    want = tuple(targets["head/kernel"].shape)
+    if reset_head is True:
+        return "reset_head=True"
+    if "head/kernel" not in params:
+        return "the checkpoint has no head"
+    have = params["head/kernel"].shape
+    if have[-1:] != want[-1:]:
+        reason = f"the checkpoint's head has {have[-1]} classes, the model {want[-1]}"
+    elif "pre_logits/kernel" in params and "pre_logits/kernel" not in targets:
+        reason = ("the checkpoint's head was trained on its pre_logits (tanh) features, which the model "
+                  "(representation_size=None) drops")
+    else:
+        return None
+    if reset_head is False:
+        problems.append(f"head: {reason} (reset_head=False)")
+        return None
+    return reason
 
 
 def _fit_posemb(value, model, file_has_cls, resize, old_grid, key, problems):
-    layer = _find(model, AddPositionEmbedding)
+    layer = model.position_embedding
     want = (1, layer.num_tokens, value.shape[-1])
     file_prefix = 1 if file_has_cls else 0
     if file_prefix > layer.num_prefix_tokens:  # token checkpoint into a 'gap' model
@@ -285,7 +338,7 @@ def _fit_posemb(value, model, file_has_cls, resize, old_grid, key, problems):
     if file_prefix != layer.num_prefix_tokens:
         problems.append(f"{key}: checkpoint has no class token row but the model needs one")
         return None
-    if value.shape == want:
+    if value.shape == want and (old_grid is None or tuple(old_grid) == layer.grid_size):
         return value
     if not resize:
         problems.append(f"{key}: checkpoint shape {value.shape}, model expects {want} "
@@ -303,19 +356,8 @@ def save_npz(model: keras.Model, path: str) -> str:
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"save_npz writes .npz files; got {path!r}.")
-    arrays = {key: np.asarray(keras.ops.convert_to_numpy(var), dtype="float32")
-              for key, var in weight_map(model).items()}
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    arrays = model_params(model)
+    return atomic.write_file(path, lambda tmp: np.savez(tmp, **arrays))
 
 
 # The release registry lives in keras_vit.releases; its names stay reachable here (the documented

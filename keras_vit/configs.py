@@ -85,10 +85,16 @@ MODELS = {
         ViTConfig("ViT-L/32", 32, **_L),
         ViTConfig("ViT-H/14", 14, **_H),
         ViTConfig("R50+ViT-B/16", 1, resnet_layers=(3, 4, 9), **_B),
+        ViTConfig("R50+ViT-B/32", 1, resnet_layers=(3, 4, 6, 3), **_B),
+        ViTConfig("R50+ViT-L/16", 1, resnet_layers=(3, 4, 9), **_L),
         ViTConfig("R50+ViT-L/32", 1, resnet_layers=(3, 4, 6, 3), **_L),
         ViTConfig("R26+ViT-S/32", 1, resnet_layers=(2, 2, 2, 2), **_S),
     )
 }
+
+
+# Paper §3.1: a hybrid either takes the output of ResNet-50's stage 4 (stride 32: "/32") or drops stage 4
+# and moves its units into stage 3 (stride 16: "/16", a 4x longer sequence).
 
 
 def _canonical(name: str) -> str:
@@ -116,3 +122,31 @@ def get_config(name: str) -> ViTConfig:
         raise ValueError(f"Unknown model name {name!r}. Known models: {', '.join(MODELS)} "
                          "(checkpoint spellings such as 'ViT-B_16' are accepted too).")
     return config
+
+
+def find_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
+                resnet_layers: Optional[Tuple[int, ...]] = None, resnet_width: float = 1) -> Optional[ViTConfig]:
+    """The table row with exactly these sizes, or None for a custom model."""
+    resnet_layers = tuple(resnet_layers) if resnet_layers else None
+    for config in MODELS.values():
+        if (config.patch_size, config.hidden_size, config.mlp_dim, config.num_heads, config.num_layers,
+                config.resnet_layers) == (patch_size, hidden_size, mlp_dim, num_heads, num_layers, resnet_layers) \
+                and (resnet_layers is None or float(config.resnet_width) == float(resnet_width)):
+            return config
+    return None
+
+
+def custom_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
+                  resnet_layers: Optional[Tuple[int, ...]] = None, resnet_width: float = 1) -> ViTConfig:
+    """The row for these sizes: the table's own when it has one, else a custom row named after its sizes."""
+    sizes = dict(patch_size=int(patch_size), hidden_size=int(hidden_size), mlp_dim=int(mlp_dim),
+                 num_heads=int(num_heads), num_layers=int(num_layers),
+                 resnet_layers=tuple(int(n) for n in resnet_layers) if resnet_layers else None,
+                 resnet_width=resnet_width)
+    found = find_config(**sizes)
+    if found is not None:
+        return found
+    stem = (f"R{'-'.join(map(str, sizes['resnet_layers']))}x{resnet_width:g}+" if sizes["resnet_layers"] else "")
+    name = (f"{stem}ViT-D{hidden_size}-L{num_layers}-H{num_heads}-MLP{mlp_dim}/"
+            f"{patch_size * resnet_stride(sizes['resnet_layers'])}")
+    return ViTConfig(name, **sizes)

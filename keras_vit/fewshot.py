@@ -110,12 +110,15 @@ def feature_extractor(model_or_fn) -> Callable[[np.ndarray], np.ndarray]:
         if not callable(model_or_fn):
             raise ValueError("model_or_feature_fn must be a keras.Model or a callable images -> features.")
         return lambda images: np.asarray(keras.ops.convert_to_numpy(model_or_fn(images)))
+    if not hasattr(model_or_fn, "feature_model"):
+        raise ValueError(f"Model {model_or_fn.name!r} is not a keras_vit.VisionTransformer; pass a feature "
+                         "function images -> features instead.")
     model = model_or_fn
-    names = [layer.name for layer in model.layers]
-    cut = "pre_logits" if "pre_logits" in names else ("pooling" if "pooling" in names else None)
-    if cut is None:
-        raise ValueError(f"Model {model.name!r} has no 'pre_logits' or 'pooling' layer; pass a feature function.")
-    features = keras.Model(model.inputs, model.get_layer(cut).output)
+    if model.pooling == "sequence" and not model.include_top:
+        raise ValueError(f"Model {model.name!r} outputs token sequences (pooling='sequence'); a linear probe "
+                         "needs one vector per image.")
+    # the pre-logits, as the paper's probe uses; a backbone built with pooling="avg"/"max"/"token" gives that
+    features = model.feature_model(model.pooling if not model.include_top else None)
     return lambda images: features.predict(images, verbose=0, batch_size=64)
 
 

@@ -14,30 +14,25 @@ from typing import List, Sequence, Tuple
 import keras
 import numpy as np
 
-from keras_vit.checkpoints import architecture
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
 
 # ----------------------------------------------------------------------------- plumbing
 
-def _encoder_input_model(model: keras.Model):
-    arch = architecture(model)  # ValueError for anything that is not a keras_vit ViT
-    encoder = model.get_layer("Transformer")
-    return arch, encoder, keras.Model(model.inputs, encoder.input)
+def _vit(model):
+    if not hasattr(model, "intermediates"):
+        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
+                         "(load it with keras_vit.load_model).")
+    return model
 
 
 def check_images(model: keras.Model, images) -> np.ndarray:
     """Validates a batch against the model's input size and value range ([-1, 1], or [0, 255]
     for models built with include_preprocessing=True)."""
     images = np.asarray(images, dtype="float32")
-    if images.ndim == 3:
-        images = images[None]
-    want = tuple(model.input_shape[1:])
-    if images.ndim != 4 or tuple(images.shape[1:]) != want:
-        raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {model.name!r}, "
-                         f"got {images.shape}.")
-    raw = any(layer.name == "rescaling" for layer in model.layers)
+    images = np.asarray(_vit(model).check_images(images))
+    raw = model.include_preprocessing
     lo, hi = (0.0, 255.0) if raw else (-1.0, 1.0)
     if images.min() < lo - 1e-3 or images.max() > hi + 1e-3:
         raise ValueError(f"images must lie in [{lo:g}, {hi:g}] for this model, got values in "
@@ -49,10 +44,8 @@ def check_images(model: keras.Model, images) -> np.ndarray:
 def attention_weights(model: keras.Model, images) -> List[np.ndarray]:
     """Attention probabilities of every block: a list of [batch, heads, tokens, tokens]."""
     images = check_images(model, images)
-    _, encoder, to_tokens = _encoder_input_model(model)
-    tokens = to_tokens(images, training=False)
-    _, attention = encoder(tokens, training=False, return_attention=True)
-    return [np.asarray(keras.ops.convert_to_numpy(a), dtype="float64") for a in attention]
+    attention = model.intermediates(images, attention=True)["attention"]
+    return [np.asarray(keras.ops.convert_to_numpy(attention[i]), dtype="float64") for i in sorted(attention)]
 
 
 # ----------------------------------------------------------------------------- rollout
@@ -101,14 +94,13 @@ def attention_rollout(model: keras.Model, images, head_fusion: str = "mean", dis
     'token' models use the class token's row; 'gap' models (no class token) use the
     mean over all token rows, since their prediction pools every token.
     """
-    arch = architecture(model)
     joint = rollout_from_attention(attention_weights(model, images), head_fusion, discard_ratio)
-    prefix = arch["num_prefix_tokens"]
+    prefix = model.num_prefix_tokens
     rows = joint[:, 0, prefix:] if prefix else joint.mean(axis=1)
-    gh, gw = arch["grid_size"]
+    gh, gw = model.grid_size
     maps = rows.reshape(-1, gh, gw)
     maps = maps / np.maximum(maps.max(axis=(1, 2), keepdims=True), 1e-12)
-    return _upsample(maps, tuple(model.input_shape[1:3])) if upsample else maps
+    return _upsample(maps, model.image_size) if upsample else maps
 
 
 # ----------------------------------------------------------------------------- distance
@@ -138,10 +130,9 @@ def attention_distance_from_attention(attention: np.ndarray, grid: Tuple[int, in
 
 def mean_attention_distance(model: keras.Model, images) -> np.ndarray:
     """[layers, heads] mean attention distance in pixels (Fig. 7 right / Fig. 11)."""
-    arch = architecture(model)
-    gh, gw = arch["grid_size"]
-    px = (model.input_shape[1] / gh, model.input_shape[2] / gw)
-    return np.stack([attention_distance_from_attention(a, (gh, gw), px, arch["num_prefix_tokens"])
+    gh, gw = _vit(model).grid_size
+    px = (model.image_size[0] / gh, model.image_size[1] / gw)
+    return np.stack([attention_distance_from_attention(a, (gh, gw), px, model.num_prefix_tokens)
                      for a in attention_weights(model, images)])
 
 
@@ -156,9 +147,8 @@ def similarity_from_posemb(posemb: np.ndarray, grid: Tuple[int, int], num_prefix
 
 def position_embedding_similarity(model: keras.Model) -> np.ndarray:
     """[grid_h, grid_w, grid_h, grid_w] cosine similarities, class-token row excluded (Fig. 7 centre)."""
-    arch = architecture(model)
-    posemb = keras.ops.convert_to_numpy(model.get_layer("posembed_input").pos_embedding)
-    return similarity_from_posemb(posemb, arch["grid_size"], arch["num_prefix_tokens"])
+    posemb = keras.ops.convert_to_numpy(_vit(model).position_embedding.pos_embedding)
+    return similarity_from_posemb(posemb, model.grid_size, model.num_prefix_tokens)
 
 
 def principal_components(filters: np.ndarray, n: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -176,8 +166,7 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 
     For hybrids the filters act on ResNet features (1x1, many channels), not RGB.
     """
-    architecture(model)
-    kernel = keras.ops.convert_to_numpy(model.get_layer("embedding").kernel)  # (P, P, C, D)
+    kernel = keras.ops.convert_to_numpy(_vit(model).patch_embedding.kernel)  # (P, P, C, D)
     p1, p2, c, d = kernel.shape
     components, _ = principal_components(kernel.reshape(-1, d).T, n)
     return components.reshape(-1, p1, p2, c)
@@ -190,10 +179,9 @@ def _load_image(path: str, model: keras.Model) -> np.ndarray:
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"--image {path!r} does not exist.")
-    h, w = model.input_shape[1:3]
+    h, w = model.image_size
     pixels = np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.BILINEAR), dtype="float32")
-    raw = any(layer.name == "rescaling" for layer in model.layers)
-    return pixels if raw else pixels / 127.5 - 1.0
+    return pixels if model.include_preprocessing else pixels / 127.5 - 1.0
 
 
 def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
@@ -202,8 +190,7 @@ def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
 
     os.makedirs(out_dir, exist_ok=True)
     image = check_images(model, image)
-    raw = any(layer.name == "rescaling" for layer in model.layers)
-    shown = image[0] / 255.0 if raw else (image[0] + 1.0) / 2.0
+    shown = image[0] / 255.0 if model.include_preprocessing else (image[0] + 1.0) / 2.0
     paths = {
         "attention_rollout": plots.plot_attention_rollout(shown, attention_rollout(model, image)[0],
                                                           os.path.join(out_dir, "attention_rollout.png")),
@@ -222,29 +209,25 @@ def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
 def main(argv=None) -> int:
     import sys
 
+    from keras_vit.loading import load_model
+
     p = argparse.ArgumentParser(prog="python -m keras_vit.inspect", description=__doc__)
-    p.add_argument("--model", default="ViT-B/16", help="model name (ignored for .keras weights)")
-    p.add_argument("--weights", default=None, help=".npz / .keras / .weights.h5 file or release name")
+    p.add_argument("--weights", default=None,
+                   help=".keras / official .npz file (the file says what model it is), a .weights.h5 file "
+                        "(with --model), or a release name; none: random weights")
+    p.add_argument("--model", default=None, help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--image", required=True)
-    p.add_argument("--image_size", type=int, default=224)
+    p.add_argument("--image_size", type=int, default=0, help="resolution to run at (default: the file's)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     try:
-        if args.weights and args.weights.endswith(".keras"):
-            if not os.path.exists(args.weights):
-                raise FileNotFoundError(f"--weights {args.weights!r} does not exist.")
-            model = keras.models.load_model(args.weights, compile=False)
+        kwargs = {"input_shape": (args.image_size, args.image_size, 3)} if args.image_size else {}
+        if args.weights:
+            model = load_model(args.weights, model=args.model or None, **kwargs)
         else:
-            from keras_vit.models import create_model
+            from keras_vit.applications import create_model
 
-            kwargs = dict(input_shape=(args.image_size, args.image_size, 3), weights=args.weights)
-            if args.weights and args.weights.endswith(".npz"):
-                with np.load(args.weights, allow_pickle=False) as ckpt:
-                    if "head/kernel" in ckpt.files:
-                        kwargs["classes"] = int(ckpt["head/kernel"].shape[-1])
-                    if "pre_logits/kernel" in ckpt.files:
-                        kwargs["representation_size"] = int(ckpt["pre_logits/kernel"].shape[-1])
-            model = create_model(args.model, **kwargs)
+            model = create_model(args.model or "ViT-B/16", **kwargs)
         paths = write_figures(model, _load_image(args.image, model), args.out)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

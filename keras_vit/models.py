@@ -1,26 +1,30 @@
-"""The ViT builder and the `keras.applications`-style constructors (ViT_B16, ...).
+"""`VisionTransformer`: the ViT (or R-hybrid) as a Keras model that describes itself.
 
-`VisionTransformer` assembles the functional model from the layers in
-`keras_vit.layers` (and `keras_vit.resnet` for hybrids); every named constructor
-is that builder with a row of `keras_vit.configs.MODELS`.
+This is the one module that knows the model's anatomy. The graph is built
+functionally in `__init__` (as keras-hub's backbones are); the model keeps its
+components (`stem`, `patch_embedding`, `class_token`, `position_embedding`,
+`encoder`, `pre_logits`, `head`), its description (`vit_config`, `classifier`,
+`grid_size`, ...) and the feature API (`feature_model`, `intermediates`, `logits_model`)
+that every consumer uses instead of looking layers up by name.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
 
-from keras_vit import configs
-from keras_vit.layers import AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit import configs, releases, weights as weights_io
+from keras_vit.layers import _PACKAGE, AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding, TokenPooling
 from keras_vit.resnet import ResNetStem
 
 CLASSIFIERS = ("token", "gap")
 POOLINGS = (None, "token", "avg", "max", "sequence")
 DEFAULT_INPUT_SHAPE = (224, 224, 3)
+DEFAULT_CLASSES = 1000
+_POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
 
 
 def preprocess_input(x):
@@ -36,9 +40,7 @@ def _suggest(size: int, multiple: int) -> str:
 
 
 def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, int]:
-    if input_shape is None:
-        input_shape = DEFAULT_INPUT_SHAPE
-    input_shape = tuple(input_shape)
+    input_shape = tuple(DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
     if len(input_shape) != 3:
         raise ValueError(f"input_shape must be (height, width, 3), got {input_shape}.")
     h, w, c = input_shape
@@ -56,66 +58,8 @@ def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, 
     return int(h), int(w), int(c)
 
 
-def _default_name(patch_size, hidden_size, num_layers, resnet_layers) -> str:
-    for config in configs.MODELS.values():
-        if (config.patch_size, config.hidden_size, config.num_layers,
-                config.resnet_layers) == (patch_size, hidden_size, num_layers, resnet_layers):
-            return re.sub(r"[^A-Za-z0-9_-]", "_", config.name)
-    return "vision_transformer"
-
-
-def VisionTransformer(
-    patch_size: int,
-    hidden_size: int,
-    mlp_dim: int,
-    num_heads: int,
-    num_layers: int,
-    resnet_layers: Optional[Sequence[int]] = None,
-    resnet_width: float = 1,
-    include_top: bool = True,
-    weights: Optional[str] = None,
-    input_shape: Optional[Tuple[int, int, int]] = None,
-    input_tensor=None,
-    pooling: Optional[str] = None,
-    classes: int = 1000,
-    classifier_activation: Union[str, None] = "softmax",
-    classifier: str = "token",
-    representation_size: Optional[int] = None,
-    dropout_rate: float = 0.0,
-    attention_dropout_rate: float = 0.0,
-    drop_path_rate: float = 0.0,
-    include_preprocessing: bool = False,
-    name: Optional[str] = None,
-) -> keras.Model:
-    """Builds a Vision Transformer (or an R-hybrid when `resnet_layers` is given).
-
-    Args:
-      patch_size: patch side in pixels (on the ResNet feature map for hybrids).
-      hidden_size, mlp_dim, num_heads, num_layers: Transformer sizes (paper Table 1).
-      resnet_layers: units per BiT-ResNet stage, e.g. (3, 4, 9); None for a plain ViT.
-      resnet_width: ResNet width factor (root width 64 * factor).
-      include_top: whether to end with the classification head.
-      weights: None (random init), a path to a `.keras` / `.weights.h5` / official
-        `.npz` file, or a released checkpoint name (see `keras_vit.checkpoints.available()`).
-      input_shape: (height, width, 3); default (224, 224, 3). Height and width must be
-        multiples of the effective patch size.
-      input_tensor: optional Keras tensor to use as the model's input.
-      pooling: with `include_top=False`: None -> the pre-logits vector (pooled per
-        `classifier`, then the representation layer if any); "token" -> the class
-        token; "avg" / "max" -> mean / max over patch tokens; "sequence" -> all tokens
-        after the final LayerNorm, (batch, tokens, D).
-      classes: number of classes of the head.
-      classifier_activation: activation of the head ("softmax", None for logits, ...).
-      classifier: "token" (class token) or "gap" (global average pooling, no class token).
-      representation_size: width of the Dense+tanh pre-logits layer; None for none.
-      dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
-      drop_path_rate: stochastic depth of the last block (linear from 0).
-      include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
-      name: model name.
-
-    Returns:
-      A `keras.Model` taking images in [-1, 1] (or [0, 255]), NHWC.
-    """
+def _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads,
+              rates) -> None:
     if classifier not in CLASSIFIERS:
         raise ValueError(f"Unknown classifier {classifier!r}; expected one of {CLASSIFIERS}.")
     if pooling not in POOLINGS:
@@ -124,157 +68,291 @@ def VisionTransformer(
         raise ValueError("pooling='token' needs classifier='token' (a 'gap' model has no class token).")
     if representation_size is not None and int(representation_size) <= 0:
         raise ValueError(f"representation_size must be a positive integer or None, got {representation_size}.")
-    if include_top and (classes is None or int(classes) <= 0):
+    if include_top and classes is not None and int(classes) <= 0:
         raise ValueError(f"classes must be a positive integer when include_top=True, got {classes}.")
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}.")
-    for field, rate in (("dropout_rate", dropout_rate), ("attention_dropout_rate", attention_dropout_rate),
-                        ("drop_path_rate", drop_path_rate)):
+    for field, rate in rates.items():
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"{field} must be in [0, 1), got {rate}.")
-    resnet_layers = tuple(resnet_layers) if resnet_layers else None
-    effective_patch = patch_size * configs.resnet_stride(resnet_layers)
-
-    if input_tensor is not None:
-        if input_shape is None:
-            input_shape = tuple(input_tensor.shape[1:])
-        inputs = input_tensor if keras.backend.is_keras_tensor(input_tensor) else keras.Input(
-            tensor=input_tensor)
-    else:
-        inputs = None
-    h, w, c = _validate_input_shape(input_shape, effective_patch)
-    if inputs is None:
-        inputs = keras.Input(shape=(h, w, c), name="images")
-    _check_weights_argument(weights)
-
-    x = inputs
-    if include_preprocessing:
-        x = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="rescaling")(x)
-    if resnet_layers:
-        x = ResNetStem(resnet_layers, resnet_width, name="resnet")(x)
-    x = PatchEmbedding(patch_size, hidden_size, name="embedding")(x)
-    prefix = 1 if classifier == "token" else 0
-    if prefix:
-        x = ClassToken(name="cls")(x)
-    grid = (h // effective_patch, w // effective_patch)
-    x = AddPositionEmbedding(grid, prefix, name="posembed_input")(x)
-    x = keras.layers.Dropout(dropout_rate, name="dropout")(x)
-    x = Encoder(num_layers, num_heads, mlp_dim, dropout_rate, attention_dropout_rate,
-                drop_path_rate, name="Transformer")(x)
-
-    if not include_top and pooling == "sequence":
-        outputs = x
-    elif not include_top and pooling is not None:
-        mode = {"token": "token", "avg": "gap", "max": "max"}[pooling]
-        outputs = TokenPooling(mode, prefix, name="pooling")(x)
-    else:
-        x = TokenPooling(classifier, prefix, name="pooling")(x)
-        if representation_size is not None:
-            x = keras.layers.Dense(int(representation_size), activation="tanh",
-                                   kernel_initializer=keras.initializers.LecunNormal(),
-                                   name="pre_logits")(x)
-        if include_top:
-            x = keras.layers.Dense(int(classes), kernel_initializer="zeros", name="head")(x)
-            if classifier_activation is not None:
-                x = keras.layers.Activation(classifier_activation, dtype="float32",
-                                            name="predictions")(x)
-        outputs = x
-
-    name = name or _default_name(patch_size, hidden_size, num_layers, resnet_layers)
-    model = keras.Model(inputs, outputs, name=name)
-    if weights is not None:
-        load_weights(model, weights)
-    return model
 
 
-def _check_weights_argument(weights) -> None:
-    if weights is None:
-        return
-    if not isinstance(weights, (str, os.PathLike)):
-        raise ValueError(f"weights must be None, a file path or a release name, got {type(weights).__name__}.")
-    weights = os.fspath(weights)
-    from keras_vit import checkpoints  # local: checkpoints imports this module
-
-    if checkpoints.is_release_name(weights):
-        return
-    if not os.path.exists(weights):
-        raise FileNotFoundError(
-            f"weights file {weights!r} does not exist (expected None, a path to a .keras, "
-            f".weights.h5 or .npz file, or one of the release names "
-            f"{', '.join(checkpoints.release_names())}).")
+def _head_size(weights, classes, representation_size, release, include_top) -> Tuple[int, Optional[int]]:
+    """`classes` and `representation_size` after the release rules (see `VisionTransformer`)."""
+    if release is None:
+        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
+    if classes is None:  # the released classifier itself, pre-logits included
+        rep = release.representation_size if representation_size is None else representation_size
+        return release.classes, rep
+    return int(classes), representation_size  # a different head size is zeroed (and warned) by load_npz
 
 
-def load_weights(model: keras.Model, weights: str, **npz_kwargs) -> keras.Model:
-    """Loads `weights` (.keras, .weights.h5, official .npz, or a release name) into `model`."""
-    from keras_vit import checkpoints
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class VisionTransformer(keras.Model):
+    """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
-    weights = os.fspath(weights)
-    if checkpoints.is_release_name(weights):
-        weights = checkpoints.fetch(weights, model)
-    if weights.endswith(".npz"):
-        checkpoints.load_npz(model, weights, **npz_kwargs)
-    elif weights.endswith(".keras") or weights.endswith(".weights.h5"):
-        model.load_weights(weights)
-    else:
-        raise ValueError(f"Unsupported weights file {weights!r}: expected a .keras, .weights.h5 or .npz file.")
-    return model
-
-
-def create_model(model_name: str, **kwargs) -> keras.Model:
-    """Builds a model of the table by name: `create_model("ViT-B/16", classes=10)`.
-
-    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16");
-    keywords as in `VisionTransformer`.
+    Args:
+      patch_size: patch side in pixels (on the ResNet feature map for hybrids).
+      hidden_size, mlp_dim, num_heads, num_layers: Transformer sizes (paper Table 1).
+      resnet_layers: units per BiT-ResNet stage, e.g. (3, 4, 9); None for a plain ViT.
+      resnet_width: ResNet width factor (root width 64 * factor).
+      include_top: whether to end with the classification head.
+      weights: None (random init), a `.keras` / `.weights.h5` / official `.npz` path, or a
+        release name (`keras_vit.releases.release_names()`).
+      input_shape: (height, width, 3); default (224, 224, 3); multiples of the effective patch.
+      input_tensor: optional Keras tensor to use as the model's input.
+      pooling: with `include_top=False`: None -> the pre-logits vector (pooled per `classifier`,
+        then the representation layer if any); "token" -> the class token; "avg" / "max" over
+        the patch tokens; "sequence" -> all tokens after the final LayerNorm, (batch, tokens, D).
+      classes: head size. Unset (None): 1000, or with a released checkpoint its own head (and
+        pre-logits); a different number zero-initialises the head, with a warning.
+      classifier_activation: activation of the head ("softmax", None for logits, ...).
+      classifier: "token" (class token) or "gap" (global average pooling, no class token).
+      representation_size: width of the Dense+tanh pre-logits layer; None for none.
+      dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
+      drop_path_rate: stochastic depth of the last block (linear from 0).
+      include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
+      name: model name (default: the table name, e.g. "ViT-B_16").
+      dtype: dtype policy of every layer (default: the global policy when built).
     """
-    config = configs.get_config(model_name)
-    if kwargs.get("name") is None:
-        kwargs["name"] = re.sub(r"[^A-Za-z0-9_-]", "_", config.name)
-    return VisionTransformer(**config.model_kwargs(), **kwargs)
 
+    def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
+                 resnet_layers: Optional[Sequence[int]] = None, resnet_width: float = 1,
+                 include_top: bool = True, weights: Optional[str] = None,
+                 input_shape: Optional[Tuple[int, int, int]] = None, input_tensor=None,
+                 pooling: Optional[str] = None, classes: Optional[int] = None,
+                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
+                 include_preprocessing: bool = False, name: Optional[str] = None, dtype=None, **kwargs):
+        rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+                     drop_path_rate=drop_path_rate)
+        _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads, rates)
+        vit_config = configs.custom_config(patch_size, hidden_size, mlp_dim, num_heads, num_layers,
+                                           resnet_layers, resnet_width)
+        weights = weights_io.check_weights_argument(weights)
+        release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
+        classes, representation_size = _head_size(weights, classes, representation_size, release, include_top)
+        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()
 
-def _constructor(model_name: str):
-    config = configs.MODELS[model_name]
+        if input_tensor is not None and input_shape is None:
+            input_shape = tuple(input_tensor.shape[1:])
+        h, w, c = _validate_input_shape(input_shape, vit_config.effective_patch_size)
+        if input_tensor is None:
+            inputs = keras.Input(shape=(h, w, c), name="images")
+        else:
+            inputs = input_tensor if keras.backend.is_keras_tensor(input_tensor) else keras.Input(
+                tensor=input_tensor)
+        prefix = 1 if classifier == "token" else 0
+        grid = (h // vit_config.effective_patch_size, w // vit_config.effective_patch_size)
 
-    def build(include_top: bool = True, weights: Optional[str] = None, input_shape=None,
-              input_tensor=None, pooling: Optional[str] = None, classes: int = 1000,
-              classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-              include_preprocessing: bool = False, name: Optional[str] = None) -> keras.Model:
-        return create_model(
-            model_name, include_top=include_top, weights=weights, input_shape=input_shape,
-            input_tensor=input_tensor, pooling=pooling, classes=classes,
-            classifier_activation=classifier_activation, classifier=classifier,
-            representation_size=representation_size, dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate,
-            include_preprocessing=include_preprocessing, name=name)
+        # === components (layer names follow the official checkpoint tree) ===
+        self.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
+                                                name="rescaling") if include_preprocessing else None
+        self.stem = ResNetStem(vit_config.resnet_layers, resnet_width, dtype=policy,
+                               name="resnet") if vit_config.is_hybrid else None
+        self.patch_embedding = PatchEmbedding(patch_size, hidden_size, dtype=policy, name="embedding")
+        self.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
+        self.position_embedding = AddPositionEmbedding(grid, prefix, dtype=policy, name="posembed_input")
+        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="dropout")
+        self.encoder = Encoder(num_layers, num_heads, mlp_dim, dropout_rate, attention_dropout_rate,
+                               drop_path_rate, dtype=policy, name="Transformer")
+        self.token_pooling = TokenPooling(classifier, prefix, dtype=policy, name="pooling")
+        has_pre_logits = include_top or pooling is None
+        self.pre_logits = keras.layers.Dense(
+            int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
+            dtype=policy, name="pre_logits") if representation_size is not None and has_pre_logits else None
+        self.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
+                                       name="head") if include_top else None
+        self.predictions = keras.layers.Activation(
+            classifier_activation, dtype="float32",
+            name="predictions") if include_top and classifier_activation is not None else None
 
-    hybrid = (f" on a BiT-ResNet stem with stages {config.resnet_layers}"
-              if config.is_hybrid else "")
-    build.__doc__ = (
-        f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, "
-        f"MLP {config.mlp_dim}, {config.num_heads} heads, {config.effective_patch_size}x"
-        f"{config.effective_patch_size} pixels per token{hybrid}.\n\n"
-        "Keywords as in `keras_vit.VisionTransformer` (keras.applications vocabulary). "
-        "Inputs are images in [-1, 1] unless include_preprocessing=True.")
-    return build
+        # === the graph ===
+        tokens = self.encoder(self._embed(inputs))
+        taps = {"sequence": tokens}
+        if has_pre_logits:
+            taps["pre_logits"] = self._pool(tokens)
+        if include_top:
+            taps["logits"] = self.head(taps["pre_logits"])
+            outputs = self.predictions(taps["logits"]) if self.predictions is not None else taps["logits"]
+        elif pooling == "sequence":
+            outputs = tokens
+        elif pooling is not None:
+            outputs = TokenPooling(_POOLING_MODES[pooling], prefix, dtype=policy, name="feature_pooling")(tokens)
+        else:
+            outputs = taps["pre_logits"]
+        if name is None:
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if configs.find_config(
+                **vit_config.model_kwargs()) else "vision_transformer"
+        super().__init__(inputs, outputs, name=name, **kwargs)
 
+        # === the description ===
+        self.vit_config = vit_config
+        self.include_top, self.pooling, self.classes = bool(include_top), pooling, int(classes)
+        self.classifier_activation = classifier_activation
+        self.classifier, self.representation_size = classifier, representation_size
+        self.dropout_rate, self.attention_dropout_rate = float(dropout_rate), float(attention_dropout_rate)
+        self.drop_path_rate = float(drop_path_rate)
+        self.include_preprocessing = bool(include_preprocessing)
+        self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
+        self._taps = taps
+        self._layer_policy = policy.name
+        if weights is not None:
+            weights_io.load_weights(self, weights)
 
-ViT_Ti16 = _constructor("ViT-Ti/16")
-ViT_S16 = _constructor("ViT-S/16")
-ViT_S32 = _constructor("ViT-S/32")
-ViT_B8 = _constructor("ViT-B/8")
-ViT_B16 = _constructor("ViT-B/16")
-ViT_B32 = _constructor("ViT-B/32")
-ViT_L16 = _constructor("ViT-L/16")
-ViT_L32 = _constructor("ViT-L/32")
-ViT_H14 = _constructor("ViT-H/14")
-R50_ViT_B16 = _constructor("R50+ViT-B/16")
-R50_ViT_L32 = _constructor("R50+ViT-L/32")
-R26_ViT_S32 = _constructor("R26+ViT-S/32")
+    # ------------------------------------------------------------------ description
 
-for _fn, _n in ((ViT_Ti16, "ViT_Ti16"), (ViT_S16, "ViT_S16"), (ViT_S32, "ViT_S32"), (ViT_B8, "ViT_B8"),
-                (ViT_B16, "ViT_B16"), (ViT_B32, "ViT_B32"), (ViT_L16, "ViT_L16"), (ViT_L32, "ViT_L32"),
-                (ViT_H14, "ViT_H14"), (R50_ViT_B16, "R50_ViT_B16"), (R50_ViT_L32, "R50_ViT_L32"),
-                (R26_ViT_S32, "R26_ViT_S32")):
-    _fn.__name__ = _fn.__qualname__ = _n
+    @property
+    def effective_patch_size(self) -> int:
+        """Pixels per token side (patch size times the ResNet stem's stride)."""
+        return self.vit_config.effective_patch_size
+
+    @property
+    def num_tokens(self) -> int:
+        return self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
+
+    def describe(self) -> dict:
+        """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
+        c = self.vit_config
+        return dict(name=c.name, patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim,
+                    num_heads=c.num_heads, num_layers=c.num_layers,
+                    resnet_layers=list(c.resnet_layers) if c.resnet_layers else None,
+                    resnet_width=c.resnet_width, classifier=self.classifier,
+                    representation_size=self.representation_size, classes=self.classes if self.include_top else None,
+                    image_size=list(self.image_size), grid_size=list(self.grid_size),
+                    num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing)
+
+    def get_config(self) -> dict:
+        """Exactly the constructor's keywords (weights live in the saved file, not the config)."""
+        c = self.vit_config
+        return dict(
+            patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
+            num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.resnet_layers else None,
+            resnet_width=c.resnet_width, include_top=self.include_top, weights=None,
+            input_shape=[*self.image_size, 3], input_tensor=None, pooling=self.pooling, classes=self.classes,
+            classifier_activation=self.classifier_activation, classifier=self.classifier,
+            representation_size=self.representation_size, dropout_rate=self.dropout_rate,
+            attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
+            include_preprocessing=self.include_preprocessing, name=self.name,
+            dtype=self._layer_policy, trainable=self.trainable)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "VisionTransformer":
+        return cls(**config)
+
+    # ------------------------------------------------------------------ forward pieces (shared)
+
+    def _embed(self, images, training=None, patch_transform=None):
+        """Images -> tokens entering the encoder; `patch_transform` may rewrite the patch embeddings."""
+        x = images
+        if self.rescaling is not None:
+            x = self.rescaling(x)
+        if self.stem is not None:
+            x = self.stem(x, training=training)
+        x = self.patch_embedding(x)
+        extras = ()
+        if patch_transform is not None:
+            x = patch_transform(x)
+            if isinstance(x, (tuple, list)):
+                x, extras = x[0], tuple(x[1:])
+        if self.class_token is not None:
+            x = self.class_token(x)
+        x = self.embedding_dropout(self.position_embedding(x), training=training)
+        return (x, extras) if patch_transform is not None else x
+
+    def _pool(self, tokens):
+        """Encoded tokens -> the pre-logits vector (pooled per `classifier`, then the representation)."""
+        x = self.token_pooling(tokens)
+        return self.pre_logits(x) if self.pre_logits is not None else x
+
+    # ------------------------------------------------------------------ feature API
+
+    def feature_model(self, pooling: Optional[str] = None, *, patch_transform=None) -> keras.Model:
+        """A `keras.Model` on the same inputs and weights ending at a feature tap.
+
+        `pooling` as in the constructor: None -> pre-logits, "token", "avg", "max", "sequence".
+        `patch_transform`: a layer applied to the patch embeddings (batch, grid tokens, D) before
+        the class token and position embeddings (masked patch prediction corrupts them there);
+        when it returns a tuple, the first item flows on and the others become extra outputs.
+        """
+        if pooling not in POOLINGS:
+            raise ValueError(f"Unknown pooling {pooling!r}; expected one of {POOLINGS}.")
+        if pooling == "token" and not self.num_prefix_tokens:
+            raise ValueError("pooling='token' needs a class token; this is a classifier='gap' model.")
+        extras = ()
+        if patch_transform is None:
+            tokens = self._taps["sequence"]
+        else:
+            x, extras = self._embed(self.inputs[0], patch_transform=patch_transform)
+            tokens = self.encoder(x)
+        if pooling is None:
+            if "pre_logits" not in self._taps:
+                raise ValueError(f"Model {self.name!r} was built with include_top=False, pooling={self.pooling!r}: "
+                                 "it has no pre-logits; ask for pooling='sequence', 'avg', 'max' or 'token'.")
+            out = self._taps["pre_logits"] if patch_transform is None else self._pool(tokens)
+        elif pooling == "sequence":
+            out = tokens
+        else:
+            out = TokenPooling(_POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self.dtype_policy)(tokens)
+        outputs = [out, *extras] if extras else out
+        return keras.Model(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}")
+
+    def logits_model(self) -> keras.Model:
+        """The classifier without its activation: images -> logits (batch, classes)."""
+        if not self.include_top:
+            raise ValueError(f"Model {self.name!r} has no head (include_top=False).")
+        if self.predictions is None:
+            return self
+        return keras.Model(self.inputs, self._taps["logits"], name=f"{self.name}_logits")
+
+    def _block_indices(self, blocks) -> list:
+        n = self.vit_config.num_layers
+        if blocks is None:
+            return list(range(n))
+        blocks = [blocks] if isinstance(blocks, int) else list(blocks)
+        bad = [b for b in blocks if not isinstance(b, (int, np.integer)) or not -n <= b < n]
+        if bad:
+            raise ValueError(f"blocks {bad} out of range for a {n}-block model (use 0..{n - 1} or negatives).")
+        return sorted({int(b) % n for b in blocks})
+
+    def check_images(self, images):
+        """`images` as a (batch, H, W, 3) array of the model's size, or a ValueError naming the shapes."""
+        shape = tuple(keras.ops.shape(images))
+        if len(shape) == 3:
+            images, shape = keras.ops.expand_dims(images, 0), (1, *shape)
+        want = (*self.image_size, 3)
+        if len(shape) != 4 or tuple(shape[1:]) != want:
+            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, 3) for model {self.name!r}, "
+                             f"got {shape}.")
+        return images
+
+    def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
+                      training: bool = False) -> Dict[str, object]:
+        """Runs `images` and returns the model's taps (big_vision's `out` dict).
+
+        Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"
+        {index: (batch, heads, tokens, tokens) float32 probabilities} when `attention=True`,
+        "encoded" (after the final LayerNorm), "pre_logits" (when the model has them) and
+        "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
+        """
+        wanted = set(self._block_indices(blocks))
+        x = self._embed(keras.ops.convert_to_tensor(self.check_images(images), "float32"), training=training)
+        out: Dict[str, object] = {"blocks": {}}
+        if attention:
+            out["attention"] = {}
+        for i, block in enumerate(self.encoder.blocks):
+            if attention:
+                x, probs = block(x, training=training, return_attention=True)
+            else:
+                x = block(x, training=training)
+            if i in wanted:
+                out["blocks"][i] = x
+                if attention:
+                    out["attention"][i] = probs
+        out["encoded"] = self.encoder.encoder_norm(x)
+        if "pre_logits" in self._taps:
+            out["pre_logits"] = self._pool(out["encoded"])
+        if self.head is not None:
+            out["logits"] = self.head(out["pre_logits"])
+        return out

@@ -15,9 +15,12 @@ def _pyplot():
 
 
 def _save(fig, path: str) -> str:
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    _pyplot().close(fig)
-    return path
+    from keras_vit import atomic
+
+    try:
+        return atomic.write_file(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight"))
+    finally:
+        _pyplot().close(fig)
 
 
 def plot_attention_rollout(image01: np.ndarray, rollout: np.ndarray, path: str) -> str:

@@ -29,6 +29,7 @@ class Release:
     classes: int
     url: str
     sha256: Optional[str] = None
+    representation_size: Optional[int] = None  # width of the file's pre_logits layer, None if it has none
 
 
 _RELEASES: Dict[str, Release] = {}
@@ -43,8 +44,10 @@ def register_release(release: Release) -> None:
 def _register_official() -> None:
     for model in ("ViT-B/16", "ViT-B/32", "ViT-L/16", "ViT-L/32", "ViT-H/14", "R50+ViT-B/16"):
         file = configs.get_config(model).name.replace("/", "_") + ".npz"
+        # the ImageNet-21k pre-training heads sit on a Dense+tanh pre-logits layer of width D (REFERENCE §2)
         register_release(Release(f"{file[:-4]}/imagenet21k", model, "imagenet21k", 224, 21843,
-                                 f"{BASE_URL}/imagenet21k/{file}"))
+                                 f"{BASE_URL}/imagenet21k/{file}",
+                                 representation_size=configs.get_config(model).hidden_size))
         register_release(Release(f"{file[:-4]}/imagenet21k+imagenet2012", model,
                                  "imagenet21k+imagenet2012", 384, 1000,
                                  f"{BASE_URL}/imagenet21k+imagenet2012/{file}"))
@@ -84,12 +87,11 @@ def find_release(weights: str, model_name: Optional[str]) -> Release:
 def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional[str] = None) -> str:
     """Downloads (once) the release `weights` and returns its local path.
 
+    `model` (a `keras_vit.VisionTransformer`) picks the file when `weights` is a dataset name.
     Files go to `<cache_dir>/keras_vit/`; `cache_dir` defaults to $KERAS_VIT_CACHE_DIR,
     else the Keras cache (~/.keras). The sha256 is checked when the release has one.
     """
-    from keras_vit.checkpoints import table_name  # checkpoints re-exports this module
-
-    release = find_release(weights, table_name(model) if model is not None else None)
+    release = find_release(weights, model.vit_config.name if model is not None else None)
     fname = re.sub(r"[^A-Za-z0-9_.+-]", "_", release.name) + ".npz"
     cache_dir = cache_dir or os.environ.get("KERAS_VIT_CACHE_DIR")
     if cache_dir:

@@ -12,9 +12,8 @@ from typing import Optional
 import keras
 
 from keras_vit import configs
-from keras_vit.layers import Encoder, PatchEmbedding
-from keras_vit.models import create_model
-from keras_vit.resnet import ResNetStem, StdConv2D
+from keras_vit.applications import create_model
+from keras_vit.resnet import StdConv2D
 
 
 def _conv_flops(conv: StdConv2D, input_shape) -> tuple:
@@ -25,9 +24,9 @@ def _conv_flops(conv: StdConv2D, input_shape) -> tuple:
 
 def forward_flops(model: keras.Model) -> int:
     """Forward-pass FLOPs for one image (2 x multiply-adds of convs, matmuls, attention)."""
-    shape = tuple(model.input_shape)
+    shape = (None, *model.image_size, 3)
     total = 0
-    stem = next((l for l in model.layers if isinstance(l, ResNetStem)), None)
+    stem = model.stem
     if stem is not None:
         f, shape = _conv_flops(stem.conv_root, shape)
         total += f
@@ -40,21 +39,16 @@ def forward_flops(model: keras.Model) -> int:
                 f, s = _conv_flops(conv, s)
                 total += f
             shape = s
-    embedding = next(l for l in model.layers if isinstance(l, PatchEmbedding))
-    p, d = embedding.patch_size, embedding.hidden_size
-    patches = (shape[1] // p) * (shape[2] // p)
-    total += 2 * patches * p * p * shape[-1] * d
-    encoder = next(l for l in model.layers if isinstance(l, Encoder))
-    tokens = next(l for l in model.layers if l.name == "posembed_input").num_tokens
+    c = model.vit_config
+    p, d = c.patch_size, c.hidden_size
+    total += 2 * model.grid_size[0] * model.grid_size[1] * p * p * shape[-1] * d
+    tokens = model.num_tokens
     per_block = 2 * tokens * d * 3 * d + 4 * tokens * tokens * d + 2 * tokens * d * d
-    per_block += 4 * tokens * d * encoder.mlp_dim
-    total += encoder.num_layers * per_block
-    for name in ("pre_logits", "head"):
-        try:
-            dense = model.get_layer(name)
-        except ValueError:
-            continue
-        total += 2 * dense.kernel.shape[0] * dense.kernel.shape[1]
+    per_block += 4 * tokens * d * c.mlp_dim
+    total += c.num_layers * per_block
+    for dense in (model.pre_logits, model.head):
+        if dense is not None:
+            total += 2 * dense.kernel.shape[0] * dense.kernel.shape[1]
     return int(total)
 
 

@@ -6,7 +6,9 @@ A run killed mid-write leaves at most a `<path>.tmp` behind, never a truncated `
 from __future__ import annotations
 
 import json
-from typing import Any, Union
+import os
+import tempfile
+from typing import Any, Callable, Union
 
 import tensorflow as tf
 
@@ -23,3 +25,14 @@ def write_atomic(path: str, data: Union[str, bytes]) -> str:
 def write_json(path: str, obj: Any) -> str:
     """`obj` as indented, key-sorted JSON, written atomically."""
     return write_atomic(path, json.dumps(obj, indent=2, sort_keys=True))
+
+
+def write_with(path: str, write: Callable[[str], Any], suffix: str = "") -> str:
+    """`write(local_tmp_path)` makes the file locally; it is then copied to `path` (local or gs://) atomically."""
+    with tempfile.TemporaryDirectory() as tmpdir:
+        local = os.path.join(tmpdir, "file" + suffix)
+        write(local)
+        tmp = path + ".tmp"
+        tf.io.gfile.copy(local, tmp, overwrite=True)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path

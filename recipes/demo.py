@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
@@ -38,7 +37,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     import tensorflow as tf
 
     import hub_export
-    from keras_vit import fewshot
+    from keras_vit import atomic, fewshot
     from recipes import train
     from recipes.configs import demo
 
@@ -69,15 +68,14 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
                                overwrite=True, source=ft["model"])
     images = _digits(48)[2][:8]
     reloaded = tf.saved_model.load(module)
-    features = keras.Model(tuned.inputs, tuned.get_layer("pooling").output).predict(images, verbose=0)
+    features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
                    fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
                    hub_module=module, hub_max_abs_diff=diff, seconds=time.time() - t0,
                    pretrain_model=pre["model"], finetune_model=ft["model"])
-    with open(os.path.join(workdir, "demo_summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    atomic.write_json(os.path.join(workdir, "demo_summary.json"), summary)
     rows = [("pre-train test accuracy (32 px)", f"{100 * pre['eval_accuracy']:.2f} %"),
             *((f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * m:.2f} ± {100 * s:.2f} %")
               for k, (m, s) in shots.items()),

@@ -51,20 +51,18 @@ def extract(feature_fn, source, size: int, batch: int = 64):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m recipes.fewshot", description=__doc__)
-    p.add_argument("--weights", default="")
-    p.add_argument("--model", default="ViT-B/16")
+    p.add_argument("--weights", default="", help=".keras / .npz file (the file says what model it is), "
+                   ".weights.h5 (with --model) or a release name; empty: random ViT-B/16 weights")
+    p.add_argument("--model", default="", help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--datasets", default="caltech101,cars196,cifar100,dtd,oxford_iiit_pet,uc_merced")
-    p.add_argument("--image_size", type=int, default=224)
+    p.add_argument("--image_size", type=int, default=0, help="resolution (default: the file's, else 224)")
     p.add_argument("--shots", default="1,5,10,25")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--data_dir", default="")
     p.add_argument("--out", default="", help="optional JSON file for the results")
     args = p.parse_args(argv)
     try:
-        import keras
-
-        from keras_vit import fewshot
-        from keras_vit.models import create_model
+        from keras_vit import create_model, fewshot, load_model
         from recipes import atomic
         from recipes.data import load_source
 
@@ -72,14 +70,12 @@ def main(argv=None) -> int:
         unknown = [n for n in names if n not in STANDARD]
         if unknown or not names:
             raise ValueError(f"Unknown few-shot dataset(s) {unknown or args.datasets!r}; known: {', '.join(STANDARD)}.")
-        if args.weights.endswith(".keras"):
-            if not os.path.exists(args.weights):
-                raise FileNotFoundError(f"--weights {args.weights!r} does not exist.")
-            model = keras.models.load_model(args.weights, compile=False)
+        kwargs = {"input_shape": (args.image_size, args.image_size, 3)} if args.image_size else {}
+        if args.weights:
+            model = load_model(args.weights, model=args.model or None, **kwargs)
         else:
-            model = create_model(args.model, include_top=False, weights=args.weights or None,
-                                 input_shape=(args.image_size, args.image_size, 3))
-        size = model.input_shape[1]
+            model = create_model(args.model or "ViT-B/16", include_top=False, **kwargs)
+        size = model.image_size[0]
         feature_fn = fewshot.feature_extractor(model)
         shots = [int(s) for s in args.shots.split(",")]
         results = {}

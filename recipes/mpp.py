@@ -14,8 +14,6 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_vit.checkpoints import architecture
-
 
 @keras.saving.register_keras_serializable(package="recipes")
 class PatchCorruption(keras.layers.Layer):
@@ -68,24 +66,14 @@ def mean_colour_targets(images, patch: int, bits: int = 3):
 
 def build(model: keras.Model, mpp_config):
     """The MPP network sharing `model`'s layers, and the loss for `recipes.steps.build_train_step`."""
-    arch = architecture(model)
     classes = 2 ** (3 * mpp_config.bits)
-    images = model.inputs[0]
-    x = images
-    for name in ("rescaling", "resnet"):
-        if any(layer.name == name for layer in model.layers):
-            x = model.get_layer(name)(x)
-    x = model.get_layer("embedding")(x)
-    x, corrupted = PatchCorruption(mpp_config.corrupt_rate, mpp_config.mask_rate, mpp_config.random_rate,
-                                   name="corruption")(x)
-    if arch["num_prefix_tokens"]:
-        x = model.get_layer("cls")(x)
-    x = model.get_layer("posembed_input")(x)
-    x = model.get_layer("Transformer")(x)
-    tokens = x[:, arch["num_prefix_tokens"]:]
-    logits = keras.layers.Dense(classes, kernel_initializer="zeros", name="mpp_head")(tokens)
-    network = keras.Model(images, [logits, corrupted], name=f"{model.name}_mpp")
-    pixels_per_token = model.input_shape[1] // arch["grid_size"][0]
+    corruption = PatchCorruption(mpp_config.corrupt_rate, mpp_config.mask_rate, mpp_config.random_rate,
+                                 name="corruption")
+    tokens, corrupted = model.feature_model("sequence", patch_transform=corruption).outputs
+    patches = tokens[:, model.num_prefix_tokens:]
+    logits = keras.layers.Dense(classes, kernel_initializer="zeros", name="mpp_head")(patches)
+    network = keras.Model(model.inputs, [logits, corrupted], name=f"{model.name}_mpp")
+    pixels_per_token = model.effective_patch_size
 
     def loss_fn(net, images, labels, training):
         del labels

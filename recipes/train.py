@@ -14,7 +14,6 @@ import json
 import logging as pylogging
 import os
 import sys
-import tempfile
 import time
 from typing import Callable, Iterator, List, Optional
 
@@ -53,43 +52,49 @@ def precision(config: ml_collections.ConfigDict) -> Iterator[None]:
         keras.mixed_precision.set_global_policy(previous)
 
 
+SIZE_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers")
+
+
 def build_model(config, image_size: int, num_classes: int) -> keras.Model:
-    """The classifier of `config.model` at `image_size`, emitting logits."""
+    """The classifier of `config.model` at `image_size`, emitting logits.
+
+    `config.model.name` picks a row of the model table; any non-zero size field overrides
+    that row's value (e.g. `--config.model.num_layers=2` for a quick check). With an empty
+    name, the five size fields define a custom plain ViT.
+    """
     m = config.model
     kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
                   classifier=m.classifier, representation_size=m.representation_size or None,
                   dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
                   drop_path_rate=m.drop_path_rate)
+    overrides = {f: int(m[f]) for f in SIZE_FIELDS if m[f]}
     if m.name:
-        if m.name.startswith("BiT-"):
-            raise ValueError(f"config.model.name={m.name!r}: the BiT ResNet baselines of Table 3 are listed for "
-                             "reference; keras_vit builds ViTs and R+ViT hybrids only.")
-        return keras_vit.create_model(m.name, **kwargs)
-    missing = [f for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers") if not m[f]]
+        sizes = keras_vit.get_config(m.name).model_kwargs()
+        sizes.update(overrides)
+        return keras_vit.VisionTransformer(**sizes, **kwargs)
+    missing = [f for f in SIZE_FIELDS if f not in overrides]
     if missing:
         raise ValueError(f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set.")
-    return keras_vit.VisionTransformer(m.patch_size, m.hidden_size, m.mlp_dim, m.num_heads, m.num_layers, **kwargs)
+    return keras_vit.VisionTransformer(**overrides, **kwargs)
 
 
 def init_from_weights(model: keras.Model, config) -> None:
-    """Fine-tuning start: .npz loads directly; .keras/.weights.h5 go through the official layout,
-    so the position embeddings are resized and a new head is zero-initialised the same way."""
+    """Fine-tuning start from `config.init_weights`, through `keras_vit.load_model` (a .keras, an official
+    .npz or a release name carries its own architecture; a .weights.h5 is read as `config.model` at
+    `init_image_size` with `init_classes`). The weights then follow the official rules: position
+    embeddings resized to this run's grid, a new head zero-initialised when the class count differs."""
     path = config.init_weights
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"config.init_weights={path!r} does not exist.")
-    if path.endswith(".npz"):
-        keras_vit.load_npz(model, path)
-        return
-    if path.endswith(".keras"):
-        source = keras.models.load_model(path, compile=False)
-    elif path.endswith(".weights.h5"):
-        size = config.init_image_size or model.input_shape[1]
-        source = build_model(config, size, config.init_classes or model.output_shape[-1])
-        source.load_weights(path)
+    if path.endswith(".weights.h5"):
+        keras_vit.weights.check_weights_argument(path)
+        source = build_model(config, config.init_image_size or model.image_size[0],
+                             config.init_classes or model.classes)
+        keras_vit.load_weights(source, path)
     else:
-        raise ValueError(f"config.init_weights={path!r}: expected a .npz, .keras or .weights.h5 file.")
-    with tempfile.TemporaryDirectory() as tmp:
-        keras_vit.load_npz(model, vit_checkpoints.save_npz(source, os.path.join(tmp, "init.npz")))
+        try:
+            source = keras_vit.load_model(path, model=config.model.name or None)
+        except (ValueError, FileNotFoundError) as e:
+            raise ValueError(f"config.init_weights={path!r}: {e}") from e
+    vit_checkpoints.load_params(model, vit_checkpoints.model_params(source), path)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -114,9 +119,8 @@ def _worker_dir(workdir: str) -> str:
 
 
 def _save_model(model: keras.Model, path: str) -> None:
-    tmp = path[: -len(".keras")] + ".tmp.keras"
-    model.save(tmp)
-    os.replace(tmp, path)
+    """`model.keras` written atomically, on local disks and on gs:// alike."""
+    atomic.write_with(path, model.save, suffix=".keras")
 
 
 def _fewshot_callback(config, outdir: str):
@@ -147,16 +151,8 @@ def total_steps(config, train_examples: int) -> int:
 
 # ----------------------------------------------------------------------------- the run
 
-def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
-                       train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
-    """Trains per `config` in `workdir` (resuming if it holds checkpoints) and evaluates.
-
-    `train_input` / `eval_input`: optional `(global_batch, image_size, training) -> tf.data.Dataset`
-    of (images in [-1, 1], int labels) replacing the config's dataset (VTAB uses this).
-    Returns the summary also written to `workdir/summary.json`.
-    """
-    strategy = strategy or tf.distribute.get_strategy()
+def _prepare(config, workdir: str, strategy, train_input) -> tuple:
+    """Validates what can fail before anything is written; returns (outdir, source, classes, steps)."""
     _policy(config)  # a bad value fails before anything touches the workdir
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
@@ -165,54 +161,48 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
-    ds_cfg, size = config.dataset, config.dataset.image_size
+    ds_cfg = config.dataset
     source = None
     if train_input is None:
         source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download)
     num_classes = ds_cfg.num_classes or (source.num_classes if source else 0)
     if num_classes <= 0:
         raise ValueError("config.dataset.num_classes must be set when the dataset does not say it.")
-    steps_total = total_steps(config, source.num_examples if source else 0)
+    return outdir, source, num_classes, total_steps(config, source.num_examples if source else 0)
 
+
+def _build(config, strategy, num_classes: int, steps_total: int) -> tuple:
+    """(classifier, trained network, loss_fn or None, optimizer), built under the strategy and precision."""
     loss_fn = None
     with strategy.scope(), precision(config):
-        model = build_model(config, size, num_classes)
+        model = build_model(config, config.dataset.image_size, num_classes)
         net = model
         if config.mpp.enabled:
             from recipes import mpp
             net, loss_fn = mpp.build(model, config.mpp)
         optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps)
         optimizer.build(net.trainable_variables)
-    manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
-                                {"model": net.variables, "optimizer": optimizer.variables},
-                                keep=config.keep_checkpoints)
-    restored = manager.restore()
-    if restored is None and config.init_weights:
-        init_from_weights(model, config)
-    start = int(optimizer.iterations.numpy())
-    logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
+    return model, net, loss_fn, optimizer
 
-    def build_train(global_batch):
-        if train_input is not None:
-            return train_input(global_batch, size, True).skip(start)
-        return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
-                                 cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
 
-    replicas = strategy.num_replicas_in_sync
-    multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-    dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
-    step_fn = steps.build_train_step(net, optimizer,
-                                     num_classes=num_classes, global_batch_size=config.batch_size,
-                                     strategy=strategy, label_smoothing=config.label_smoothing,
-                                     clip_norm=config.optimizer.clip_norm,
-                                     jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
-    chief = outdir == workdir
-    writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
-    callbacks = list(callbacks or [])
-    if config.fewshot.every and chief:
-        callbacks.append(_fewshot_callback(config, outdir))
-    cb = keras.callbacks.CallbackList(callbacks, model=model)
-    cb.on_train_begin()
+def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief) -> dict:
+    host = {k: float(v) for k, v in sums.items()}
+    logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
+            "img/s": (step - last_log) * config.batch_size / max(time.time() - t0, 1e-9),
+            "lr": float(optimizer.learning_rate)}
+    with writer.as_default(step=step):
+        for k, v in logs.items():
+            tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
+    if progbar is not None:
+        progbar.update(step, [(k, v) for k, v in logs.items() if k != "lr"])
+    elif chief:
+        logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
+                    logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
+    return logs
+
+
+def _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief) -> list:
+    """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`."""
     progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
                if chief and sys.stdout.isatty() else None)
     sums, last_log, t0, history = None, start, time.time(), []
@@ -224,40 +214,82 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
         sums = out if sums is None else {k: sums[k] + out[k] for k in out}
         logs = None
         if step % config.log_every == 0 or step == steps_total:
-            host = {k: float(v) for k, v in sums.items()}
-            dt = time.time() - t0
-            logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
-                    "img/s": (step - last_log) * config.batch_size / max(dt, 1e-9),
-                    "lr": float(optimizer.learning_rate)}
-            with writer.as_default(step=step):
-                for k, v in logs.items():
-                    tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
-            if progbar is not None:
-                progbar.update(step, [(k, v) for k, v in logs.items() if k != "lr"])
-            elif chief:
-                logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
-                            logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
+            logs = _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief)
             history.append(dict(step=step, **logs))
             sums, last_log, t0 = None, step, time.time()
         cb.on_train_batch_end(step, logs)
         if step % config.checkpoint_every == 0 or step == steps_total:
             manager.save(step)
+    return history
+
+
+def _evaluate(config, model, eval_input, writer, steps_total) -> Optional[float]:
+    ds_cfg = config.dataset
+    if eval_input is not None:
+        eval_ds = eval_input(config.batch_size, ds_cfg.image_size, False)
+    elif ds_cfg.eval_split:
+        eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
+        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False)
+    else:
+        return None
+    accuracy = steps.evaluate(model, eval_ds)
+    with writer.as_default(step=steps_total):
+        tf.summary.scalar("eval_accuracy", accuracy)
+    return accuracy
+
+
+def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
+                       train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
+                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
+    """Trains per `config` in `workdir` (resuming if it holds checkpoints) and evaluates.
+
+    `train_input` / `eval_input`: optional `(global_batch, image_size, training) -> tf.data.Dataset`
+    of (images in [-1, 1], int labels) replacing the config's dataset (VTAB uses this).
+    Returns the summary also written to `workdir/summary.json`.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    outdir, source, num_classes, steps_total = _prepare(config, workdir, strategy, train_input)
+    model, net, loss_fn, optimizer = _build(config, strategy, num_classes, steps_total)
+    manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
+                                {"model": net.variables, "optimizer": optimizer.variables},
+                                keep=config.keep_checkpoints)
+    restored = manager.restore()
+    if restored is None and config.init_weights:
+        init_from_weights(model, config)
+    start = int(optimizer.iterations.numpy())
+    logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
+    ds_cfg, size = config.dataset, config.dataset.image_size
+
+    def build_train(global_batch):
+        if train_input is not None:
+            return train_input(global_batch, size, True).skip(start)
+        return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
+                                 cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
+
+    replicas = strategy.num_replicas_in_sync
+    multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
+    step_fn = steps.build_train_step(net, optimizer, num_classes=num_classes, global_batch_size=config.batch_size,
+                                     strategy=strategy, label_smoothing=config.label_smoothing,
+                                     clip_norm=config.optimizer.clip_norm,
+                                     jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
+    chief = outdir == workdir
+    writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
+    callbacks = list(callbacks or [])
+    if config.fewshot.every and chief:
+        callbacks.append(_fewshot_callback(config, outdir))
+    cb = keras.callbacks.CallbackList(callbacks, model=model)
+    cb.on_train_begin()
+    history = _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief)
     cb.on_train_end()
     if config.ema_decay:
         optimizer.finalize_variable_values(net.trainable_variables)
 
     summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes, image_size=size,
                    replicas=replicas, final_train=history[-1] if history else None)
-    eval_ds = None
-    if eval_input is not None:
-        eval_ds = eval_input(config.batch_size, size, False)
-    elif ds_cfg.eval_split:
-        eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
-        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), size, training=False)
-    if eval_ds is not None:
-        summary["eval_accuracy"] = steps.evaluate(model, eval_ds)
-        with writer.as_default(step=steps_total):
-            tf.summary.scalar("eval_accuracy", summary["eval_accuracy"])
+    accuracy = _evaluate(config, model, eval_input, writer, steps_total)
+    if accuracy is not None:
+        summary["eval_accuracy"] = accuracy
     writer.flush()
     _save_model(model, os.path.join(outdir, "model.keras"))
     summary["model"] = os.path.join(outdir, "model.keras")

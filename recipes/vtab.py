@@ -24,18 +24,16 @@ from recipes.vtab_tasks import GROUPS, TASKS, Task, get_tasks  # noqa: E402
 
 
 def task_config(task: Task, args):
-    from keras_vit.checkpoints import architecture
+    """The task's protocol config; `--weights` (through `config.init_weights`, i.e. `keras_vit.load_model`)
+    decides the architecture when it is a .keras or .npz file."""
+    from keras_vit.loading import load_model
     from recipes.configs import vtab as vtab_configs
 
     c = vtab_configs.get_config(task.name)
-    c.model.name = args.model
+    c.model.name = args.model or c.model.name
     c.init_weights = args.weights or ""
-    if args.weights and args.weights.endswith(".keras"):  # the file carries its own sizes
-        import keras
-
-        arch = architecture(keras.models.load_model(args.weights, compile=False))
-        c.model.update(name="", **{k: arch[k] for k in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
-                                                        "num_layers")}, classifier=arch["classifier"])
+    if args.weights and (args.weights.endswith(".keras") or args.weights.endswith(".npz")):
+        c.model.update(**_model_fields(load_model(args.weights, model=args.model or None)))
     for field, value in (("total_steps", args.steps), ("batch_size", args.batch_size)):
         if value:
             c[field] = value
@@ -47,6 +45,21 @@ def task_config(task: Task, args):
         c.optimizer.warmup_steps = args.warmup_steps
     c.dataset.data_dir = args.data_dir or ""
     return c
+
+
+def _model_fields(model) -> dict:
+    """`config.model` fields that rebuild `model`'s architecture (table name when it is a table row)."""
+    import keras_vit
+
+    v = model.vit_config
+    table = v.name in keras_vit.MODELS
+    fields = dict(name=v.name if table else "", classifier=model.classifier,
+                  representation_size=model.representation_size or 0)
+    fields.update({f: 0 if table else getattr(v, f) for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
+                                                             "num_layers")})
+    if v.is_hybrid and not table:
+        raise ValueError(f"{v.name} is a custom hybrid; VTAB fine-tuning builds table hybrids and plain ViTs.")
+    return fields
 
 
 def run_task(task: Task, args) -> dict:
@@ -134,8 +147,9 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
 def main(argv: Optional[list] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m recipes.vtab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--weights", default="", help=".npz / .keras / .weights.h5 to fine-tune from")
-    p.add_argument("--model", default="ViT-B/16")
+    p.add_argument("--weights", default="", help=".npz / .keras (the file says what model it is), .weights.h5 "
+                   "(with --model) or a release name to fine-tune from")
+    p.add_argument("--model", default="", help="table name (default ViT-B/16 unless the file says otherwise)")
     p.add_argument("--tasks", default="all", help="all, or comma-separated names")
     p.add_argument("--workdir", required=True)
     p.add_argument("--data_dir", default="")

@@ -32,10 +32,9 @@ fixture = os.path.join(root, "tests", "fixtures", "flax_reference", "vit_tiny")
 cfg = json.load(open(os.path.join(fixture, "config.json")))
 print({k: cfg[k] for k in ("patches", "hidden_size", "mlp_dim", "num_heads", "num_layers", "image_size")})"""),
     new_markdown_cell("## Build the model and load the official-layout checkpoint"),
-    new_code_cell("""model = keras_vit.VisionTransformer(
-    patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
-    input_shape=(32, 32, 3), classes=5, classifier_activation=None,
-    weights=os.path.join(fixture, "weights.npz"))
+    new_code_cell("""# the architecture (patch 8, D=32, 2 blocks, 4 heads, 5 classes, 32 px) is read from the file itself
+model = keras_vit.load_model(os.path.join(fixture, "weights.npz"), classifier_activation=None)
+print(model.vit_config.name, model.image_size, model.grid_size, model.classes)
 x = np.load(os.path.join(fixture, "input.npy"))
 flax_logits = np.load(os.path.join(fixture, "logits.npy"))
 ours = model.predict(x, verbose=0)
@@ -61,7 +60,7 @@ import hub_export
 module = hub_export.export(model, os.path.join(out, "vit_tiny_fv"), variant="feature_vector")
 reloaded = tf.saved_model.load(module)
 features = reloaded((images + 1) / 2, training=False).numpy()      # modules take [0, 1] images
-keras_features = keras.Model(model.inputs, model.get_layer("pooling").output).predict(images, verbose=0)
+keras_features = model.feature_model().predict(images, verbose=0)
 print(module, features.shape, "max |diff| =", np.abs(features - keras_features).max())
 print(open(os.path.join(module, "README.md")).read()[:400])"""),
 ]

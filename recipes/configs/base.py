@@ -7,7 +7,8 @@ import ml_collections
 
 def base_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    # model: a table name ("ViT-B/16") or, with name "", the custom sizes below
+    # model: a table name ("ViT-B/16"), whose sizes any non-zero field below overrides; or, with name "",
+    # a custom plain ViT of the sizes below
     c.model = ml_collections.ConfigDict(dict(
         name="ViT-B/16", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0,
         classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
@@ -28,8 +29,6 @@ def base_config() -> ml_collections.ConfigDict:
     c.label_smoothing = 0.0
     c.grad_accum_steps = 1
     c.ema_decay = 0.0          # Polyak averaging of the weights (0.9999 in the paper's fine-tuning)
-    c.dev_split = ""           # Table 4: held-out part of train for the LR sweep
-    c.lr_sweep = []            # Table 4: the values the paper swept (informational; run one per job)
     c.seed = 0
     c.deterministic = False    # tf.config.experimental.enable_op_determinism
     c.jit_compile = True
@@ -37,12 +36,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3
-    c.eval_every = 0           # 0: only at the end
     c.fewshot = ml_collections.ConfigDict(dict(every=0, dataset="", train_split="", test_split="",
                                                shots=[1, 5, 10, 25], seeds=3))
     c.mpp = ml_collections.ConfigDict(dict(enabled=False, corrupt_rate=0.5, mask_rate=0.8,
                                            random_rate=0.1, bits=3))
-    c.paper = ml_collections.ConfigDict(dict(table="", row="", data="", epochs=""))
     return c
 
 

@@ -23,7 +23,7 @@ def _common():
 
 def get_config(arg: str = "pretrain"):
     c = _common()
-    variant = pick({"pretrain": 0, "finetune": 1}, arg, "demo.py")
+    variant = pick({name: i for i, name in enumerate(variants())}, arg, "demo.py")
     if variant == 0:
         c.total_steps = 1500
         c.optimizer.update(name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100,
@@ -35,3 +35,7 @@ def get_config(arg: str = "pretrain"):
                            clip_norm=1.0)
         c.init_image_size = 32
     return c
+
+
+def variants() -> list:
+    return ["pretrain", "finetune"]

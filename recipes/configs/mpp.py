@@ -20,5 +20,8 @@ def get_config(arg: str = "vit_b16_jft"):
     c.total_steps = 1_000_000
     c.optimizer.update(name="adamw", learning_rate=2e-4, weight_decay=0.0, warmup_steps=10_000, decay="cosine")
     c.mpp.update(enabled=True, corrupt_rate=0.5, mask_rate=0.8, random_rate=0.1, bits=3)
-    c.paper.update(table="B.1.2", row=arg, data=data, epochs="~14")
     return c
+
+
+def variants() -> list:
+    return list(VARIANTS)

@@ -15,11 +15,13 @@ def get_config(arg: str = "cifar100"):
     c.model.name = "ViT-B/16"
     c.dataset.update(name=task.tfds_name, num_classes=task.num_classes, train_split=task.train800val200,
                      eval_split=task.test, image_size=384, crop_area_min=1.0, flip=False)
-    c.dev_split = task.val200
     c.batch_size = 512
     c.total_steps = 2500
     c.optimizer.update(name="sgd", learning_rate=0.01, momentum=0.9, weight_decay=0.0, clip_norm=1.0,
                        warmup_steps=500, decay="cosine")
     c.checkpoint_every = 500
-    c.paper.update(table="9", row=arg, data=task.tfds_name, epochs="")
     return c
+
+
+def variants() -> list:
+    return list(TASKS)

@@ -1,0 +1,77 @@
+"""Atomic writes on the local file system: a file or directory appears whole or not at all.
+
+Everything `keras_vit` and `hub_export` write goes through here (the recipes have a
+tf.io.gfile twin in `recipes.atomic` so gs:// works). The content is written under a
+temporary name in the same directory and renamed into place; a process killed
+mid-write leaves the previous version (or nothing) and at most a `.tmp-*` entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Union
+
+
+def _prepare(path: Union[str, os.PathLike]) -> tuple:
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    return path, parent, os.path.basename(path)
+
+
+def write_file(path: Union[str, os.PathLike], content: Union[str, bytes, Callable[[str], Any]]) -> str:
+    """Writes `content` (text, bytes, or a function that writes a given temporary path) to `path`."""
+    path, parent, base = _prepare(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{base}-", suffix=os.path.splitext(base)[1], dir=parent)
+    try:
+        if callable(content):
+            os.close(fd)
+            content(tmp)
+        else:
+            with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as f:
+                f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def write_json(path: Union[str, os.PathLike], obj: Any) -> str:
+    """`obj` as indented JSON, written atomically."""
+    return write_file(path, json.dumps(obj, indent=2))
+
+
+def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *, overwrite: bool = False,
+                    replaceable: Callable[[str], bool] = lambda existing: True) -> str:
+    """Builds a directory with `fill(tmp_dir)` and renames it to `path`.
+
+    An existing `path` is replaced only with `overwrite=True` and when `replaceable(path)`
+    says it is ours (e.g. an earlier export); the old one is removed only after the new one
+    is in place.
+    """
+    path, parent, base = _prepare(path)
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it.")
+        if not os.path.isdir(path) or not replaceable(path):
+            raise FileExistsError(f"{path} exists and is not an earlier output of ours; refusing to replace it "
+                                  "(remove it yourself or choose another path).")
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{base}-", dir=parent)
+    try:
+        fill(tmp)
+        if os.path.lexists(path):
+            old = tempfile.mkdtemp(prefix=f".old-{base}-", dir=parent)
+            os.rename(path, os.path.join(old, base))
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path

@@ -1,0 +1,80 @@
+"""`load_model(source)`: one loader for every CLI and recipe.
+
+`source` is a `.keras` file, a `.weights.h5` file (with `model=` naming the variant),
+an official-layout `.npz` (the architecture is read from the file's shapes), or a
+release name. Constructor keywords change the result (another resolution, head size,
+`include_top=False`, ...); the weights then go through the official layout's rules
+(position embeddings resized, a new head zero-initialised). A hybrid file always
+comes back as a hybrid.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+import keras
+
+from keras_vit import checkpoints, configs, releases
+from keras_vit.models import VisionTransformer
+from keras_vit.weights import check_weights_argument, load_weights
+
+
+def _from_keras_file(path: str, kwargs: dict) -> VisionTransformer:
+    loaded = keras.models.load_model(path, compile=False)
+    if not isinstance(loaded, VisionTransformer):
+        raise ValueError(f"{path!r} holds a {type(loaded).__name__}, not a keras_vit.VisionTransformer "
+                         "(re-save it from a model built by keras_vit).")
+    config = loaded.get_config()
+    if all(config.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
+        return loaded
+    config.update(kwargs)
+    model = VisionTransformer(**config)
+    return checkpoints.load_params(model, checkpoints.model_params(loaded), path)
+
+
+def _from_npz(path: str, model_name, kwargs: dict) -> VisionTransformer:
+    params = checkpoints.read_npz(path)
+    arch = checkpoints.architecture_from_npz(params, path)
+    if model_name is not None:
+        want = configs.get_config(model_name).model_kwargs()
+        plain = dict(resnet_layers=None, resnet_width=1)
+        have = configs.custom_config(**{k: arch.get(k, plain.get(k)) for k in want}).model_kwargs()
+        if have != want:
+            raise ValueError(f"{path!r} holds {configs.custom_config(**have).name}, not {model_name!r}; "
+                             "leave the model name out to take the file's architecture.")
+    arch.update(kwargs)
+    if "input_shape" not in arch:
+        raise ValueError(f"{path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
+    model = VisionTransformer(**arch)
+    return checkpoints.load_params(model, params, path)
+
+
+def load_model(source: Union[str, os.PathLike], *, model: Optional[str] = None,
+               **constructor_keywords) -> VisionTransformer:
+    """A `VisionTransformer` with the weights of `source` (see the module docstring).
+
+    Args:
+      source: `.keras`, `.weights.h5`, official `.npz`, or a release name.
+      model: the table name ("ViT-B/16"); needed for `.weights.h5` and for dataset-style
+        release names ("imagenet21k"); checked against an `.npz` when given.
+      constructor_keywords: `VisionTransformer` keywords to build with instead of the file's.
+    """
+    source = check_weights_argument(source)
+    if source is None:
+        raise ValueError("load_model needs a source: a .keras, .weights.h5 or .npz file, or a release name.")
+    kwargs = {k: v for k, v in constructor_keywords.items() if k != "weights"}
+    if releases.is_release_name(source):
+        release = releases.find_release(source, configs.get_config(model).name if model else None)
+        kwargs.setdefault("input_shape", (release.resolution, release.resolution, 3))
+        return VisionTransformer(**configs.get_config(release.model).model_kwargs(), weights=release.name,
+                                 **kwargs)
+    if source.endswith(".keras"):
+        return _from_keras_file(source, kwargs)
+    if source.endswith(".npz"):
+        return _from_npz(source, model, kwargs)
+    if model is None:
+        raise ValueError(f"{source!r} holds weights only: pass model='<table name>' (and the keywords it was "
+                         "built with) so keras_vit knows what to build.")
+    built = VisionTransformer(**configs.get_config(model).model_kwargs(), **kwargs)
+    return load_weights(built, source)
