@@ -114,6 +114,7 @@ class VisionTransformer(keras.Model):
       include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
       name: model name (default: the table name, e.g. "ViT-B_16").
       dtype: dtype policy of every layer (default: the global policy when built).
+      trainable: False freezes every weight (a frozen backbone reloads frozen).
     """
 
     def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
@@ -124,7 +125,8 @@ class VisionTransformer(keras.Model):
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 include_preprocessing: bool = False, name: Optional[str] = None, dtype=None, **kwargs):
+                 include_preprocessing: bool = False, name: Optional[str] = None, dtype=None,
+                 trainable: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads, rates)
@@ -185,7 +187,7 @@ class VisionTransformer(keras.Model):
         if name is None:
             name = re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if configs.find_config(
                 **vit_config.model_kwargs()) else "vision_transformer"
-        super().__init__(inputs, outputs, name=name, **kwargs)
+        super().__init__(inputs, outputs, name=name, trainable=trainable, **kwargs)
 
         # === the description ===
         self.vit_config = vit_config

@@ -35,20 +35,52 @@ def check_weights_argument(weights) -> Optional[str]:
     return weights
 
 
-def _all_or_nothing(model: keras.Model, load) -> None:
-    """Runs `load()`; if it raises, puts every variable of `model` back as it was."""
+def _h5_shapes(path: str) -> list:
+    """Shapes of every array stored in a Keras `.weights.h5` file."""
+    import h5py
+
+    shapes = []
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda _, obj: shapes.append(tuple(obj.shape)) if isinstance(obj, h5py.Dataset) else None)
+    except OSError as e:
+        raise ValueError(f"weights file {path!r} is not a readable .weights.h5 file: {e}") from e
+    return shapes
+
+
+def _load_h5(model: keras.Model, path: str) -> None:
+    """Keras' own loader, after checking the file holds exactly the model's weights (Keras itself loads a
+    file with extra blocks without a word)."""
+    have, want = sorted(_h5_shapes(path)), sorted(tuple(v.shape) for v in model.weights)
+    if have != want:
+        raise ValueError(f"weights file {path!r} holds {len(have)} arrays, model {model.name!r} has {len(want)} "
+                         f"weights{'' if len(have) != len(want) else ' of other shapes'}: it was saved from "
+                         "another architecture (no weight was changed).")
     saved = [np.array(keras.ops.convert_to_numpy(v)) for v in model.weights]
     try:
-        load()
-    except BaseException:
+        model.load_weights(path)
+    except BaseException as e:
         for v, value in zip(model.weights, saved):
             v.assign(value)
+        if isinstance(e, (ValueError, KeyError)):
+            raise ValueError(f"weights file {path!r} does not fit model {model.name!r} "
+                             f"(no weight was changed): {e}") from e
         raise
+
+
+def _load_keras_file(model: keras.Model, path: str) -> None:
+    """A `.keras` file's weights through the official layout (same rules as an `.npz`, all-or-nothing)."""
+    source = keras.models.load_model(path, compile=False)
+    if not hasattr(source, "vit_config"):
+        raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer.")
+    checkpoints.load_params(model, checkpoints.model_params(source), path)
 
 
 def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwargs) -> keras.Model:
     """Loads `weights` (release name, `.npz`, `.keras`, `.weights.h5`) into `model`; all-or-nothing.
 
+    `.npz` and `.keras` go through the official layout's rules (position embeddings resized, a
+    different head zero-initialised with a warning); `.weights.h5` must match exactly.
     `npz_kwargs` (`resize_posemb`, `reset_head`, `old_grid`) go to `keras_vit.load_npz`.
     """
     weights = check_weights_argument(weights)
@@ -58,12 +90,10 @@ def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwa
         weights = releases.fetch(weights, model)
     if weights.endswith(".npz"):
         checkpoints.load_npz(model, weights, **npz_kwargs)  # validates everything before assigning
+    elif npz_kwargs:
+        raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {weights!r}.")
+    elif weights.endswith(".keras"):
+        _load_keras_file(model, weights)
     else:
-        if npz_kwargs:
-            raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {weights!r}.")
-        try:
-            _all_or_nothing(model, lambda: model.load_weights(weights))
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"weights file {weights!r} does not fit model {model.name!r} "
-                             f"(no weight was changed): {e}") from e
+        _load_h5(model, weights)
     return model

@@ -60,7 +60,7 @@ def build_model(config, image_size: int, num_classes: int) -> keras.Model:
 
     `config.model.name` picks a row of the model table; any non-zero size field overrides
     that row's value (e.g. `--config.model.num_layers=2` for a quick check). With an empty
-    name, the five size fields define a custom plain ViT.
+    name, the five size fields (and `resnet_layers` / `resnet_width` for a hybrid) define a custom model.
     """
     m = config.model
     kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
@@ -68,6 +68,8 @@ def build_model(config, image_size: int, num_classes: int) -> keras.Model:
                   dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
                   drop_path_rate=m.drop_path_rate)
     overrides = {f: int(m[f]) for f in SIZE_FIELDS if m[f]}
+    if m.resnet_layers:
+        overrides.update(resnet_layers=tuple(int(n) for n in m.resnet_layers), resnet_width=m.resnet_width)
     if m.name:
         sizes = keras_vit.get_config(m.name).model_kwargs()
         sizes.update(overrides)

@@ -58,7 +58,7 @@ def _model_fields(model) -> dict:
     fields.update({f: 0 if table else getattr(v, f) for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
                                                              "num_layers")})
     if v.is_hybrid and not table:
-        raise ValueError(f"{v.name} is a custom hybrid; VTAB fine-tuning builds table hybrids and plain ViTs.")
+        fields.update(resnet_layers=tuple(v.resnet_layers), resnet_width=float(v.resnet_width))
     return fields
 
 

@@ -11,6 +11,7 @@ def base_config() -> ml_collections.ConfigDict:
     # a custom plain ViT of the sizes below
     c.model = ml_collections.ConfigDict(dict(
         name="ViT-B/16", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0,
+        resnet_layers=(), resnet_width=1.0,  # hybrid stem of a custom model (table hybrids have their own)
         classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
         drop_path_rate=0.0))
     c.init_weights = ""        # fine-tuning: .npz / .keras / .weights.h5 to start from
