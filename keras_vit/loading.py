@@ -20,11 +20,18 @@ from keras_vit.models import VisionTransformer
 from keras_vit.weights import check_weights_argument, load_weights
 
 
-def _from_keras_file(path: str, kwargs: dict) -> VisionTransformer:
+def _check_name(path: str, have: configs.ViTConfig, model_name) -> None:
+    if model_name is not None and have.model_kwargs() != configs.get_config(model_name).model_kwargs():
+        raise ValueError(f"{path!r} holds {have.name}, not {model_name!r}; leave the model name out to take "
+                         "the file's architecture.")
+
+
+def _from_keras_file(path: str, model_name, kwargs: dict) -> VisionTransformer:
     loaded = keras.models.load_model(path, compile=False)
     if not isinstance(loaded, VisionTransformer):
         raise ValueError(f"{path!r} holds a {type(loaded).__name__}, not a keras_vit.VisionTransformer "
                          "(re-save it from a model built by keras_vit).")
+    _check_name(path, loaded.vit_config, model_name)
     config = loaded.get_config()
     if all(config.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
         return loaded
@@ -36,13 +43,9 @@ def _from_keras_file(path: str, kwargs: dict) -> VisionTransformer:
 def _from_npz(path: str, model_name, kwargs: dict) -> VisionTransformer:
     params = checkpoints.read_npz(path)
     arch = checkpoints.architecture_from_npz(params, path)
-    if model_name is not None:
-        want = configs.get_config(model_name).model_kwargs()
-        plain = dict(resnet_layers=None, resnet_width=1)
-        have = configs.custom_config(**{k: arch.get(k, plain.get(k)) for k in want}).model_kwargs()
-        if have != want:
-            raise ValueError(f"{path!r} holds {configs.custom_config(**have).name}, not {model_name!r}; "
-                             "leave the model name out to take the file's architecture.")
+    plain = dict(resnet_layers=None, resnet_width=1)
+    sizes = {k: arch.get(k, plain.get(k)) for k in configs.get_config("ViT-B/16").model_kwargs()}
+    _check_name(path, configs.custom_config(**sizes), model_name)
     arch.update(kwargs)
     if "input_shape" not in arch:
         raise ValueError(f"{path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
@@ -57,7 +60,7 @@ def load_model(source: Union[str, os.PathLike], *, model: Optional[str] = None,
     Args:
       source: `.keras`, `.weights.h5`, official `.npz`, or a release name.
       model: the table name ("ViT-B/16"); needed for `.weights.h5` and for dataset-style
-        release names ("imagenet21k"); checked against an `.npz` when given.
+        release names ("imagenet21k"); checked against a `.keras` or `.npz` file when given.
       constructor_keywords: `VisionTransformer` keywords to build with instead of the file's.
     """
     source = check_weights_argument(source)
@@ -70,7 +73,7 @@ def load_model(source: Union[str, os.PathLike], *, model: Optional[str] = None,
         return VisionTransformer(**configs.get_config(release.model).model_kwargs(), weights=release.name,
                                  **kwargs)
     if source.endswith(".keras"):
-        return _from_keras_file(source, kwargs)
+        return _from_keras_file(source, model, kwargs)
     if source.endswith(".npz"):
         return _from_npz(source, model, kwargs)
     if model is None:

@@ -135,7 +135,8 @@ class VisionTransformer(keras.Model):
         weights = weights_io.check_weights_argument(weights)
         release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
         classes, representation_size = _head_size(weights, classes, representation_size, release, include_top)
-        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()
+        # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
+        policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
         if input_tensor is not None and input_shape is None:
             input_shape = tuple(input_tensor.shape[1:])
@@ -199,7 +200,7 @@ class VisionTransformer(keras.Model):
         self.include_preprocessing = bool(include_preprocessing)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
         self._taps = taps
-        self._layer_policy = policy.name
+        self._layer_policy = policy
         if weights is not None:
             weights_io.load_weights(self, weights)
 
@@ -296,7 +297,7 @@ class VisionTransformer(keras.Model):
         elif pooling == "sequence":
             out = tokens
         else:
-            out = TokenPooling(_POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self.dtype_policy)(tokens)
+            out = TokenPooling(_POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self._layer_policy)(tokens)
         outputs = [out, *extras] if extras else out
         return keras.Model(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}")
 

@@ -88,10 +88,10 @@ def test_head_rules(caplog):
                 input_shape=shape, classifier_activation=None)
     # different classes -> zero head + log line; no representation layer -> pre_logits dropped
     model = keras_vit.VisionTransformer(classes=3, **base)
-    with caplog.at_level(logging.WARNING, logger="keras_vit"):
+    with caplog.at_level(logging.WARNING, logger="keras_vit"), pytest.warns(UserWarning, match="zero-initialised"):
         keras_vit.load_npz(model, path)
     assert not np.any(model.get_layer("head").kernel.numpy()) and not np.any(model.get_layer("head").bias.numpy())
-    assert "zero-initialised" in caplog.text and "pre_logits dropped" in caplog.text
+    assert "pre_logits dropped" in caplog.text
     np.testing.assert_array_equal(model.get_layer("embedding").kernel.numpy(), ckpt["embedding/kernel"])
     # same classes and representation -> both loaded
     model = keras_vit.VisionTransformer(classes=5, representation_size=16, **base)
@@ -102,7 +102,7 @@ def test_head_rules(caplog):
     keras_vit.load_npz(model, path, reset_head=True)
     assert not np.any(model.get_layer("head").kernel.numpy())
     small = keras_vit.VisionTransformer(classes=3, representation_size=16, **base)
-    with pytest.raises(ValueError, match="head/kernel: checkpoint shape"):
+    with pytest.raises(ValueError, match="head has 5 classes, the model 3 \\(reset_head=False\\)"):
         keras_vit.load_npz(small, path, reset_head=False)
     # without a top, the head is simply not needed
     keras_vit.load_npz(keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path)

@@ -118,16 +118,15 @@ def _cli(*args, timeout=300):
 
 def test_cli_and_bad_input(tmp_path):
     weights = os.path.join(FIXTURE, "weights.npz")
-    ok = _cli("--model=ViT-Ti/16", f"--weights={weights}", "--image_size=32", "--variant=classification",
-              f"--out={tmp_path / 'm'}", "--classes=5")
-    assert ok.returncode == 2 and "error: Checkpoint" in ok.stderr  # ViT-Ti/16's sizes do not fit the tiny file
+    wrong = _cli("--model=ViT-Ti/16", f"--weights={weights}", "--variant=classification", f"--out={tmp_path / 'm'}")
+    assert wrong.returncode == 2 and "not 'ViT-Ti/16'" in wrong.stderr  # the file is a tiny custom ViT
     assert not (tmp_path / "m").exists()
     for args, message in [
         (("--variant=logits",), "Unknown --variant 'logits'"),
         ((f"--weights={tmp_path / 'nope.npz'}",), "does not exist"),
-        (("--image_size=36",), "not divisible by the effective patch size 16"),
+        (("--image_size=36",), "not divisible by the effective patch size 8"),
     ]:
-        base = {"--model": "ViT-Ti/16", "--weights": weights, "--image_size": "32",
+        base = {"--weights": weights, "--image_size": "32",
                 "--variant": "feature_vector", "--out": str(tmp_path / "bad")}
         for a in args:
             k, v = a.split("=", 1)
@@ -142,7 +141,7 @@ def test_cli_keras_file_existing_target_and_overwrite(tmp_path):
     src = str(tmp_path / "m.keras")
     model.save(src)
     out = tmp_path / "module"
-    args = ("--model=ViT-Ti/16", f"--weights={src}", "--image_size=32", f"--out={out}")
+    args = (f"--weights={src}", "--image_size=32", f"--out={out}")
     first = _cli(*args)
     assert first.returncode == 0, first.stderr[-2000:]
     again = _cli(*args)
@@ -157,7 +156,7 @@ def test_sigkill_mid_export_leaves_previous_module(tmp_path):
     src = str(tmp_path / "m.keras")
     model.save(src)
     out = tmp_path / "module"
-    args = ["--model=ViT-Ti/16", f"--weights={src}", "--image_size=32", f"--out={out}"]
+    args = [f"--weights={src}", "--image_size=32", f"--out={out}"]
     assert _cli(*args).returncode == 0
     stamp = (out / "saved_model.pb").read_bytes()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
@@ -175,3 +174,25 @@ def test_sigkill_mid_export_leaves_previous_module(tmp_path):
         assert (out / "saved_model.pb").exists() and (out / "saved_model.pb").read_bytes() == stamp
         tf.saved_model.load(str(out))  # still a complete module
     assert _cli(*args, "--overwrite").returncode == 0
+
+
+def test_cli_hybrid_keras_file_stays_hybrid_and_overwrite_replaces_only_exports(tmp_path):
+    hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
+                                         input_shape=(64, 64, 3), classes=3)
+    hybrid.save(tmp_path / "h.keras")
+    done = _cli(f"--weights={tmp_path / 'h.keras'}", f"--out={tmp_path / 'module'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    meta = json.load(open(tmp_path / "module" / "metadata.json"))
+    assert meta["architecture"]["resnet_layers"] == [1, 1] and meta["image_size"] == [64, 64]
+    x = np.random.default_rng(0).uniform(0, 1, (2, 64, 64, 3)).astype("float32")
+    np.testing.assert_allclose(tf.saved_model.load(str(tmp_path / "module"))(x, training=False).numpy(),
+                               hybrid.feature_model().predict(x * 2 - 1, verbose=0), atol=1e-5)
+    # --overwrite replaces an earlier export, never an unrelated directory or a file
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"precious")
+    (tmp_path / "notes.txt").write_text("precious")
+    for target in ("photos", "notes.txt"):
+        refused = _cli(f"--weights={tmp_path / 'h.keras'}", f"--out={tmp_path / target}", "--overwrite")
+        assert refused.returncode == 2 and "not an earlier output of ours" in refused.stderr
+    assert (tmp_path / "photos" / "cat.jpg").read_bytes() == b"precious"
+    assert (tmp_path / "notes.txt").read_text() == "precious"

@@ -107,7 +107,7 @@ def test_figures_and_cli(trained_tiny, tmp_path):
     model.save(tmp_path / "tiny.keras")
     Image.fromarray(((images[1] + 1) * 127.5).astype("uint8")).save(tmp_path / "digit.png")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "keras_vit.inspect", "--model=ViT-Ti/16",
+    done = subprocess.run([sys.executable, "-m", "keras_vit.inspect",
                            f"--weights={tmp_path / 'tiny.keras'}", f"--image={tmp_path / 'digit.png'}",
                            f"--out={tmp_path / 'cli'}"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -146,7 +146,7 @@ def test_bad_input():
     raw = keras_vit.VisionTransformer(**TINY, classes=3, include_preprocessing=True)
     inspect.attention_weights(raw, np.full((1, 32, 32, 3), 200.0))
     other = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(2)])
-    with pytest.raises(ValueError, match="not a keras_vit Vision Transformer"):
+    with pytest.raises(ValueError, match="not a keras_vit.VisionTransformer"):
         inspect.attention_rollout(other, np.zeros((1, 32, 32, 3)))
     with pytest.raises(ValueError, match="head_fusion"):
         inspect.rollout_from_attention([np.ones((1, 1, 2, 2))], head_fusion="median")

@@ -30,14 +30,49 @@ def _randomize(model, seed=1):
 @pytest.mark.parametrize("constructor", sorted(TIMM_PARAMS))
 def test_parameter_counts_equal_timm(constructor):
     model = getattr(keras_vit, constructor)()
+    assert isinstance(model, keras_vit.VisionTransformer)
     assert model.count_params() == TIMM_PARAMS[constructor]
     assert model.output_shape == (None, 1000)
     keras.backend.clear_session()
 
 
+def hybrid_param_count(stages, width, d, mlp, layers, classes=1000, image=224):
+    """Closed-form count of a BiT-ResNet stem (bias-free weight-standardised convs, GroupNorm scale + bias)
+    feeding a 1x1-patch ViT with a class token (paper §3.1; BiT: stage s has 64*w*2^s bottleneck features)."""
+    root = 64 * width
+    n = 7 * 7 * 3 * root + 2 * root
+    cin = root
+    for s, units in enumerate(stages):
+        f = root * 2 ** s
+        for u in range(units):
+            n += cin * f + 2 * f + 9 * f * f + 2 * f + f * 4 * f + 2 * 4 * f
+            if u == 0:
+                n += cin * 4 * f + 2 * 4 * f
+            cin = 4 * f
+    tokens = (image // (4 * 2 ** (len(stages) - 1))) ** 2 + 1
+    block = 4 * d + 4 * (d * d + d) + (d * mlp + mlp + mlp * d + d)
+    return n + (cin * d + d) + d + tokens * d + layers * block + 2 * d + d * classes + classes
+
+
+def test_hybrid_formula_reproduces_timm_then_counts_the_new_hybrids():
+    # the formula is first checked against timm's counts of the three hybrids timm has ...
+    assert hybrid_param_count((3, 4, 9), 1, 768, 3072, 12) == TIMM_PARAMS["R50_ViT_B16"]
+    assert hybrid_param_count((3, 4, 6, 3), 1, 1024, 4096, 24) == TIMM_PARAMS["R50_ViT_L32"]
+    assert hybrid_param_count((2, 2, 2, 2), 1, 384, 1536, 12) == TIMM_PARAMS["R26_ViT_S32"]
+    # ... then counts the paper's two hybrids timm lacks (R50+ViT-B/32: stage-4 output; R50+ViT-L/16: stage 4's
+    # units moved into stage 3)
+    expected = {"R50_ViT_B32": hybrid_param_count((3, 4, 6, 3), 1, 768, 3072, 12),
+                "R50_ViT_L16": hybrid_param_count((3, 4, 9), 1, 1024, 4096, 24)}
+    assert expected == {"R50_ViT_B32": 110_945_832, "R50_ViT_L16": 316_483_624}
+    for constructor, count in expected.items():
+        model = getattr(keras_vit, constructor)()
+        assert model.count_params() == count and model.grid_size == ((7, 7) if "32" in constructor else (14, 14))
+        keras.backend.clear_session()
+
+
 def test_create_model_names_and_list():
     names = keras_vit.list_models()
-    assert len(names) == 12 and "R50+ViT-B/16" in names
+    assert len(names) == 14 and {"R50+ViT-B/16", "R50+ViT-B/32", "R50+ViT-L/16"} <= set(names)
     for alias in ("ViT-B/16", "ViT-B_16", "vit_b16"):
         assert keras_vit.get_config(alias).name == "ViT-B/16"
     assert keras_vit.get_config("R50+ViT-B_16").resnet_layers == (3, 4, 9)

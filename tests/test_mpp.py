@@ -42,5 +42,5 @@ def test_mpp_pretraining_runs_and_learns(tmp_path):
     c.mpp.enabled = True
     summary = train.train_and_evaluate(c, str(tmp_path))
     assert summary["final_train"]["loss"] < np.log(512) - 1.0  # well below a uniform guess over 512 colours
-    model = __import__("keras").models.load_model(summary["model"], compile=False)
-    assert keras_vit.checkpoints.architecture(model)["hidden_size"] == 32
+    model = keras_vit.load_model(summary["model"])
+    assert model.vit_config.hidden_size == 32
