@@ -58,6 +58,18 @@ def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, 
     return int(h), int(w), int(c)
 
 
+def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
+    """(the model's input tensor, (H, W)) after checking the size against the patch grid."""
+    if input_tensor is not None and input_shape is None:
+        input_shape = tuple(input_tensor.shape[1:])
+    h, w, c = _validate_input_shape(input_shape, effective_patch)
+    if input_tensor is None:
+        return keras.Input(shape=(h, w, c), name="images"), (h, w)
+    if not keras.backend.is_keras_tensor(input_tensor):
+        input_tensor = keras.Input(tensor=input_tensor)
+    return input_tensor, (h, w)
+
+
 def _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads,
               rates) -> None:
     if classifier not in CLASSIFIERS:
@@ -138,53 +150,14 @@ class VisionTransformer(keras.Model):
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
-        if input_tensor is not None and input_shape is None:
-            input_shape = tuple(input_tensor.shape[1:])
-        h, w, c = _validate_input_shape(input_shape, vit_config.effective_patch_size)
-        if input_tensor is None:
-            inputs = keras.Input(shape=(h, w, c), name="images")
-        else:
-            inputs = input_tensor if keras.backend.is_keras_tensor(input_tensor) else keras.Input(
-                tensor=input_tensor)
+        inputs, (h, w) = _inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         prefix = 1 if classifier == "token" else 0
         grid = (h // vit_config.effective_patch_size, w // vit_config.effective_patch_size)
-
-        # === components (layer names follow the official checkpoint tree) ===
-        self.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
-                                                name="rescaling") if include_preprocessing else None
-        self.stem = ResNetStem(vit_config.resnet_layers, resnet_width, dtype=policy,
-                               name="resnet") if vit_config.is_hybrid else None
-        self.patch_embedding = PatchEmbedding(patch_size, hidden_size, dtype=policy, name="embedding")
-        self.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
-        self.position_embedding = AddPositionEmbedding(grid, prefix, dtype=policy, name="posembed_input")
-        self.embedding_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="dropout")
-        self.encoder = Encoder(num_layers, num_heads, mlp_dim, dropout_rate, attention_dropout_rate,
-                               drop_path_rate, dtype=policy, name="Transformer")
-        self.token_pooling = TokenPooling(classifier, prefix, dtype=policy, name="pooling")
         has_pre_logits = include_top or pooling is None
-        self.pre_logits = keras.layers.Dense(
-            int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
-            dtype=policy, name="pre_logits") if representation_size is not None and has_pre_logits else None
-        self.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
-                                       name="head") if include_top else None
-        self.predictions = keras.layers.Activation(
-            classifier_activation, dtype="float32",
-            name="predictions") if include_top and classifier_activation is not None else None
-
-        # === the graph ===
-        tokens = self.encoder(self._embed(inputs))
-        taps = {"sequence": tokens}
-        if has_pre_logits:
-            taps["pre_logits"] = self._pool(tokens)
-        if include_top:
-            taps["logits"] = self.head(taps["pre_logits"])
-            outputs = self.predictions(taps["logits"]) if self.predictions is not None else taps["logits"]
-        elif pooling == "sequence":
-            outputs = tokens
-        elif pooling is not None:
-            outputs = TokenPooling(_POOLING_MODES[pooling], prefix, dtype=policy, name="feature_pooling")(tokens)
-        else:
-            outputs = taps["pre_logits"]
+        self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid, rates,
+                              representation_size if has_pre_logits else None,
+                              classes if include_top else None, classifier_activation, policy)
+        outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
         if name is None:
             name = re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if configs.find_config(
                 **vit_config.model_kwargs()) else "vision_transformer"
@@ -203,6 +176,44 @@ class VisionTransformer(keras.Model):
         self._layer_policy = policy
         if weights is not None:
             weights_io.load_weights(self, weights)
+
+    def _make_components(self, c, resnet_width, include_preprocessing, prefix, grid, rates, representation_size,
+                         classes, classifier_activation, policy) -> None:
+        """The layers, named after the official checkpoint tree; None where the model has no such part."""
+        self.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
+                                                name="rescaling") if include_preprocessing else None
+        self.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
+        self.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
+        self.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
+        self.position_embedding = AddPositionEmbedding(grid, prefix, dtype=policy, name="posembed_input")
+        self.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
+        self.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
+                               rates["attention_dropout_rate"], rates["drop_path_rate"], dtype=policy,
+                               name="Transformer")
+        self.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
+        self.pre_logits = keras.layers.Dense(
+            int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
+            dtype=policy, name="pre_logits") if representation_size is not None else None
+        self.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
+                                       name="head") if classes is not None else None
+        self.predictions = keras.layers.Activation(
+            classifier_activation, dtype="float32",
+            name="predictions") if classes is not None and classifier_activation is not None else None
+
+    def _make_graph(self, inputs, include_top, pooling, prefix, policy) -> tuple:
+        """(outputs, taps): the functional graph and its named feature taps."""
+        tokens = self.encoder(self._embed(inputs))
+        taps = {"sequence": tokens}
+        if include_top or pooling is None:
+            taps["pre_logits"] = self._pool(tokens)
+        if include_top:
+            taps["logits"] = self.head(taps["pre_logits"])
+            return (self.predictions(taps["logits"]) if self.predictions is not None else taps["logits"]), taps
+        if pooling == "sequence":
+            return tokens, taps
+        if pooling is not None:
+            return TokenPooling(_POOLING_MODES[pooling], prefix, dtype=policy, name="feature_pooling")(tokens), taps
+        return taps["pre_logits"], taps
 
     # ------------------------------------------------------------------ description
 
