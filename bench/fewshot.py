@@ -39,7 +39,7 @@ def solve_seconds(classes: int, shots: int, dim: int, repeats: int = 3) -> float
 def extraction_seconds(model_name: str, images: int, batch: int, size: int) -> float:
     import tensorflow as tf
 
-    from keras_vit.models import create_model
+    from keras_vit import create_model
 
     model = create_model(model_name, include_top=False, input_shape=(size, size, 3))
     x = tf.random.uniform((batch, size, size, 3), -1, 1)

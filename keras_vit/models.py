@@ -370,3 +370,12 @@ class VisionTransformer(keras.Model):
         if self.head is not None:
             out["logits"] = self.head(out["pre_logits"])
         return out
+
+
+def __getattr__(name: str):
+    """`keras_vit.models.create_model` / `ViT_B16` / ... still resolve (they moved to `keras_vit.applications`)."""
+    from keras_vit import applications
+
+    if name == "create_model" or name.startswith(("ViT_", "R50_", "R26_")):
+        return getattr(applications, name)
+    raise AttributeError(f"module 'keras_vit.models' has no attribute {name!r}")
