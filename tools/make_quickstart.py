@@ -70,7 +70,9 @@ def main() -> None:
     nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "quickstart.ipynb")
-    nbformat.write(nb, path)
+    from keras_vit import atomic
+
+    atomic.write_file(path, nbformat.writes(nb))
     print(f"wrote {os.path.normpath(path)}")
 
 

@@ -14,7 +14,6 @@ torch 2.13.0 CPU + timm; torchvision is replaced by tools/torchvision_stub (see 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from functools import partial
@@ -28,6 +27,9 @@ from timm.layers import StdConv2dSame  # noqa: E402
 from timm.models.resnetv2 import ResNetV2  # noqa: E402
 from timm.models.vision_transformer import VisionTransformer, _load_weights  # noqa: E402
 from timm.models.vision_transformer_hybrid import HybridEmbed  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from keras_vit import atomic  # noqa: E402
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -106,19 +108,19 @@ def make(case: str, build, config: dict, out_dir: str, image: int, seed: int) ->
     randomise(model, seed)
     os.makedirs(os.path.join(out_dir, case), exist_ok=True)
     path = os.path.join(out_dir, case, "weights.npz")
-    np.savez(path, **official_layout(model))
+    atomic.write_file(path, lambda tmp: np.savez(tmp, **official_layout(model)))
     reloaded = build().eval()
     _load_weights(reloaded, path)  # timm's own reader of the official layout
     x = np.random.default_rng(seed).uniform(-1, 1, (2, image, image, 3)).astype("float32")
     with torch.no_grad():
         xt = torch.from_numpy(x).permute(0, 3, 1, 2)
         logits, original = reloaded(xt).numpy(), model(xt).numpy()
-    np.save(os.path.join(out_dir, case, "input.npy"), x)
-    np.save(os.path.join(out_dir, case, "logits.npy"), logits)
+    atomic.write_file(os.path.join(out_dir, case, "input.npy"), lambda tmp: np.save(tmp, x))
+    atomic.write_file(os.path.join(out_dir, case, "logits.npy"), lambda tmp: np.save(tmp, logits))
     gap = float(np.abs(logits - original).max())
     config = dict(config, image_size=image, timm_version=timm.__version__, torch_version=torch.__version__,
                   reload_vs_original_max_abs=gap, act_layer="gelu_tanh", seed=seed)
-    json.dump(config, open(os.path.join(out_dir, case, "config.json"), "w"), indent=2)
+    atomic.write_json(os.path.join(out_dir, case, "config.json"), config)
     print(f"{case}: timm reload vs original max |diff| {gap:.2e}; logits range {logits.min():.2f}..{logits.max():.2f}")
     return gap
 
