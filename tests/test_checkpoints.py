@@ -203,3 +203,24 @@ def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
         keras_vit.VisionTransformer(input_shape=shape, weights="tiny/badhash", **kwargs)
     with pytest.raises(ValueError, match="No 'imagenet21k' checkpoint is released for model 'ViT-Ti/16'"):
         keras_vit.ViT_Ti16(weights="imagenet21k")
+
+
+def test_explicit_old_grid_is_honoured_when_the_token_count_matches(tmp_path):
+    """A 2x8-grid file into a 4x4-grid model has 16 patch rows either way: with old_grid it must be resized."""
+    donor = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(16, 64, 3), classes=3)
+    _randomize_all(donor)
+    path = checkpoints.save_npz(donor, str(tmp_path / "wide.npz"))
+    target = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(32, 32, 3), classes=3)
+    keras_vit.load_npz(target, path, old_grid=(2, 8))
+    posemb = np.load(path)["Transformer/posembed_input/pos_embedding"]
+    grid = posemb[0, 1:].reshape(2, 8, 32)
+    expected = scipy.ndimage.zoom(grid, (4 / 2, 4 / 8, 1), order=1).reshape(16, 32)
+    got = np.array(target.position_embedding.pos_embedding)[0]
+    np.testing.assert_allclose(got[1:], expected, atol=1e-6)
+    np.testing.assert_array_equal(got[0], posemb[0, 0])
+
+
+def _randomize_all(model, seed=4):
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        v.assign((0.05 * rng.standard_normal(v.shape)).astype("float32"))
