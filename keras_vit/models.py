@@ -89,7 +89,7 @@ def _validate(classifier, pooling, representation_size, include_top, classes, hi
             raise ValueError(f"{field} must be in [0, 1), got {rate}.")
 
 
-def _head_size(weights, classes, representation_size, release, include_top) -> Tuple[int, Optional[int]]:
+def _head_size(classes, representation_size, release) -> Tuple[int, Optional[int]]:
     """`classes` and `representation_size` after the release rules (see `VisionTransformer`)."""
     if release is None:
         return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
@@ -146,7 +146,7 @@ class VisionTransformer(keras.Model):
                                            resnet_layers, resnet_width)
         weights = weights_io.check_weights_argument(weights)
         release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
-        classes, representation_size = _head_size(weights, classes, representation_size, release, include_top)
+        classes, representation_size = _head_size(classes, representation_size, release)
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
