@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from hub_export import model_card
 from keras_vit import atomic
+from keras_vit.models import ensure_vit
 
 VARIANTS = ("feature_vector", "classification")
 
@@ -93,9 +94,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
     if keras.backend.backend() != "tensorflow":
         raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
-    if not hasattr(model, "feature_model"):
-        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
-                         "(load it with keras_vit.load_model).")
+    ensure_vit(model)
     if model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
     net = _output_model(model, variant)

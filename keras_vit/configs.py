@@ -48,15 +48,10 @@ class ViTConfig:
 
     def model_kwargs(self) -> dict:
         """Keyword arguments of `keras_vit.VisionTransformer` for this variant."""
-        return dict(
-            patch_size=self.patch_size,
-            hidden_size=self.hidden_size,
-            mlp_dim=self.mlp_dim,
-            num_heads=self.num_heads,
-            num_layers=self.num_layers,
-            resnet_layers=self.resnet_layers,
-            resnet_width=self.resnet_width,
-        )
+        return {field: getattr(self, field) for field in SIZE_FIELDS}
+
+
+SIZE_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "resnet_layers", "resnet_width")
 
 
 def resnet_stride(resnet_layers: Optional[Tuple[int, ...]]) -> int:
@@ -84,6 +79,8 @@ MODELS = {
         ViTConfig("ViT-L/16", 16, **_L),
         ViTConfig("ViT-L/32", 32, **_L),
         ViTConfig("ViT-H/14", 14, **_H),
+        # Paper §3.1: a hybrid takes ResNet-50's stage-4 output (stride 32: "/32"), or drops stage 4 and moves
+        # its units into stage 3 (stride 16: "/16", a 4x longer sequence)
         ViTConfig("R50+ViT-B/16", 1, resnet_layers=(3, 4, 9), **_B),
         ViTConfig("R50+ViT-B/32", 1, resnet_layers=(3, 4, 6, 3), **_B),
         ViTConfig("R50+ViT-L/16", 1, resnet_layers=(3, 4, 9), **_L),
@@ -91,10 +88,6 @@ MODELS = {
         ViTConfig("R26+ViT-S/32", 1, resnet_layers=(2, 2, 2, 2), **_S),
     )
 }
-
-
-# Paper §3.1: a hybrid either takes the output of ResNet-50's stage 4 (stride 32: "/32") or drops stage 4
-# and moves its units into stage 3 (stride 16: "/16", a 4x longer sequence).
 
 
 def _canonical(name: str) -> str:

@@ -110,10 +110,9 @@ def feature_extractor(model_or_fn) -> Callable[[np.ndarray], np.ndarray]:
         if not callable(model_or_fn):
             raise ValueError("model_or_feature_fn must be a keras.Model or a callable images -> features.")
         return lambda images: np.asarray(keras.ops.convert_to_numpy(model_or_fn(images)))
-    if not hasattr(model_or_fn, "feature_model"):
-        raise ValueError(f"Model {model_or_fn.name!r} is not a keras_vit.VisionTransformer; pass a feature "
-                         "function images -> features instead.")
-    model = model_or_fn
+    from keras_vit.models import ensure_vit
+
+    model = ensure_vit(model_or_fn, "pass a feature function images -> features instead")
     if model.pooling == "sequence" and not model.include_top:
         raise ValueError(f"Model {model.name!r} outputs token sequences (pooling='sequence'); a linear probe "
                          "needs one vector per image.")

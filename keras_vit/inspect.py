@@ -14,24 +14,19 @@ from typing import List, Sequence, Tuple
 import keras
 import numpy as np
 
+from keras_vit.models import ensure_vit
+
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
 
 # ----------------------------------------------------------------------------- plumbing
 
-def _vit(model):
-    if not hasattr(model, "intermediates"):
-        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
-                         "(load it with keras_vit.load_model).")
-    return model
-
-
 def check_images(model: keras.Model, images) -> np.ndarray:
     """Validates a batch against the model's input size and value range ([-1, 1], or [0, 255]
     for models built with include_preprocessing=True)."""
     images = np.asarray(images, dtype="float32")
-    images = np.asarray(_vit(model).check_images(images))
+    images = np.asarray(ensure_vit(model).check_images(images))
     raw = model.include_preprocessing
     lo, hi = (0.0, 255.0) if raw else (-1.0, 1.0)
     if images.min() < lo - 1e-3 or images.max() > hi + 1e-3:
@@ -130,7 +125,7 @@ def attention_distance_from_attention(attention: np.ndarray, grid: Tuple[int, in
 
 def mean_attention_distance(model: keras.Model, images) -> np.ndarray:
     """[layers, heads] mean attention distance in pixels (Fig. 7 right / Fig. 11)."""
-    gh, gw = _vit(model).grid_size
+    gh, gw = ensure_vit(model).grid_size
     px = (model.image_size[0] / gh, model.image_size[1] / gw)
     return np.stack([attention_distance_from_attention(a, (gh, gw), px, model.num_prefix_tokens)
                      for a in attention_weights(model, images)])
@@ -147,7 +142,7 @@ def similarity_from_posemb(posemb: np.ndarray, grid: Tuple[int, int], num_prefix
 
 def position_embedding_similarity(model: keras.Model) -> np.ndarray:
     """[grid_h, grid_w, grid_h, grid_w] cosine similarities, class-token row excluded (Fig. 7 centre)."""
-    posemb = keras.ops.convert_to_numpy(_vit(model).position_embedding.pos_embedding)
+    posemb = keras.ops.convert_to_numpy(ensure_vit(model).position_embedding.pos_embedding)
     return similarity_from_posemb(posemb, model.grid_size, model.num_prefix_tokens)
 
 
@@ -166,7 +161,7 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 
     For hybrids the filters act on ResNet features (1x1, many channels), not RGB.
     """
-    kernel = keras.ops.convert_to_numpy(_vit(model).patch_embedding.kernel)  # (P, P, C, D)
+    kernel = keras.ops.convert_to_numpy(ensure_vit(model).patch_embedding.kernel)  # (P, P, C, D)
     p1, p2, c, d = kernel.shape
     components, _ = principal_components(kernel.reshape(-1, d).T, n)
     return components.reshape(-1, p1, p2, c)

@@ -11,13 +11,13 @@ comes back as a hybrid.
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
-import keras
+import numpy as np
 
 from keras_vit import checkpoints, configs, releases
 from keras_vit.models import VisionTransformer
-from keras_vit.weights import check_weights_argument, load_weights
+from keras_vit.weights import check_weights_argument, load_weights, read_keras_file
 
 
 def _check_name(path: str, have: configs.ViTConfig, model_name) -> None:
@@ -27,10 +27,7 @@ def _check_name(path: str, have: configs.ViTConfig, model_name) -> None:
 
 
 def _from_keras_file(path: str, model_name, kwargs: dict) -> VisionTransformer:
-    loaded = keras.models.load_model(path, compile=False)
-    if not isinstance(loaded, VisionTransformer):
-        raise ValueError(f"{path!r} holds a {type(loaded).__name__}, not a keras_vit.VisionTransformer "
-                         "(re-save it from a model built by keras_vit).")
+    loaded = read_keras_file(path)
     _check_name(path, loaded.vit_config, model_name)
     config = loaded.get_config()
     if all(config.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
@@ -43,9 +40,8 @@ def _from_keras_file(path: str, model_name, kwargs: dict) -> VisionTransformer:
 def _from_npz(path: str, model_name, kwargs: dict) -> VisionTransformer:
     params = checkpoints.read_npz(path)
     arch = checkpoints.architecture_from_npz(params, path)
-    plain = dict(resnet_layers=None, resnet_width=1)
-    sizes = {k: arch.get(k, plain.get(k)) for k in configs.get_config("ViT-B/16").model_kwargs()}
-    _check_name(path, configs.custom_config(**sizes), model_name)
+    _check_name(path, configs.custom_config(**{k: v for k, v in arch.items() if k in configs.SIZE_FIELDS}),
+                model_name)
     arch.update(kwargs)
     if "input_shape" not in arch:
         raise ValueError(f"{path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
@@ -81,3 +77,20 @@ def load_model(source: Union[str, os.PathLike], *, model: Optional[str] = None,
                          "built with) so keras_vit knows what to build.")
     built = VisionTransformer(**configs.get_config(model).model_kwargs(), **kwargs)
     return load_weights(built, source)
+
+
+def source_params(source: Union[str, os.PathLike], *, model: Optional[str] = None) -> Dict[str, np.ndarray]:
+    """{official key: array} of `source`, building a model only where the file holds no such arrays.
+
+    An `.npz` or a release is read as it is; a `.keras` / `.weights.h5` file goes through `load_model`
+    (`model` as there). What fine-tuning starts from (`config.init_weights`).
+    """
+    source = check_weights_argument(source)
+    if source is None:
+        raise ValueError("source_params needs a source: a .keras, .weights.h5 or .npz file, or a release name.")
+    if releases.is_release_name(source):
+        release = releases.find_release(source, configs.get_config(model).name if model else None)
+        return checkpoints.read_npz(releases.fetch(release.name))
+    if source.endswith(".npz"):
+        return checkpoints.read_npz(source)
+    return checkpoints.model_params(load_model(source, model=model))

@@ -159,8 +159,8 @@ class VisionTransformer(keras.Model):
                               classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
         if name is None:
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if configs.find_config(
-                **vit_config.model_kwargs()) else "vision_transformer"
+            name = (re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in configs.MODELS
+                    else "vision_transformer")
         super().__init__(inputs, outputs, name=name, trainable=trainable, **kwargs)
 
         # === the description ===
@@ -370,6 +370,13 @@ class VisionTransformer(keras.Model):
         if self.head is not None:
             out["logits"] = self.head(out["pre_logits"])
         return out
+
+
+def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> VisionTransformer:
+    """`model` itself when it is a `VisionTransformer`, else a ValueError naming it (and `hint`)."""
+    if not isinstance(model, VisionTransformer):
+        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer ({hint}).")
+    return model
 
 
 def __getattr__(name: str):

@@ -68,12 +68,13 @@ def _load_h5(model: keras.Model, path: str) -> None:
         raise
 
 
-def _load_keras_file(model: keras.Model, path: str) -> None:
-    """A `.keras` file's weights through the official layout (same rules as an `.npz`, all-or-nothing)."""
+def read_keras_file(path: str) -> keras.Model:
+    """The `keras_vit.VisionTransformer` saved in a `.keras` file, or a ValueError naming what it holds."""
     source = keras.models.load_model(path, compile=False)
     if not hasattr(source, "vit_config"):
-        raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer.")
-    checkpoints.load_params(model, checkpoints.model_params(source), path)
+        raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer "
+                         "(re-save it from a model built by keras_vit).")
+    return source
 
 
 def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwargs) -> keras.Model:
@@ -92,8 +93,8 @@ def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwa
         checkpoints.load_npz(model, weights, **npz_kwargs)  # validates everything before assigning
     elif npz_kwargs:
         raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {weights!r}.")
-    elif weights.endswith(".keras"):
-        _load_keras_file(model, weights)
+    elif weights.endswith(".keras"):  # through the official layout: same rules as an .npz, all-or-nothing
+        checkpoints.load_params(model, checkpoints.model_params(read_keras_file(weights)), weights)
     else:
         _load_h5(model, weights)
     return model

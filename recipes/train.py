@@ -81,22 +81,22 @@ def build_model(config, image_size: int, num_classes: int) -> keras.Model:
 
 
 def init_from_weights(model: keras.Model, config) -> None:
-    """Fine-tuning start from `config.init_weights`, through `keras_vit.load_model` (a .keras, an official
-    .npz or a release name carries its own architecture; a .weights.h5 is read as `config.model` at
-    `init_image_size` with `init_classes`). The weights then follow the official rules: position
-    embeddings resized to this run's grid, a new head zero-initialised when the class count differs."""
+    """Fine-tuning start from `config.init_weights`: an official .npz or a release is read as it is, a .keras
+    file through `keras_vit.load_model` (it carries its own architecture), a .weights.h5 as `config.model` at
+    `init_image_size` with `init_classes`. The weights then follow the official rules: position embeddings
+    resized to this run's grid, a new head zero-initialised when the class count differs."""
     path = config.init_weights
     if path.endswith(".weights.h5"):
         keras_vit.weights.check_weights_argument(path)
         source = build_model(config, config.init_image_size or model.image_size[0],
                              config.init_classes or model.classes)
-        keras_vit.load_weights(source, path)
+        params = vit_checkpoints.model_params(keras_vit.load_weights(source, path))
     else:
         try:
-            source = keras_vit.load_model(path, model=config.model.name or None)
+            params = keras_vit.loading.source_params(path, model=config.model.name or None)
         except (ValueError, FileNotFoundError) as e:
             raise ValueError(f"config.init_weights={path!r}: {e}") from e
-    vit_checkpoints.load_params(model, vit_checkpoints.model_params(source), path)
+    vit_checkpoints.load_params(model, params, path)
 
 
 # ----------------------------------------------------------------------------- helpers

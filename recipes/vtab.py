@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import os
@@ -26,14 +27,13 @@ from recipes.vtab_tasks import GROUPS, TASKS, Task, get_tasks  # noqa: E402
 def task_config(task: Task, args):
     """The task's protocol config; `--weights` (through `config.init_weights`, i.e. `keras_vit.load_model`)
     decides the architecture when it is a .keras or .npz file."""
-    from keras_vit.loading import load_model
     from recipes.configs import vtab as vtab_configs
 
     c = vtab_configs.get_config(task.name)
     c.model.name = args.model or c.model.name
     c.init_weights = args.weights or ""
     if args.weights and (args.weights.endswith(".keras") or args.weights.endswith(".npz")):
-        c.model.update(**_model_fields(load_model(args.weights, model=args.model or None)))
+        c.model.update(**_model_fields(args.weights, args.model or None))
     for field, value in (("total_steps", args.steps), ("batch_size", args.batch_size)):
         if value:
             c[field] = value
@@ -47,10 +47,13 @@ def task_config(task: Task, args):
     return c
 
 
-def _model_fields(model) -> dict:
-    """`config.model` fields that rebuild `model`'s architecture (table name when it is a table row)."""
+@functools.lru_cache(maxsize=4)
+def _model_fields(weights: str, model_name: Optional[str]) -> dict:
+    """`config.model` fields that rebuild the architecture of `weights` (table name when it is a table row);
+    read once per run, not once per task."""
     import keras_vit
 
+    model = keras_vit.load_model(weights, model=model_name)
     v = model.vit_config
     table = v.name in keras_vit.MODELS
     fields = dict(name=v.name if table else "", classifier=model.classifier,
