@@ -330,7 +330,7 @@ class VisionTransformer(keras.Model):
             raise ValueError(f"blocks {bad} out of range for a {n}-block model (use 0..{n - 1} or negatives).")
         return sorted({int(b) % n for b in blocks})
 
-    def check_images(self, images):
+    def check_images(self, images: "np.ndarray | keras.KerasTensor"):
         """`images` as a (batch, H, W, 3) array of the model's size, or a ValueError naming the shapes."""
         shape = tuple(keras.ops.shape(images))
         if len(shape) == 3:

@@ -23,3 +23,36 @@ def test_failed_write_keeps_the_previous_file(tmp_path):
     with pytest.raises(TypeError):
         atomic.write_json(path, {"step": object()})  # not serialisable: fails before anything is written
     assert json.loads(open(path).read()) == {"step": 1}
+
+
+def test_write_with_copies_whole_files_and_leaves_nothing_on_failure(tmp_path):
+    path = str(tmp_path / "model.keras")
+    atomic.write_with(path, lambda local: open(local, "wb").write(b"v1"), suffix=".keras")
+    assert open(path, "rb").read() == b"v1"
+
+    def crash(local):
+        open(local, "wb").write(b"half")
+        raise RuntimeError("killed mid-save")
+
+    with pytest.raises(RuntimeError, match="killed mid-save"):
+        atomic.write_with(path, crash, suffix=".keras")
+    assert open(path, "rb").read() == b"v1" and sorted(p.name for p in tmp_path.iterdir()) == ["model.keras"]
+
+
+def test_keras_vit_atomic_files_and_directories(tmp_path):
+    from keras_vit import atomic as local
+
+    path = tmp_path / "sub" / "w.npz"
+    local.write_file(path, b"old")
+    with pytest.raises(RuntimeError):
+        local.write_file(path, lambda tmp: (open(tmp, "wb").write(b"half"), (_ for _ in ()).throw(RuntimeError())))
+    assert path.read_bytes() == b"old" and [p.name for p in path.parent.iterdir()] == ["w.npz"]
+    out = tmp_path / "module"
+    local.write_directory(out, lambda d: open(f"{d}/a.txt", "w").write("1"))
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
+        local.write_directory(out, lambda d: None)
+    local.write_directory(out, lambda d: open(f"{d}/b.txt", "w").write("2"), overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
+    with pytest.raises(FileExistsError, match="not an earlier output of ours"):
+        local.write_directory(out, lambda d: None, overwrite=True, replaceable=lambda p: False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["module", "sub"]  # no .tmp-/.old- entries left

@@ -143,3 +143,33 @@ def test_default_classes_and_release_names():
     rel = releases.find_release("imagenet21k", "ViT-B/16")
     assert (rel.classes, rel.representation_size) == (21843, 768)
     assert releases.find_release("imagenet21k+imagenet2012", "ViT-L/16").representation_size is None
+
+
+def test_source_params_reads_files_as_they_are(tmp_path):
+    d, _ = _fixture("hybrid_tiny")
+    path = os.path.join(d, "weights.npz")
+    with np.load(path) as raw:  # numpy's own reader is the reference
+        expected = {k: raw[k] for k in raw.files}
+    params = keras_vit.loading.source_params(path)
+    assert set(params) == set(expected)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(params[key], value)
+    model = keras_vit.load_model(path)
+    model.save(tmp_path / "h.keras")
+    from_keras = keras_vit.loading.source_params(str(tmp_path / "h.keras"))
+    for key, value in expected.items():
+        np.testing.assert_array_equal(from_keras[key], value.reshape(from_keras[key].shape))
+    with pytest.raises(ValueError, match="needs a source"):
+        keras_vit.loading.source_params(None)
+
+
+def test_files_that_hold_no_vit_are_named(tmp_path):
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).save(tmp_path / "other.keras")
+    with pytest.raises(ValueError, match="holds a Sequential, not a keras_vit.VisionTransformer"):
+        keras_vit.load_model(str(tmp_path / "other.keras"))
+    np.savez(tmp_path / "other.npz", weights=np.zeros(3, "float32"))
+    with pytest.raises(ValueError, match="is not an official ViT checkpoint: it lacks embedding/kernel"):
+        keras_vit.load_model(str(tmp_path / "other.npz"))
+    with pytest.raises(ValueError, match="Unsupported weights file"):
+        (tmp_path / "w.pt").write_bytes(b"x")
+        keras_vit.load_model(str(tmp_path / "w.pt"))
