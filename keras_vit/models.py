@@ -16,7 +16,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import keras
 import numpy as np
 
-from keras_vit import configs, releases, weights as weights_io
+from keras_vit import configs, releases, validate, weights as weights_io
 from keras_vit.layers import _PACKAGE, AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding, TokenPooling
 from keras_vit.resnet import ResNetStem
 
@@ -40,9 +40,7 @@ def _suggest(size: int, multiple: int) -> str:
 
 
 def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, int]:
-    input_shape = tuple(DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
-    if len(input_shape) != 3:
-        raise ValueError(f"input_shape must be (height, width, 3), got {input_shape}.")
+    input_shape = validate.image_shape("input_shape", DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
     h, w, c = input_shape
     if c != 3:
         raise ValueError(f"input_shape must have 3 (RGB) channels in the last axis, got {c} "
@@ -50,12 +48,12 @@ def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, 
     if h is None or w is None:
         raise ValueError("input_shape needs a fixed height and width (position embeddings are "
                          f"sized to the patch grid), got {input_shape}.")
-    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s % effective_patch or s <= 0]
+    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s % effective_patch]
     if bad:
         detail = "; ".join(f"{axis} {s} (try {_suggest(s, effective_patch)})" for axis, s in bad)
         raise ValueError(f"input_shape {input_shape} is not divisible by the effective patch size "
                          f"{effective_patch}: {detail}.")
-    return int(h), int(w), int(c)
+    return h, w, c
 
 
 def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
@@ -70,23 +68,25 @@ def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
     return input_tensor, (h, w)
 
 
-def _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads,
-              rates) -> None:
-    if classifier not in CLASSIFIERS:
-        raise ValueError(f"Unknown classifier {classifier!r}; expected one of {CLASSIFIERS}.")
-    if pooling not in POOLINGS:
-        raise ValueError(f"Unknown pooling {pooling!r}; expected one of {POOLINGS}.")
+def _validate(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
+              classes, rates: dict) -> tuple:
+    """The constructor's keywords after type and range checks."""
+    sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
+    if resnet_layers is not None:
+        resnet_layers = validate.integers("resnet_layers", resnet_layers)
+    resnet_width = validate.number("resnet_width", resnet_width, positive=True)
+    for field, v in flags.items():
+        validate.boolean(field, v)
+    validate.choice("classifier", classifier, CLASSIFIERS)
+    validate.choice("pooling", pooling, POOLINGS)
     if pooling == "token" and classifier != "token":
         raise ValueError("pooling='token' needs classifier='token' (a 'gap' model has no class token).")
-    if representation_size is not None and int(representation_size) <= 0:
-        raise ValueError(f"representation_size must be a positive integer or None, got {representation_size}.")
-    if include_top and classes is not None and int(classes) <= 0:
-        raise ValueError(f"classes must be a positive integer when include_top=True, got {classes}.")
-    if hidden_size % num_heads:
-        raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}.")
-    for field, rate in rates.items():
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"{field} must be in [0, 1), got {rate}.")
+    representation_size = validate.integer("representation_size", representation_size, allow_none=True)
+    classes = validate.integer("classes", classes, allow_none=True)
+    if sizes["hidden_size"] % sizes["num_heads"]:
+        raise ValueError(f"hidden_size {sizes['hidden_size']} must be divisible by num_heads {sizes['num_heads']}.")
+    rates = {field: validate.rate(field, r) for field, r in rates.items()}
+    return sizes, resnet_layers, resnet_width, representation_size, classes, rates
 
 
 def _head_size(classes, representation_size, release) -> Tuple[int, Optional[int]]:
@@ -141,9 +141,12 @@ class VisionTransformer(keras.Model):
                  trainable: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
-        _validate(classifier, pooling, representation_size, include_top, classes, hidden_size, num_heads, rates)
-        vit_config = configs.custom_config(patch_size, hidden_size, mlp_dim, num_heads, num_layers,
-                                           resnet_layers, resnet_width)
+        sizes, resnet_layers, resnet_width, representation_size, classes, rates = _validate(
+            dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
+                 num_layers=num_layers), resnet_layers, resnet_width,
+            dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable),
+            classifier, pooling, representation_size, classes, rates)
+        vit_config = configs.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         weights = weights_io.check_weights_argument(weights)
         release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
         classes, representation_size = _head_size(classes, representation_size, release)
@@ -337,9 +340,21 @@ class VisionTransformer(keras.Model):
             images, shape = keras.ops.expand_dims(images, 0), (1, *shape)
         want = (*self.image_size, 3)
         if len(shape) != 4 or tuple(shape[1:]) != want:
+            hint = " (channels first? move the channel axis last)" if len(shape) == 4 and shape[1] == 3 else ""
             raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, 3) for model {self.name!r}, "
-                             f"got {shape}.")
+                             f"got {shape}{hint}.")
+        if shape[0] == 0:
+            raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
         return images
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`; an empty array gives an empty result of the output's shape instead of
+        failing inside Keras."""
+        if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == 0:
+            if x.shape[1:] != (*self.image_size, 3):
+                self.check_images(x)
+            return np.zeros((0, *self.output.shape[1:]), dtype=self.output.dtype)
+        return super().predict(x, *args, **kwargs)
 
     def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
                       training: bool = False) -> Dict[str, object]:

@@ -7,6 +7,7 @@ model as it was.
 from __future__ import annotations
 
 import os
+import zipfile
 from typing import Optional, Union
 
 import keras
@@ -70,7 +71,14 @@ def _load_h5(model: keras.Model, path: str) -> None:
 
 def read_keras_file(path: str) -> keras.Model:
     """The `keras_vit.VisionTransformer` saved in a `.keras` file, or a ValueError naming what it holds."""
-    source = keras.models.load_model(path, compile=False)
+    if not zipfile.is_zipfile(path):
+        size = os.path.getsize(path)
+        raise ValueError(f"{path!r} is not a .keras file: {'it is empty' if not size else 'not a zip archive'} "
+                         f"({size} bytes; truncated or another format?).")
+    try:
+        source = keras.models.load_model(path, compile=False)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path!r} is not a readable .keras file: {e}") from e
     if not hasattr(source, "vit_config"):
         raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer "
                          "(re-save it from a model built by keras_vit).")

@@ -31,7 +31,10 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
                      label_smoothing: float = 0.0, clip_norm: float = 0.0,
                      jit_compile: Optional[bool] = True,
                      loss_fn: Optional[Callable] = None) -> Callable:
-    """Returns `step(inputs) -> {"loss", "correct"}` (per-replica sums, reduced).
+    """Returns `step(inputs) -> {"loss", "correct", "count", "grad_norm", "nonfinite"}` (sums over replicas).
+
+    `grad_norm` is the global norm of the all-reduced gradient (before clipping); `nonfinite` is
+    > 0 when the loss or that norm is NaN/Inf, which the loop checks before any checkpoint.
 
     The loss is summed per replica and divided by the global batch, gradients are
     all-reduced explicitly and clipped by their global norm (`clip_norm` > 0) on the
@@ -60,14 +63,19 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
         if replicas > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         if clip_norm:
-            grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+            grads, norm = tf.clip_by_global_norm(grads, clip_norm)
+        else:
+            norm = tf.linalg.global_norm(grads)
         if replicas > 1:  # Keras' optimizer sums over replicas again: hand it 1/N of the full gradient
             grads = [g / replicas for g in grads]
         optimizer.apply(grads, variables)
         predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=targets.dtype)
         correct = tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32))
         count = tf.cast(tf.size(targets), tf.float32)
-        return {"loss": tf.reduce_sum(per_example), "correct": correct, "count": count}
+        loss_sum = tf.reduce_sum(per_example)
+        finite = tf.logical_and(tf.math.is_finite(tf.cast(loss_sum, tf.float32)), tf.math.is_finite(norm))
+        return {"loss": loss_sum, "correct": correct, "count": count,
+                "grad_norm": norm / replicas, "nonfinite": 1.0 - tf.cast(finite, tf.float32)}
 
     def step(inputs):
         out = strategy.run(replica_step, args=inputs)

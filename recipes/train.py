@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging as pylogging
 import os
+import re
 import sys
 import time
 from typing import Callable, Iterator, List, Optional
@@ -23,8 +24,8 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit import checkpoints as vit_checkpoints
-from recipes import atomic, data, distribute, optim, steps
-from recipes.checkpointing import CheckpointManager
+from recipes import atomic, config_checks, data, distribute, lock, optim, steps
+from recipes.checkpointing import CheckpointManager, NonFiniteError
 
 logger = pylogging.getLogger("recipes")
 
@@ -155,7 +156,8 @@ def total_steps(config, train_examples: int) -> int:
 
 def _prepare(config, workdir: str, strategy, train_input) -> tuple:
     """Validates what can fail before anything is written; returns (outdir, source, classes, steps)."""
-    _policy(config)  # a bad value fails before anything touches the workdir
+    config_checks.check(config)  # bad values fail before anything touches the workdir
+    _policy(config)
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
@@ -188,33 +190,52 @@ def _build(config, strategy, num_classes: int, steps_total: int) -> tuple:
 
 
 def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief) -> dict:
-    host = {k: float(v) for k, v in sums.items()}
+    host = {k: float(v) for k, v in sums.items() if k != "nonfinite"}
     logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
+            "grad_norm": host["grad_norm"] / max(step - last_log, 1),
             "img/s": (step - last_log) * config.batch_size / max(time.time() - t0, 1e-9),
             "lr": float(optimizer.learning_rate)}
     with writer.as_default(step=step):
         for k, v in logs.items():
             tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
     if progbar is not None:
-        progbar.update(step, [(k, v) for k, v in logs.items() if k != "lr"])
+        progbar.update(step, [(k, v) for k, v in logs.items() if k not in ("lr", "grad_norm")])
     elif chief:
         logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
                     logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
     return logs
 
 
+def _check_finite(nonfinite, checked: int, step: int, manager) -> None:
+    """Stops the run, before anything is written, if a step since `checked` had a NaN/Inf loss or gradient."""
+    if nonfinite is not None and float(nonfinite) > 0:
+        last = manager.latest()
+        raise NonFiniteError(
+            f"Training diverged: a non-finite loss or gradient norm between steps {checked + 1} and {step}. "
+            f"Nothing was written after that; the last good checkpoint is "
+            f"{manager.path(last) if last is not None else 'none (no checkpoint yet)'}. Lower "
+            "config.optimizer.learning_rate, set config.optimizer.clip_norm, or check the input data.")
+
+
 def _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief) -> list:
-    """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`."""
+    """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`;
+    any non-finite step stops the run before the next log or checkpoint."""
     progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
                if chief and sys.stdout.isatty() else None)
     sums, last_log, t0, history = None, start, time.time(), []
+    nonfinite, checked = None, start
     iterator = iter(dataset)
     step = start
     while step < steps_total:
         out = step_fn(next(iterator))
         step += 1
         sums = out if sums is None else {k: sums[k] + out[k] for k in out}
+        nonfinite = out["nonfinite"] if nonfinite is None else nonfinite + out["nonfinite"]
         logs = None
+        boundary = step % config.log_every == 0 or step % config.checkpoint_every == 0 or step == steps_total
+        if boundary:
+            _check_finite(nonfinite, checked, step, manager)
+            nonfinite, checked = None, step
         if step % config.log_every == 0 or step == steps_total:
             logs = _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief)
             history.append(dict(step=step, **logs))
@@ -251,6 +272,13 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
     """
     strategy = strategy or tf.distribute.get_strategy()
     outdir, source, num_classes, steps_total = _prepare(config, workdir, strategy, train_input)
+    with lock.hold(outdir):  # a second live run on this workdir is refused here
+        return _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input,
+                      eval_input, callbacks)
+
+
+def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
+           callbacks) -> dict:
     model, net, loss_fn, optimizer = _build(config, strategy, num_classes, steps_total)
     manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
                                 {"model": net.variables, "optimizer": optimizer.variables},
@@ -311,7 +339,7 @@ def main(argv) -> None:
     try:
         strategy = distribute.get_strategy(FLAGS.strategy, FLAGS.tpu)
         summary = train_and_evaluate(FLAGS.config, FLAGS.workdir, strategy=strategy)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, lock.WorkdirBusy) as e:  # NonFiniteError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(json.dumps(summary, indent=2))
@@ -333,7 +361,28 @@ def run() -> None:
     flags.DEFINE_enum("strategy", "cpu", list(distribute.STRATEGIES), "tf.distribute strategy.")
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --strategy=tpu ('local' on a TPU VM).")
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: List[str]) -> List[str]:
+    """absl's parsing, with one clear line (not a traceback) for a `--config.<field>` the config lacks."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError) as e:
+        found = re.search(r"[A-Za-z_][A-Za-z0-9_]*", str(e))
+        key = found.group(0) if found else str(e)
+        given = [a.split("=")[0] for a in argv if a.startswith("--config.") and key in a.split("=")[0].split(".")]
+        flag = given[0] if given else f"--config.<...>.{key}"
+        hint = re.search(r'Did you mean "([^"]+)"', str(e))
+        print(f"error: {flag}: the config has no field {key!r}"
+              f"{f' (did you mean {hint.group(1)!r}?)' if hint else ''}; every field and its default: "
+              "recipes/configs/base.py.", file=sys.stderr)
+        sys.exit(2)
+    except flags.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

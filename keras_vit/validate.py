@@ -1,0 +1,80 @@
+"""Checks at the door: every public keyword is checked for type and range before anything is built.
+
+Booleans are not integers here, floats are never truncated to integers, and each error
+names the field, the value received and what would work.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Optional, Sequence, Tuple
+
+
+def _shown(value) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def integer(field: str, value, *, minimum: int = 1, allow_none: bool = False) -> Optional[int]:
+    """`value` as an int >= `minimum`; integral floats (16.0) pass, 16.9 and True do not."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{field} must be an integer >= {minimum}{' or None' if allow_none else ''}, "
+                         f"got {_shown(value)}.")
+    if not isinstance(value, numbers.Integral) and float(value) != int(value):
+        raise ValueError(f"{field} must be a whole number, got {value!r}; it is not rounded for you.")
+    if int(value) < minimum:
+        raise ValueError(f"{field} must be >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def number(field: str, value, *, minimum: Optional[float] = None, below: Optional[float] = None,
+           positive: bool = False) -> float:
+    """`value` as a finite float in [minimum, below) (and > 0 when `positive`)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{field} must be a number, got {_shown(value)}.")
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{field} must be finite, got {value}.")
+    if positive and value <= 0:
+        raise ValueError(f"{field} must be > 0, got {value}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{field} must be >= {minimum}, got {value}.")
+    if below is not None and value >= below:
+        raise ValueError(f"{field} must be < {below}, got {value}.")
+    return value
+
+
+def rate(field: str, value) -> float:
+    """A dropout-style probability in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"{field} must be a number in [0, 1), got {_shown(value)}.")
+    return float(value)
+
+
+def boolean(field: str, value) -> bool:
+    """True or False (numpy bools too); "yes", 1 and None are refused rather than guessed."""
+    if not isinstance(value, (bool,)) and type(value).__name__ != "bool_":
+        raise ValueError(f"{field} must be True or False, got {_shown(value)}.")
+    return bool(value)
+
+
+def choice(field: str, value, options: Sequence) -> object:
+    if value not in options:
+        raise ValueError(f"{field}={value!r} is not one of {', '.join(map(repr, options))}.")
+    return value
+
+
+def integers(field: str, value, *, minimum: int = 1) -> Tuple[int, ...]:
+    """A non-empty sequence of ints >= `minimum` (e.g. units per ResNet stage)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not len(value):
+        raise ValueError(f"{field} must be a non-empty list of integers, got {_shown(value)}.")
+    return tuple(integer(f"{field}[{i}]", v, minimum=minimum) for i, v in enumerate(value))
+
+
+def image_shape(field: str, value) -> Tuple[Optional[int], Optional[int], Optional[int]]:
+    """(height, width, channels): a list or tuple of three positive ints (or None)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 3:
+        raise ValueError(f"{field} must be a tuple (height, width, channels), e.g. (224, 224, 3), "
+                         f"got {_shown(value)}.")
+    return tuple(integer(f"{field}[{i}]", v, allow_none=True) for i, v in enumerate(value))

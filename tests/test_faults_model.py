@@ -1,0 +1,74 @@
+"""The model and its loaders under hostile input: each bad value gets a ValueError naming the field and
+what would work; nothing is rounded or guessed; a failed load changes no weight."""
+
+import numpy as np
+import pytest
+
+import keras_vit
+
+TINY = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, input_shape=(16, 16, 3))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("classes", 5.7, "classes must be a whole number, got 5.7"),
+    ("classes", True, r"classes must be an integer >= 1 or None, got True \(bool\)"),
+    ("classes", "10", r"classes must be an integer .* got '10' \(str\)"),
+    ("num_layers", -1, "num_layers must be >= 1, got -1"),
+    ("num_layers", 0, "num_layers must be >= 1, got 0"),
+    ("hidden_size", 0, "hidden_size must be >= 1"),
+    ("patch_size", 0, "patch_size must be >= 1"),
+    ("patch_size", 2.5, "patch_size must be a whole number"),
+    ("num_heads", 3, "hidden_size 16 must be divisible by num_heads 3"),
+    ("representation_size", 16.9, "representation_size must be a whole number, got 16.9"),
+    ("representation_size", True, r"representation_size must be an integer >= 1 or None, got True"),
+    ("input_shape", "224", r"input_shape must be a tuple \(height, width, channels\).*got '224' \(str\)"),
+    ("input_shape", 224, r"input_shape must be a tuple .*got 224 \(int\)"),
+    ("input_shape", (16, 16), r"got \(16, 16\)"),
+    ("input_shape", (16, 16.5, 3), r"input_shape\[1\] must be a whole number"),
+    ("input_shape", (0, 16, 3), r"input_shape\[0\] must be >= 1"),
+    ("dropout_rate", True, r"dropout_rate must be a number in \[0, 1\), got True \(bool\)"),
+    ("drop_path_rate", -0.1, r"drop_path_rate must be a number in \[0, 1\)"),
+    ("include_top", "yes", r"include_top must be True or False, got 'yes'"),
+    ("include_preprocessing", 1, r"include_preprocessing must be True or False, got 1 \(int\)"),
+    ("resnet_layers", (3, 0), r"resnet_layers\[1\] must be >= 1"),
+    ("resnet_layers", "349", r"resnet_layers must be a non-empty list of integers"),
+    ("resnet_width", 0, "resnet_width must be > 0"),
+    ("classifier", "cls", "classifier='cls' is not one of 'token', 'gap'"),
+])
+def test_constructor_refuses_and_names_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        keras_vit.VisionTransformer(**{**TINY, field: value})
+
+
+def test_integral_floats_and_numpy_ints_are_accepted():
+    model = keras_vit.VisionTransformer(**{**TINY, "hidden_size": np.int64(16), "num_layers": 2.0}, classes=3.0)
+    assert model.vit_config.num_layers == 2 and model.classes == 3 and isinstance(model.classes, int)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return keras_vit.VisionTransformer(**TINY, classes=3)
+
+
+def test_predict_on_bad_batches(model):
+    with pytest.raises(ValueError, match=r"expected shape=\(None, 16, 16, 3\), found shape=\(2, 3, 16, 16\)"):
+        model.predict(np.zeros((2, 3, 16, 16), "float32"), verbose=0)
+    assert model.predict(np.zeros((0, 16, 16, 3), "float32"), verbose=0).shape == (0, 3)
+    with pytest.raises(ValueError, match=r"channels first\?"):
+        model.predict(np.zeros((0, 3, 16, 16), "float32"), verbose=0)
+    with pytest.raises(ValueError, match=r"empty batch \(0, 16, 16, 3\)"):
+        model.intermediates(np.zeros((0, 16, 16, 3), "float32"))
+
+
+@pytest.mark.parametrize("content,message", [(b"", "it is empty"), (b"garbage" * 10, "not a zip archive")])
+def test_empty_or_corrupt_keras_file_is_named(model, tmp_path, content, message):
+    path = tmp_path / "model.keras"
+    path.write_bytes(content)
+    before = [w.copy() for w in model.get_weights()]
+    for load in (lambda: keras_vit.load_model(path), lambda: keras_vit.load_weights(model, path),
+                 lambda: keras_vit.VisionTransformer(**TINY, weights=str(path))):
+        with pytest.raises(ValueError, match=rf"model\.keras' is not a \.keras file: {message}"):
+            load()
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert path.read_bytes() == content

@@ -1,0 +1,194 @@
+"""The trainer under faults: NaN mid-run, damaged checkpoints, stray files, a second run on one workdir,
+and config values out of range. Each asserts the error names the field or file and what is on disk."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ROOT
+from recipes import lock, train
+from recipes.checkpointing import CheckpointManager, NonFiniteError
+from recipes.configs import demo
+
+
+def _config(**overrides):
+    c = demo.get_config("pretrain")
+    c.model.update(hidden_size=16, mlp_dim=32, num_layers=1, num_heads=2, patch_size=8)
+    c.dataset.update(eval_split="", image_size=16)
+    c.update(batch_size=8, total_steps=40, checkpoint_every=10, log_every=10, keep_checkpoints=5,
+             deterministic=True)
+    c.optimizer.warmup_steps = 5
+    for key, value in overrides.items():
+        group, _, field = key.rpartition(".")
+        (c[group] if group else c)[field] = value
+    return c
+
+
+def _input(nan_from=None):
+    """A fixed stream of 16x16 images; from batch `nan_from` on, the images are NaN."""
+    rng = np.random.default_rng(0)
+    images = rng.uniform(-1, 1, (64, 8, 16, 16, 3)).astype("float32")
+    labels = rng.integers(0, 10, (64, 8)).astype("int32")
+    if nan_from is not None:
+        images[nan_from:] = np.nan
+
+    def make(global_batch, image_size, training):
+        return tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    return make
+
+
+def _digest(directory):
+    return {n: hashlib.sha256((directory / n).read_bytes()).hexdigest() for n in sorted(os.listdir(directory))}
+
+
+def _final_weights(workdir):
+    import keras
+    return [np.asarray(w) for w in keras.models.load_model(workdir / "model.keras", compile=False).get_weights()]
+
+
+def test_nan_mid_run_stops_before_writing_and_keeps_good_checkpoints(tmp_path):
+    with pytest.raises(NonFiniteError, match=r"between steps 21 and 30.*ckpt-000000020\.npz"):
+        train.train_and_evaluate(_config(), str(tmp_path), train_input=_input(nan_from=25))
+    ckpts = tmp_path / "checkpoints"
+    assert sorted(os.listdir(ckpts)) == ["ckpt-000000010.npz", "ckpt-000000020.npz"]
+    for name in os.listdir(ckpts):
+        with np.load(ckpts / name) as data:
+            assert all(np.isfinite(data[k]).all() for k in data.files)
+    assert not (tmp_path / "model.keras").exists() and not (tmp_path / "summary.json").exists()
+    assert not (tmp_path / lock.LOCK_NAME).exists(), "the lock outlived the failed run"
+
+
+def test_nan_run_exits_nonzero_with_one_line(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    cmd = [sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py", f"--workdir={tmp_path}",
+           "--config.optimizer.learning_rate=1e30", "--config.optimizer.warmup_steps=0",
+           "--config.optimizer.clip_norm=0", "--config.total_steps=20", "--config.checkpoint_every=1",
+           "--config.dataset.eval_split=", "--config.model.num_layers=1"]
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "error: Training diverged" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "model.keras").exists()
+    for name in os.listdir(tmp_path / "checkpoints"):
+        with np.load(tmp_path / "checkpoints" / name) as data:
+            assert all(np.isfinite(data[k]).all() for k in data.files)
+
+
+def _damage(path, how):
+    raw = path.read_bytes()
+    if how == "zero-byte":
+        path.write_bytes(b"")
+    elif how == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    else:  # one bit flipped in the middle of the arrays
+        i = len(raw) // 2
+        path.write_bytes(raw[:i] + bytes([raw[i] ^ 0x10]) + raw[i + 1:])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("full")
+    train.train_and_evaluate(_config(), str(workdir), train_input=_input())
+    return workdir
+
+
+@pytest.mark.parametrize("how", ["zero-byte", "truncated", "bit-flipped"])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous(uninterrupted, tmp_path, how, caplog):
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    for step in (20, 30):
+        (ckpts / f"ckpt-{step:09d}.npz").write_bytes((uninterrupted / "checkpoints" / f"ckpt-{step:09d}.npz")
+                                                    .read_bytes())
+    _damage(ckpts / "ckpt-000000030.npz", how)
+    summary = train.train_and_evaluate(_config(), str(tmp_path), train_input=_input())
+    assert summary["resumed_from"] == 20
+    assert "ckpt-000000030.npz is unreadable" in caplog.text
+    assert (ckpts / "ckpt-000000030.npz.unreadable").exists()
+    for a, b in zip(_final_weights(tmp_path), _final_weights(uninterrupted)):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+
+
+def test_stray_files_are_ignored_with_a_warning(uninterrupted, tmp_path, caplog):
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    good = uninterrupted / "checkpoints" / "ckpt-000000030.npz"
+    (ckpts / good.name).write_bytes(good.read_bytes())
+    (ckpts / "ckpt-000000090.npz").write_text("not a checkpoint")  # named like one
+    (ckpts / "notes.txt").write_text("mine")
+    summary = train.train_and_evaluate(_config(), str(tmp_path), train_input=_input())
+    assert summary["resumed_from"] == 30
+    assert "notes.txt: not a checkpoint" in caplog.text and "ckpt-000000090.npz is unreadable" in caplog.text
+    assert (ckpts / "notes.txt").read_text() == "mine"
+    assert "allow_pickle" not in caplog.text
+
+
+def test_restore_is_all_or_nothing_and_refuses_another_config(tmp_path):
+    v = [tf.Variable(np.ones((2, 3), "float32")), tf.Variable(np.zeros((4,), "float32"))]
+    manager = CheckpointManager(str(tmp_path), {"model": v})
+    manager.save(1)
+    w = [tf.Variable(np.full((2, 3), 7, "float32")), tf.Variable(np.zeros((5,), "float32"))]
+    with pytest.raises(ValueError, match=r"ckpt-000000001\.npz does not fit this run.*\(5,\).*\(4,\)"):
+        CheckpointManager(str(tmp_path), {"model": w}).restore()
+    assert (w[0].numpy() == 7).all(), "a failed restore changed a variable"
+    assert os.path.exists(manager.path(1)), "a checkpoint of another config must not be moved aside"
+
+
+def test_non_finite_state_is_never_saved(tmp_path):
+    v = [tf.Variable(np.ones((3,), "float32"))]
+    manager = CheckpointManager(str(tmp_path), {"model": v}, keep=1)
+    manager.save(1)
+    before = _digest(tmp_path)
+    v[0].assign([1.0, np.nan, 2.0])
+    with pytest.raises(NonFiniteError, match="step 2"):
+        manager.save(2)
+    assert _digest(tmp_path) == before
+
+
+def test_second_live_run_is_refused_and_a_stale_lock_taken_over(tmp_path):
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        (tmp_path / lock.LOCK_NAME).write_text(json.dumps(dict(host=__import__("socket").gethostname(),
+                                                               pid=holder.pid, since="earlier")))
+        with pytest.raises(lock.WorkdirBusy, match=rf"pid {holder.pid}"):
+            train.train_and_evaluate(_config(total_steps=2), str(tmp_path), train_input=_input())
+        assert sorted(os.listdir(tmp_path)) == [lock.LOCK_NAME], "a refused run wrote into the workdir"
+    finally:
+        holder.kill()
+        holder.wait()
+    summary = train.train_and_evaluate(_config(total_steps=2), str(tmp_path), train_input=_input())
+    assert summary["steps"] == 2 and not (tmp_path / lock.LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("total_steps", -5, "config.total_steps must be >= 0"),
+    ("checkpoint_every", 0, "config.checkpoint_every must be >= 1"),
+    ("log_every", 0, "config.log_every must be >= 1"),
+    ("batch_size", 0, "config.batch_size must be >= 1"),
+    ("optimizer.learning_rate", float("nan"), "config.optimizer.learning_rate must be finite"),
+    ("optimizer.weight_decay", -0.1, "config.optimizer.weight_decay must be >= 0"),
+    ("label_smoothing", 1.0, "config.label_smoothing must be < 1"),
+    ("ema_decay", 1.5, "config.ema_decay must be < 1"),
+    ("model.num_layers", -1, "config.model.num_layers must be >= 0"),
+    ("model.dropout_rate", 1.0, "config.model.dropout_rate must be a number in"),
+    ("dataset.image_size", 0, "config.dataset.image_size must be >= 1"),
+])
+def test_config_out_of_range_is_refused_before_the_workdir_is_touched(tmp_path, field, value, message):
+    workdir = tmp_path / "run"
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        train.train_and_evaluate(_config(**{field: value}), str(workdir), train_input=_input())
+    assert not workdir.exists()
+
+
+def test_unknown_config_field_is_one_line(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    run = subprocess.run([sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py",
+                          f"--workdir={tmp_path / 'w'}", "--config.optimiser.learning_rate=1"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "--config.optimiser.learning_rate: the config has no field 'optimiser' (did you mean 'optimizer'?)" in run.stderr
+    assert not (tmp_path / "w").exists()
