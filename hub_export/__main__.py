@@ -44,6 +44,9 @@ def main(argv=None) -> int:
             raise ValueError(f"Unknown --variant {args.variant!r}; expected one of {VARIANTS}.")
         if os.path.lexists(args.out) and not args.overwrite:
             raise FileExistsError(f"--out {args.out} already exists; pass --overwrite to replace it.")
+        from keras_vit.atomic import check_writable
+
+        check_writable(args.out, "--out", directory=True)  # before minutes of building and tracing
         from hub_export.export import export
 
         model = _build(args)

@@ -75,3 +75,19 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def check_writable(path: Union[str, os.PathLike], what: str = "--out", *, directory: bool = False) -> str:
+    """Checks, before any work, that `path` can be written (its nearest existing ancestor is a writable
+    directory, and `path` itself is not a directory where a file is wanted or vice versa); creates nothing."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and os.path.isdir(path) != directory:
+        raise ValueError(f"{what} {path} exists and is {'not ' if directory else ''}a directory.")
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ValueError(f"{what} {path} cannot be created: {ancestor} is a file, not a directory.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path} cannot be written: no write permission in {ancestor}.")
+    return path

@@ -15,6 +15,8 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from keras_vit import validate
+
 BIAS_FEATURE = 100.0
 WHITEN_EPSILON = 1e-5
 DEFAULT_L2_REG = 2.0 ** 10
@@ -91,13 +93,14 @@ def linear_fewshot_accuracy(train_features, train_labels, test_features, test_la
     xt, yt = _check_pair(test_features, test_labels, "test")
     if x.shape[1] != xt.shape[1]:
         raise ValueError(f"train_features have {x.shape[1]} dims but test_features have {xt.shape[1]}.")
-    if int(shots) < 1:
-        raise ValueError(f"shots must be >= 1, got {shots}.")
-    k = int(num_classes) if num_classes is not None else int(y.max()) + 1
+    shots = validate.integer("shots", shots)
+    validate.integer("seed", seed, minimum=0)
+    l2_reg = validate.number("l2_reg", l2_reg, positive=True)
+    k = validate.integer("num_classes", num_classes) if num_classes is not None else int(y.max()) + 1
     for what, labels in (("train", y), ("test", yt)):
         if labels.min() < 0 or labels.max() >= k:
             raise ValueError(f"{what}_labels must lie in [0, {k}); found values from {labels.min()} to {labels.max()}.")
-    idx = select_shots(y, int(shots), seed, k)
+    idx = select_shots(y, shots, seed, k)
     w, mean, std = fit_linear_probe(x[idx], y[idx], k, l2_reg)
     return float(np.mean(predict_linear_probe(w, mean, std, xt) == yt))
 
@@ -137,9 +140,11 @@ class FewShotEvaluator:
         for name, parts in datasets.items():
             if len(parts) != 4:
                 raise ValueError(f"datasets[{name!r}] must be (train_images, train_labels, test_images, test_labels).")
+        self.shots = validate.integers("shots", list(shots) if not isinstance(shots, (str, bytes)) else shots)
+        self.seeds = validate.integer("seeds", seeds)
+        self.l2_reg = validate.number("l2_reg", l2_reg, positive=True)
         self.feature_fn = feature_extractor(model_or_feature_fn)
         self.datasets = dict(datasets)
-        self.shots, self.seeds, self.l2_reg = tuple(int(s) for s in shots), int(seeds), l2_reg
 
     def set_feature_fn(self, model_or_feature_fn) -> None:
         self.feature_fn = feature_extractor(model_or_feature_fn)

@@ -170,13 +170,11 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 # ----------------------------------------------------------------------------- CLI
 
 def _load_image(path: str, model: keras.Model) -> np.ndarray:
-    from PIL import Image
+    """The image file in the model's input range, at its real bit depth (16-bit scans are not clipped)."""
+    from keras_vit import images
 
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"--image {path!r} does not exist.")
-    h, w = model.image_size
-    pixels = np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.BILINEAR), dtype="float32")
-    return pixels if model.include_preprocessing else pixels / 127.5 - 1.0
+    pixels = images.resize(images.read_image(path, "--image"), *model.image_size)
+    return model.to_input_range(pixels)
 
 
 def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
@@ -216,6 +214,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     try:
+        from keras_vit.atomic import check_writable
+
+        check_writable(args.out, "--out", directory=True)
         kwargs = {"input_shape": (args.image_size, args.image_size, 3)} if args.image_size else {}
         if args.weights:
             model = load_model(args.weights, model=args.model or None, **kwargs)

@@ -229,6 +229,15 @@ class VisionTransformer(keras.Model):
     def num_tokens(self) -> int:
         return self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
 
+    @property
+    def input_range(self) -> Tuple[float, float]:
+        """Pixel range the model expects: (0, 255) with `include_preprocessing`, else (-1, 1)."""
+        return (0.0, 255.0) if self.include_preprocessing else (-1.0, 1.0)
+
+    def to_input_range(self, pixels):
+        """Pixels in [0, 255] mapped into `input_range` (what every CLI and recipe feeds the model)."""
+        return pixels if self.include_preprocessing else pixels / 127.5 - 1.0
+
     def describe(self) -> dict:
         """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
         c = self.vit_config

@@ -28,7 +28,7 @@ STANDARD = {
 }
 
 
-def _pipeline(source, size: int, batch: int):
+def _pipeline(source, size: int, batch: int, raw_pixels: bool = False):
     import tensorflow as tf
 
     from recipes.data import _to_rgb_float
@@ -36,17 +36,30 @@ def _pipeline(source, size: int, batch: int):
     def pp(ex):
         image = tf.image.resize(_to_rgb_float(ex["image"]), (size * 256 // 224, size * 256 // 224))
         image = tf.image.resize_with_crop_or_pad(image, size, size)
-        return (image - 127.5) / 127.5, ex["label"]
+        return (image if raw_pixels else (image - 127.5) / 127.5), ex["label"]
 
     return source.dataset.map(pp, num_parallel_calls=tf.data.AUTOTUNE).batch(batch).prefetch(2)
 
 
-def extract(feature_fn, source, size: int, batch: int = 64):
+def extract(feature_fn, source, size: int, batch: int = 64, raw_pixels: bool = False):
+    """(features, labels) of `source`; images in [-1, 1], or [0, 255] with `raw_pixels` (a model built
+    with include_preprocessing=True)."""
     feats, labels = [], []
-    for images, y in _pipeline(source, size, batch):
+    for images, y in _pipeline(source, size, batch, raw_pixels):
         feats.append(feature_fn(images.numpy()))
         labels.append(y.numpy())
     return np.concatenate(feats), np.concatenate(labels)
+
+
+def _shots(text: str) -> list:
+    """"1,5,10" -> [1, 5, 10]; "2.7", "0" or "" are refused with the flag's name."""
+    from keras_vit import validate
+
+    try:
+        values = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--shots={text!r} must be comma-separated whole numbers, e.g. 1,5,10,25.") from None
+    return list(validate.integers("--shots", values))
 
 
 def main(argv=None) -> int:
@@ -62,9 +75,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="", help="optional JSON file for the results")
     args = p.parse_args(argv)
     try:
-        from keras_vit import create_model, fewshot, load_model
+        from keras_vit import create_model, fewshot, load_model, validate
+        from keras_vit.atomic import check_writable
         from recipes import atomic
         from recipes.data import load_source
+
+        shots = _shots(args.shots)
+        validate.integer("--seeds", args.seeds)
+        if args.out:
+            check_writable(args.out, "--out")
 
         names = [n for n in args.datasets.split(",") if n]
         unknown = [n for n in names if n not in STANDARD]
@@ -77,12 +96,12 @@ def main(argv=None) -> int:
             model = create_model(args.model or "ViT-B/16", include_top=False, **kwargs)
         size = model.image_size[0]
         feature_fn = fewshot.feature_extractor(model)
-        shots = [int(s) for s in args.shots.split(",")]
         results = {}
         for name in names:
             tfds_name, train_split, test_split = STANDARD[name]
-            x, y = extract(feature_fn, load_source(tfds_name, train_split, args.data_dir or None), size)
-            xt, yt = extract(feature_fn, load_source(tfds_name, test_split, args.data_dir or None), size)
+            raw = model.include_preprocessing
+            x, y = extract(feature_fn, load_source(tfds_name, train_split, args.data_dir or None), size, 64, raw)
+            xt, yt = extract(feature_fn, load_source(tfds_name, test_split, args.data_dir or None), size, 64, raw)
             for k in shots:
                 accs = [fewshot.linear_fewshot_accuracy(x, y, xt, yt, k, s) for s in range(args.seeds)]
                 results[f"{name}_{k}shot"] = (float(np.mean(accs)), float(np.std(accs)))

@@ -73,7 +73,7 @@ def run_task(task: Task, args) -> dict:
     result_path = os.path.join(out, "result.json")
     if os.path.exists(result_path):
         print(f"{task.name}: done already ({result_path})", flush=True)
-        return json.load(open(result_path))
+        return read_result(result_path, task.name)
     config = task_config(task, args)
     data_dir = args.data_dir or None
 
@@ -94,12 +94,28 @@ def run_task(task: Task, args) -> dict:
     return result
 
 
+def read_result(path: str, task: str) -> dict:
+    """A finished task's `result.json`, checked: valid JSON, this task, an accuracy in [0, 1]."""
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} is not a readable result.json ({e}); delete it to re-run task {task!r}.") from e
+    if not isinstance(result, dict) or result.get("task") != task:
+        raise ValueError(f"{path} is not the result of task {task!r}; delete it to re-run the task.")
+    accuracy = result.get("accuracy")
+    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
+        raise ValueError(f"{path}: accuracy must be a fraction in [0, 1], got {accuracy!r}; delete the file to "
+                         f"re-run task {task!r}.")
+    return result
+
+
 def collect(workdir: str) -> Dict[str, dict]:
     results = {}
     for name in TASKS:
         path = os.path.join(workdir, name, "result.json")
         if os.path.exists(path):
-            results[name] = json.load(open(path))
+            results[name] = read_result(path, name)
     return results
 
 
@@ -163,16 +179,27 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--warmup_steps", type=int, default=None)
     args = p.parse_args(argv)
     try:
+        from keras_vit import validate
+        from keras_vit.atomic import check_writable
+        from keras_vit.weights import check_weights_argument
+
         tasks = get_tasks(args.tasks)
-        if args.weights and not os.path.exists(args.weights):
-            raise FileNotFoundError(f"--weights {args.weights!r} does not exist.")
+        for flag in ("steps", "batch_size", "image_size"):
+            validate.integer(f"--{flag}", getattr(args, flag), minimum=0)
+        validate.number("--learning_rate", args.learning_rate, minimum=0.0)
+        if args.warmup_steps is not None:
+            validate.integer("--warmup_steps", args.warmup_steps, minimum=0)
+        if args.weights:
+            check_weights_argument(args.weights)
+        check_writable(args.workdir, "--workdir", directory=True)
+        collect(args.workdir)  # a damaged result.json is reported before hours of fine-tuning
         os.makedirs(args.workdir, exist_ok=True)
         for task in tasks:
             run_task(task, args)
+        means = write_report(collect(args.workdir), args.workdir, args.model)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    means = write_report(collect(args.workdir), args.workdir, args.model)
     print(f"VTAB report: {os.path.join(args.workdir, 'vtab_report.md')} (mean {means['Mean']})")
     return 0
 
