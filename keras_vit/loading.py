@@ -34,7 +34,7 @@ def _from_keras_file(path: str, model_name, kwargs: dict) -> VisionTransformer:
         return loaded
     config.update(kwargs)
     model = VisionTransformer(**config)
-    return checkpoints.load_params(model, checkpoints.model_params(loaded), path)
+    return checkpoints.load_params(model, checkpoints.model_params(loaded), path, old_grid=loaded.grid_size)
 
 
 def _from_npz(path: str, model_name, kwargs: dict) -> VisionTransformer:

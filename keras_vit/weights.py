@@ -102,7 +102,8 @@ def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwa
     elif npz_kwargs:
         raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {weights!r}.")
     elif weights.endswith(".keras"):  # through the official layout: same rules as an .npz, all-or-nothing
-        checkpoints.load_params(model, checkpoints.model_params(read_keras_file(weights)), weights)
+        source = read_keras_file(weights)  # its own grid is known: a (8, 2) file never lands raw in a (2, 8) model
+        checkpoints.load_params(model, checkpoints.model_params(source), weights, old_grid=source.grid_size)
     else:
         _load_h5(model, weights)
     return model

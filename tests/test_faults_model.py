@@ -72,3 +72,21 @@ def test_empty_or_corrupt_keras_file_is_named(model, tmp_path, content, message)
     for a, b in zip(before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert path.read_bytes() == content
+
+
+def test_keras_file_of_a_transposed_grid_is_resized_not_copied(tmp_path):
+    """A (8, 2)-grid .keras file into a (2, 8)-grid model: same token count, but the file knows its grid."""
+    import scipy.ndimage
+
+    tall = keras_vit.VisionTransformer(**{**TINY, "input_shape": (32, 8, 3)}, classes=3)
+    posemb = np.random.default_rng(0).normal(size=(1, 17, 16)).astype("float32")
+    tall.position_embedding.pos_embedding.assign(posemb)
+    tall.save(tmp_path / "tall.keras")
+    wide = keras_vit.load_model(tmp_path / "tall.keras", input_shape=(8, 32, 3))
+    assert wide.grid_size == (2, 8)
+    expected = scipy.ndimage.zoom(posemb[0, 1:].reshape(8, 2, 16), (2 / 8, 8 / 2, 1), order=1).reshape(16, 16)
+    got = np.asarray(wide.position_embedding.pos_embedding)[0]
+    np.testing.assert_allclose(got[1:], expected, atol=1e-6)
+    also = keras_vit.VisionTransformer(**{**TINY, "input_shape": (8, 32, 3)}, classes=3,
+                                       weights=str(tmp_path / "tall.keras"))
+    np.testing.assert_allclose(np.asarray(also.position_embedding.pos_embedding)[0, 1:], expected, atol=1e-6)
