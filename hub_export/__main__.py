@@ -46,7 +46,8 @@ def main(argv=None) -> int:
             raise FileExistsError(f"--out {args.out} already exists; pass --overwrite to replace it.")
         from keras_vit.atomic import check_writable
 
-        check_writable(args.out, "--out", directory=True)  # before minutes of building and tracing
+        if not os.path.lexists(args.out):  # an existing one is judged by export(): ours to replace or not
+            check_writable(args.out, "--out", directory=True)  # before minutes of building and tracing
         from hub_export.export import export
 
         model = _build(args)

@@ -3,29 +3,54 @@
 Everything `keras_vit` and `hub_export` write goes through here (the recipes have a
 tf.io.gfile twin in `recipes.atomic` so gs:// works). The content is written under a
 temporary name in the same directory and renamed into place; a process killed
-mid-write leaves the previous version (or nothing) and at most a `.tmp-*` entry.
+mid-write leaves the previous version (or nothing) and at most a `.tmp-<name>-<pid>-*`
+entry, which the next write to that path removes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Any, Callable, Union
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(parent: str, base: str) -> None:
+    """Removes temporaries of `base` left by killed writers (`.tmp-<base>-<pid>-*`, `.old-<base>-<pid>-*`
+    whose pid is gone); a live writer's are left alone."""
+    pattern = re.compile(rf"^\.(tmp|old)-{re.escape(base)}-(\d+)-")
+    for name in os.listdir(parent):
+        match = pattern.match(name)
+        if match and not _alive(int(match.group(2))):
+            victim = os.path.join(parent, name)
+            shutil.rmtree(victim, ignore_errors=True) if os.path.isdir(victim) else os.remove(victim)
 
 
 def _prepare(path: Union[str, os.PathLike]) -> tuple:
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    return path, parent, os.path.basename(path)
+    base = os.path.basename(path)
+    _sweep(parent, base)
+    return path, parent, base, f"{base}-{os.getpid()}-"
 
 
 def write_file(path: Union[str, os.PathLike], content: Union[str, bytes, Callable[[str], Any]]) -> str:
     """Writes `content` (text, bytes, or a function that writes a given temporary path) to `path`."""
-    path, parent, base = _prepare(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{base}-", suffix=os.path.splitext(base)[1], dir=parent)
+    path, parent, base, tag = _prepare(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{tag}", suffix=os.path.splitext(base)[1], dir=parent)
     try:
         if callable(content):
             os.close(fd)
@@ -54,18 +79,18 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
     says it is ours (e.g. an earlier export); the old one is removed only after the new one
     is in place.
     """
-    path, parent, base = _prepare(path)
+    path, parent, base, tag = _prepare(path)
     if os.path.lexists(path):
         if not overwrite:
             raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it.")
         if not os.path.isdir(path) or not replaceable(path):
             raise FileExistsError(f"{path} exists and is not an earlier output of ours; refusing to replace it "
                                   "(remove it yourself or choose another path).")
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{base}-", dir=parent)
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{tag}", dir=parent)
     try:
         fill(tmp)
         if os.path.lexists(path):
-            old = tempfile.mkdtemp(prefix=f".old-{base}-", dir=parent)
+            old = tempfile.mkdtemp(prefix=f".old-{tag}", dir=parent)
             os.rename(path, os.path.join(old, base))
             os.rename(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
