@@ -17,9 +17,10 @@ LAYER_NORM_EPSILON = 1e-6
 _PACKAGE = "keras_vit"
 
 
-def gelu(x):
-    """GELU, tanh approximation (flax's default and the official models')."""
-    return ops.gelu(x, approximate=True)
+def gelu(x, approximate: bool = True):
+    """GELU: the tanh approximation (flax's default, the official models') or the exact erf form
+    (timm's and `transformers`' nn.GELU)."""
+    return ops.gelu(x, approximate=approximate)
 
 
 def _xavier_uniform(fan_in: int, fan_out: int) -> keras.initializers.Initializer:
@@ -208,11 +209,12 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class MlpBlock(keras.layers.Layer):
-    """Dense(mlp_dim) -> GELU(tanh) -> Dropout -> Dense(D) -> Dropout."""
+    """Dense(mlp_dim) -> GELU (tanh form unless `gelu_approximate=False`) -> Dropout -> Dense(D) -> Dropout."""
 
-    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, **kwargs):
+    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.mlp_dim = int(mlp_dim)
+        self.gelu_approximate = bool(gelu_approximate)
         self.dropout_rate = float(dropout_rate)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
@@ -228,7 +230,7 @@ class MlpBlock(keras.layers.Layer):
         self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
     def call(self, x, training=None):
-        y = gelu(self.dense_0(x))
+        y = gelu(self.dense_0(x), self.gelu_approximate)
         y = self.dropout(y, training=training)
         y = self.dense_1(y)
         return self.dropout(y, training=training)
@@ -238,7 +240,7 @@ class MlpBlock(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate}
+                "dropout_rate": self.dropout_rate, "gelu_approximate": self.gelu_approximate}
 
 
 def _layer_norm(name: str, dtype_policy) -> keras.layers.LayerNormalization:
@@ -254,10 +256,12 @@ class EncoderBlock(keras.layers.Layer):
     """
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, **kwargs):
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
+        self.gelu_approximate = bool(gelu_approximate)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
@@ -269,7 +273,7 @@ class EncoderBlock(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
         self.layer_norm_2 = _layer_norm("LayerNorm_2", policy)
-        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, dtype=policy, name="MlpBlock_3")
+        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, self.gelu_approximate, dtype=policy, name="MlpBlock_3")
 
     def build(self, input_shape):
         for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp):
@@ -290,7 +294,7 @@ class EncoderBlock(keras.layers.Layer):
         return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate}
+                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -301,9 +305,11 @@ class Encoder(keras.layers.Layer):
     """
 
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, **kwargs):
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         self.num_layers = int(num_layers)
+        self.gelu_approximate = bool(gelu_approximate)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
         self.dropout_rate = float(dropout_rate)
@@ -312,7 +318,7 @@ class Encoder(keras.layers.Layer):
         steps = max(self.num_layers - 1, 1)
         self.blocks = [
             EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate,
-                         self.attention_dropout_rate, self.drop_path_rate * i / steps,
+                         self.attention_dropout_rate, self.drop_path_rate * i / steps, self.gelu_approximate,
                          dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
@@ -342,7 +348,7 @@ class Encoder(keras.layers.Layer):
                 "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate}
+                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -124,6 +124,8 @@ class VisionTransformer(keras.Model):
       dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
       drop_path_rate: stochastic depth of the last block (linear from 0).
       include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
+      gelu_approximate: the MLP's GELU in the tanh form (True: the original JAX code and its checkpoints)
+        or the exact erf form (False: timm and `transformers`; their loaders set it).
       name: model name (default: the table name, e.g. "ViT-B_16").
       dtype: dtype policy of every layer (default: the global policy when built).
       trainable: False freezes every weight (a frozen backbone reloads frozen).
@@ -137,14 +139,15 @@ class VisionTransformer(keras.Model):
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 include_preprocessing: bool = False, name: Optional[str] = None, dtype=None,
-                 trainable: bool = True, **kwargs):
+                 include_preprocessing: bool = False, gelu_approximate: bool = True, name: Optional[str] = None,
+                 dtype=None, trainable: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = _validate(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
-            dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable),
+            dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
+                 gelu_approximate=gelu_approximate),
             classifier, pooling, representation_size, classes, rates)
         vit_config = configs.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         weights = weights_io.check_weights_argument(weights)
@@ -157,7 +160,8 @@ class VisionTransformer(keras.Model):
         prefix = 1 if classifier == "token" else 0
         grid = (h // vit_config.effective_patch_size, w // vit_config.effective_patch_size)
         has_pre_logits = include_top or pooling is None
-        self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid, rates,
+        self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
+                              dict(rates, gelu_approximate=bool(gelu_approximate)),
                               representation_size if has_pre_logits else None,
                               classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
@@ -174,6 +178,7 @@ class VisionTransformer(keras.Model):
         self.dropout_rate, self.attention_dropout_rate = float(dropout_rate), float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
         self.include_preprocessing = bool(include_preprocessing)
+        self.gelu_approximate = bool(gelu_approximate)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
         self._taps = taps
         self._layer_policy = policy
@@ -191,8 +196,8 @@ class VisionTransformer(keras.Model):
         self.position_embedding = AddPositionEmbedding(grid, prefix, dtype=policy, name="posembed_input")
         self.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
         self.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
-                               rates["attention_dropout_rate"], rates["drop_path_rate"], dtype=policy,
-                               name="Transformer")
+                               rates["attention_dropout_rate"], rates["drop_path_rate"],
+                               rates["gelu_approximate"], dtype=policy, name="Transformer")
         self.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
         self.pre_logits = keras.layers.Dense(
             int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
@@ -260,7 +265,7 @@ class VisionTransformer(keras.Model):
             classifier_activation=self.classifier_activation, classifier=self.classifier,
             representation_size=self.representation_size, dropout_rate=self.dropout_rate,
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
-            include_preprocessing=self.include_preprocessing, name=self.name,
+            include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate, name=self.name,
             dtype=self._layer_policy, trainable=self.trainable)
 
     @classmethod

@@ -133,17 +133,39 @@ def test_old_hybrid_groupnorm_shapes_and_big_vision_layout(tmp_path):
     assert np.abs(model.predict(x, verbose=0) - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
 
     d, model = _build("vit_tiny")
-    bv = {}
-    for k, v in np.load(os.path.join(d, "weights.npz")).items():
-        k = k.replace("Transformer/posembed_input/pos_embedding", "pos_embedding")
+    x = np.load(os.path.join(d, "input.npy"))
+    expected = np.load(os.path.join(d, "logits.npy"))
+    for name, layout in (("bv", _big_vision(d, scan=False)), ("bv_scan", _big_vision(d, scan=True)),
+                         ("opt", {"opt/target/" + k: v for k, v in np.load(os.path.join(d, "weights.npz")).items()})):
+        np.savez(tmp_path / f"{name}.npz", **layout)
+        model.set_weights([np.zeros_like(w) for w in model.get_weights()])
+        keras_vit.load_npz(model, str(tmp_path / f"{name}.npz"))
+        assert np.abs(model.predict(x, verbose=0) - expected).max() <= 1e-5, name
+        rebuilt = keras_vit.load_model(tmp_path / f"{name}.npz", classifier_activation=None)  # shapes read there too
+        assert np.abs(rebuilt.predict(x, verbose=0) - expected).max() <= 1e-5, name
+
+
+def _big_vision(d, scan: bool) -> dict:
+    """The Flax fixture in big_vision's layout, by big_vision's own documented rules (models/vit.py
+    `fix_old_checkpoints`): `params/` prefix, posemb at the top level without the class-token row (that row
+    summed into `cls`), Linen block names; with `scan`, the blocks stacked on a leading depth axis."""
+    flat = dict(np.load(os.path.join(d, "weights.npz")))
+    posemb = flat.pop("Transformer/posembed_input/pos_embedding")
+    flat["cls"] = flat["cls"] + posemb[:, :1]
+    flat["pos_embedding"] = posemb[:, 1:]
+    out = {}
+    for k, v in flat.items():
         for a, b in (("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"),
                      ("LayerNorm_2", "LayerNorm_1"), ("MlpBlock_3", "MlpBlock_0")):
             k = k.replace(a, b)
-        bv["params/" + k] = v
-    np.savez(tmp_path / "bv.npz", **bv)
-    keras_vit.load_npz(model, str(tmp_path / "bv.npz"))
-    x = np.load(os.path.join(d, "input.npy"))
-    assert np.abs(model.predict(x, verbose=0) - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
+        out[k] = v
+    if scan:
+        blocks = sorted({int(m.group(1)) for m in map(re.compile(r"Transformer/encoderblock_(\d+)/").match, out) if m})
+        rests = {k.split("/", 2)[2] for k in out if k.startswith("Transformer/encoderblock_")}
+        for rest in rests:
+            out[f"Transformer/encoderblock/{rest}"] = np.stack(
+                [out.pop(f"Transformer/encoderblock_{i}/{rest}") for i in blocks])
+    return {"params/" + k: v for k, v in out.items()}
 
 
 def _expect_unchanged(model, path, match):
