@@ -1,8 +1,8 @@
 """`load_model(source)`: one loader for every CLI and recipe.
 
 `source` is a `.keras` file, a `.weights.h5` file (with `model=` naming the variant),
-an official-layout `.npz` (the architecture is read from the file's shapes), or a
-release name. Constructor keywords change the result (another resolution, head size,
+an official-layout `.npz` (the architecture is read from the file's shapes), a timm
+`.safetensors` state dict, a Hugging Face `transformers` ViT directory, or a release name. Constructor keywords change the result (another resolution, head size,
 `include_top=False`, ...); the weights then go through the official layout's rules
 (position embeddings resized, a new head zero-initialised). A hybrid file always
 comes back as a hybrid.
@@ -17,7 +17,7 @@ import numpy as np
 
 from keras_vit import checkpoints, configs, releases
 from keras_vit.models import VisionTransformer
-from keras_vit.weights import check_weights_argument, load_weights, read_keras_file
+from keras_vit.weights import check_weights_argument, load_weights, read_foreign, read_keras_file
 
 
 def _check_name(path: str, have: configs.ViTConfig, model_name) -> None:
@@ -38,8 +38,18 @@ def _from_keras_file(path: str, model_name, kwargs: dict) -> VisionTransformer:
 
 
 def _from_npz(path: str, model_name, kwargs: dict) -> VisionTransformer:
-    params = checkpoints.read_npz(path)
+    return _from_params(path, checkpoints.read_npz(path), {}, model_name, kwargs)
+
+
+def _from_foreign(path: str, model_name, kwargs: dict) -> VisionTransformer:
+    heads = kwargs.get("num_heads") or (configs.get_config(model_name).num_heads if model_name else None)
+    params, implied = read_foreign(path, heads)
+    return _from_params(path, params, implied, model_name, kwargs)
+
+
+def _from_params(path: str, params: dict, implied: dict, model_name, kwargs: dict) -> VisionTransformer:
     arch = checkpoints.architecture_from_npz(params, path)
+    arch.update(implied)
     _check_name(path, configs.custom_config(**{k: v for k, v in arch.items() if k in configs.SIZE_FIELDS}),
                 model_name)
     arch.update(kwargs)
@@ -72,6 +82,8 @@ def load_model(source: Union[str, os.PathLike], *, model: Optional[str] = None,
         return _from_keras_file(source, model, kwargs)
     if source.endswith(".npz"):
         return _from_npz(source, model, kwargs)
+    if source.endswith(".safetensors") or os.path.isdir(source):
+        return _from_foreign(source, model, kwargs)
     if model is None:
         raise ValueError(f"{source!r} holds weights only: pass model='<table name>' (and the keywords it was "
                          "built with) so keras_vit knows what to build.")
@@ -93,4 +105,6 @@ def source_params(source: Union[str, os.PathLike], *, model: Optional[str] = Non
         return checkpoints.read_npz(releases.fetch(release.name))
     if source.endswith(".npz"):
         return checkpoints.read_npz(source)
+    if source.endswith(".safetensors") or os.path.isdir(source):
+        return read_foreign(source, configs.get_config(model).num_heads if model else None)[0]
     return checkpoints.model_params(load_model(source, model=model))

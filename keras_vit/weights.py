@@ -7,13 +7,14 @@ model as it was.
 from __future__ import annotations
 
 import os
+import warnings
 import zipfile
 from typing import Optional, Union
 
 import keras
 import numpy as np
 
-from keras_vit import checkpoints, releases
+from keras_vit import checkpoints, releases, safetensors_io
 
 KERAS_SUFFIXES = (".keras", ".weights.h5")
 
@@ -31,9 +32,22 @@ def check_weights_argument(weights) -> Optional[str]:
         raise FileNotFoundError(
             f"weights file {weights!r} does not exist (expected None, a path to a .keras, .weights.h5 or .npz "
             f"file, or one of the release names {', '.join(releases.release_names())}).")
-    if not (weights.endswith(".npz") or weights.endswith(KERAS_SUFFIXES)):
-        raise ValueError(f"Unsupported weights file {weights!r}: expected a .keras, .weights.h5 or .npz file.")
+    if os.path.isdir(weights):
+        if not safetensors_io.is_transformers_dir(weights):
+            raise ValueError(f"weights directory {weights!r} is not a transformers ViT directory (no config.json).")
+        return weights
+    if not (weights.endswith((".npz", ".safetensors")) or weights.endswith(KERAS_SUFFIXES)):
+        raise ValueError(f"Unsupported weights file {weights!r}: expected a .keras, .weights.h5, .npz or "
+                         ".safetensors file, or a transformers directory.")
     return weights
+
+
+def read_foreign(path: str, num_heads=None) -> tuple:
+    """({official key: array}, constructor keywords the source implies) of a timm `.safetensors` file or a
+    `transformers` directory."""
+    if os.path.isdir(path):
+        return safetensors_io.read_transformers(path)
+    return safetensors_io.read_timm(path, num_heads)
 
 
 def _h5_shapes(path: str) -> list:
@@ -99,6 +113,13 @@ def load_weights(model: keras.Model, weights: Union[str, os.PathLike], **npz_kwa
         weights = releases.fetch(weights, model)
     if weights.endswith(".npz"):
         checkpoints.load_npz(model, weights, **npz_kwargs)  # validates everything before assigning
+    elif weights.endswith(".safetensors") or os.path.isdir(weights):
+        params, implied = read_foreign(weights, model.vit_config.num_heads)
+        if implied["gelu_approximate"] != model.gelu_approximate:
+            warnings.warn(f"{weights!r} was trained with {'tanh' if implied['gelu_approximate'] else 'exact'} "
+                          f"GELU but model {model.name!r} uses the other form; build it with gelu_approximate="
+                          f"{implied['gelu_approximate']} (keras_vit.load_model does) for the source's logits.")
+        checkpoints.load_params(model, params, weights, **npz_kwargs)
     elif npz_kwargs:
         raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {weights!r}.")
     elif weights.endswith(".keras"):  # through the official layout: same rules as an .npz, all-or-nothing

@@ -1,0 +1,192 @@
+"""PyTorch-side layouts <-> the official one: timm `vit_*` state dicts and Hugging Face `transformers` ViT.
+
+Everything keras_vit reads is first brought to the official `.npz` keys (REFERENCE §2), so
+one architecture reader and one all-or-nothing loader serve every source. Facts (REFERENCE §8):
+PyTorch Linear weights are (out, in) and convolutions (O, I, kh, kw); timm fuses q, k, v into
+one `qkv` Linear; `transformers` keeps `query` / `key` / `value`; both use exact GELU.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Tuple
+
+import numpy as np
+
+Params = Dict[str, np.ndarray]
+
+_TIMM_BLOCK = re.compile(r"^blocks\.(\d+)\.")
+_HF_BLOCK = re.compile(r"^encoder\.layer\.(\d+)\.")
+
+
+def detect(keys) -> str:
+    """"timm", "transformers" or "official", from a state dict's key names."""
+    keys = list(keys)
+    if any(k.startswith("patch_embed.") for k in keys):
+        return "timm"
+    if any(k.startswith(("vit.embeddings.", "embeddings.patch_embeddings.")) for k in keys):
+        return "transformers"
+    return "official"
+
+
+def _linear_in(weight: np.ndarray) -> np.ndarray:  # torch (out, in) -> Flax (in, out)
+    return np.ascontiguousarray(weight.T)
+
+
+def _conv_in(weight: np.ndarray) -> np.ndarray:  # (O, I, kh, kw) -> (kh, kw, I, O)
+    return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
+
+
+def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params:
+    """Separate (D, D) torch projections -> the official (D, H, D/H) / (H, D/H, D) kernels."""
+    d = q.shape[1]
+    head = d // num_heads
+    p = {}
+    for name, w, b in (("query", q, biases[0]), ("key", k, biases[1]), ("value", v, biases[2])):
+        p[f"{prefix}{name}/kernel"] = _linear_in(w).reshape(d, num_heads, head)
+        p[f"{prefix}{name}/bias"] = b.reshape(num_heads, head)
+    p[f"{prefix}out/kernel"] = _linear_in(out_w).reshape(num_heads, head, d)
+    p[f"{prefix}out/bias"] = biases[3]
+    return p
+
+
+def _blocks(sd: Params, pattern) -> list:
+    return sorted({int(m.group(1)) for m in map(pattern.match, sd) if m})
+
+
+def _need(sd: Params, key: str, source: str) -> np.ndarray:
+    if key not in sd:
+        raise ValueError(f"{source} lacks {key!r}: not a ViT state dict keras_vit can read.")
+    return np.asarray(sd[key], dtype="float32")
+
+
+def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
+    """A timm `VisionTransformer` state dict (class-token or GAP, no hybrid stem) in official keys."""
+    unsupported = sorted({k.split(".")[0] for k in sd} - {"cls_token", "pos_embed", "patch_embed", "blocks", "norm",
+                                                           "fc_norm", "head"})
+    if unsupported or any(k.startswith("patch_embed.backbone") for k in sd):
+        raise ValueError(f"{source} has parts keras_vit's timm reader does not map: "
+                         f"{unsupported or ['patch_embed.backbone (a hybrid stem)']}.")
+    if any(k.startswith("fc_norm.") for k in sd):
+        raise ValueError(f"{source} normalises after pooling (timm fc_norm); the official GAP normalises before "
+                         "it. Build the timm model with fc_norm=False to export an equivalent one.")
+    g = lambda key: _need(sd, key, source)  # noqa: E731
+    p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), "embedding/bias": g("patch_embed.proj.bias"),
+                 "Transformer/posembed_input/pos_embedding": g("pos_embed"),
+                 "Transformer/encoder_norm/scale": g("norm.weight"), "Transformer/encoder_norm/bias": g("norm.bias")}
+    if "cls_token" in sd:
+        p["cls"] = g("cls_token")
+    for i in _blocks(sd, _TIMM_BLOCK):
+        t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+        q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
+        bq, bk, bv = np.split(g(t + "attn.qkv.bias"), 3)
+        p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (bq, bk, bv, g(t + "attn.proj.bias")),
+                               num_heads, o + "MultiHeadDotProductAttention_1/"))
+        for ours, theirs in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
+            p[f"{o}{ours}/scale"], p[f"{o}{ours}/bias"] = g(f"{t}{theirs}.weight"), g(f"{t}{theirs}.bias")
+        for ours, theirs in (("Dense_0", "fc1"), ("Dense_1", "fc2")):
+            p[f"{o}MlpBlock_3/{ours}/kernel"] = _linear_in(g(f"{t}mlp.{theirs}.weight"))
+            p[f"{o}MlpBlock_3/{ours}/bias"] = g(f"{t}mlp.{theirs}.bias")
+    if "head.weight" in sd:
+        p["head/kernel"], p["head/bias"] = _linear_in(g("head.weight")), g("head.bias")
+    return p
+
+
+def transformers_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
+    """A `transformers` `ViTModel` / `ViTForImageClassification` state dict in official keys (the
+    pooler, a Dense+tanh on the class token, is the official representation layer)."""
+    sd = {k[len("vit."):] if k.startswith("vit.") else k: v for k, v in sd.items()}
+    g = lambda key: _need(sd, key, source)  # noqa: E731
+    e = "embeddings."
+    p: Params = {"embedding/kernel": _conv_in(g(e + "patch_embeddings.projection.weight")),
+                 "embedding/bias": g(e + "patch_embeddings.projection.bias"), "cls": g(e + "cls_token"),
+                 "Transformer/posembed_input/pos_embedding": g(e + "position_embeddings"),
+                 "Transformer/encoder_norm/scale": g("layernorm.weight"),
+                 "Transformer/encoder_norm/bias": g("layernorm.bias")}
+    for i in _blocks(sd, _HF_BLOCK):
+        t, o = f"encoder.layer.{i}.", f"Transformer/encoderblock_{i}/"
+        a = t + "attention.attention."
+        p.update(_attention_in(g(a + "query.weight"), g(a + "key.weight"), g(a + "value.weight"),
+                               g(t + "attention.output.dense.weight"),
+                               (g(a + "query.bias"), g(a + "key.bias"), g(a + "value.bias"),
+                                g(t + "attention.output.dense.bias")), num_heads, o + "MultiHeadDotProductAttention_1/"))
+        for ours, theirs in (("LayerNorm_0", "layernorm_before"), ("LayerNorm_2", "layernorm_after")):
+            p[f"{o}{ours}/scale"], p[f"{o}{ours}/bias"] = g(f"{t}{theirs}.weight"), g(f"{t}{theirs}.bias")
+        p[f"{o}MlpBlock_3/Dense_0/kernel"] = _linear_in(g(t + "intermediate.dense.weight"))
+        p[f"{o}MlpBlock_3/Dense_0/bias"] = g(t + "intermediate.dense.bias")
+        p[f"{o}MlpBlock_3/Dense_1/kernel"] = _linear_in(g(t + "output.dense.weight"))
+        p[f"{o}MlpBlock_3/Dense_1/bias"] = g(t + "output.dense.bias")
+    if "pooler.dense.weight" in sd:
+        p["pre_logits/kernel"], p["pre_logits/bias"] = _linear_in(g("pooler.dense.weight")), g("pooler.dense.bias")
+    if "classifier.weight" in sd:
+        p["head/kernel"], p["head/bias"] = _linear_in(g("classifier.weight")), g("classifier.bias")
+    return p
+
+
+# ----------------------------------------------------------------------------- official -> torch side
+
+def _attention_out(params: Params, prefix: str) -> Tuple[np.ndarray, ...]:
+    """(q, k, v, out) torch (out, in) weights and their biases from the official kernels."""
+    d = params[prefix + "query/kernel"].shape[0]
+    ws = [np.ascontiguousarray(params[f"{prefix}{n}/kernel"].reshape(d, d).T) for n in ("query", "key", "value")]
+    bs = [params[f"{prefix}{n}/bias"].reshape(d) for n in ("query", "key", "value")]
+    out_w = np.ascontiguousarray(params[prefix + "out/kernel"].reshape(d, d).T)
+    return ws, bs, out_w, params[prefix + "out/bias"]
+
+
+def _common_out(params: Params, num_layers: int, names: dict) -> Params:
+    sd: Params = {}
+    for i in range(num_layers):
+        o = f"Transformer/encoderblock_{i}/"
+        ws, bs, out_w, out_b = _attention_out(params, o + "MultiHeadDotProductAttention_1/")
+        sd.update(names["attention"](i, ws, bs, out_w, out_b))
+        for ours, theirs in (("LayerNorm_0", names["ln0"]), ("LayerNorm_2", names["ln2"])):
+            sd[names["block"](i) + theirs + ".weight"] = params[f"{o}{ours}/scale"]
+            sd[names["block"](i) + theirs + ".bias"] = params[f"{o}{ours}/bias"]
+        for ours, theirs in (("Dense_0", names["fc1"]), ("Dense_1", names["fc2"])):
+            sd[names["block"](i) + theirs + ".weight"] = np.ascontiguousarray(params[f"{o}MlpBlock_3/{ours}/kernel"].T)
+            sd[names["block"](i) + theirs + ".bias"] = params[f"{o}MlpBlock_3/{ours}/bias"]
+    return sd
+
+
+def official_to_timm(params: Params, num_layers: int) -> Params:
+    """Official keys -> a timm `VisionTransformer` state dict."""
+    def attention(i, ws, bs, out_w, out_b):
+        t = f"blocks.{i}.attn."
+        return {t + "qkv.weight": np.concatenate(ws, 0), t + "qkv.bias": np.concatenate(bs),
+                t + "proj.weight": out_w, t + "proj.bias": out_b}
+
+    sd = _common_out(params, num_layers, dict(attention=attention, block=lambda i: f"blocks.{i}.", ln0="norm1",
+                                              ln2="norm2", fc1="mlp.fc1", fc2="mlp.fc2"))
+    sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    sd["patch_embed.proj.bias"] = params["embedding/bias"]
+    sd["pos_embed"] = params["Transformer/posembed_input/pos_embedding"]
+    if "cls" in params:
+        sd["cls_token"] = params["cls"]
+    sd["norm.weight"], sd["norm.bias"] = params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"]
+    if "head/kernel" in params:
+        sd["head.weight"], sd["head.bias"] = np.ascontiguousarray(params["head/kernel"].T), params["head/bias"]
+    return sd
+
+
+def official_to_transformers(params: Params, num_layers: int) -> Params:
+    """Official keys -> a `transformers` `ViTForImageClassification` state dict."""
+    def attention(i, ws, bs, out_w, out_b):
+        a = f"vit.encoder.layer.{i}.attention."
+        sd = {f"{a}attention.{n}.weight": w for n, w in zip(("query", "key", "value"), ws)}
+        sd.update({f"{a}attention.{n}.bias": b for n, b in zip(("query", "key", "value"), bs)})
+        sd.update({a + "output.dense.weight": out_w, a + "output.dense.bias": out_b})
+        return sd
+
+    sd = _common_out(params, num_layers, dict(
+        attention=attention, block=lambda i: f"vit.encoder.layer.{i}.", ln0="layernorm_before",
+        ln2="layernorm_after", fc1="intermediate.dense", fc2="output.dense"))
+    e = "vit.embeddings."
+    sd[e + "patch_embeddings.projection.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    sd[e + "patch_embeddings.projection.bias"] = params["embedding/bias"]
+    sd[e + "cls_token"] = params["cls"]
+    sd[e + "position_embeddings"] = params["Transformer/posembed_input/pos_embedding"]
+    sd["vit.layernorm.weight"] = params["Transformer/encoder_norm/scale"]
+    sd["vit.layernorm.bias"] = params["Transformer/encoder_norm/bias"]
+    sd["classifier.weight"], sd["classifier.bias"] = np.ascontiguousarray(params["head/kernel"].T), params["head/bias"]
+    return sd

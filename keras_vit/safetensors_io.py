@@ -1,0 +1,128 @@
+"""Safetensors in and out: timm state dicts and Hugging Face `transformers` ViT directories.
+
+Read with the `safetensors` package's numpy API (no torch at run time) and brought to the
+official keys (`keras_vit.layouts`), so the architecture reader and the all-or-nothing loader
+of `.npz` files serve these too. Written so that `timm.create_model(...,
+pretrained_cfg_overlay=dict(file=path))` and `ViTForImageClassification.from_pretrained(dir)`
+load them without missing or unexpected keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from keras_vit import atomic, configs, layouts
+
+HF_WEIGHTS = "model.safetensors"
+HF_CONFIG = "config.json"
+# hidden_act values of transformers' ACT2FN: the erf form, and the tanh approximation keras_vit defaults to
+_HF_EXACT, _HF_TANH = ("gelu",), ("gelu_pytorch_tanh", "gelu_new")
+
+
+def is_transformers_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, HF_CONFIG))
+
+
+def _read_tensors(path: str) -> Dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        return {k: np.asarray(v) for k, v in load_file(path).items()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ValueError(f"{path!r} is not a readable .safetensors file: {e}") from e
+
+
+def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
+    if num_heads:
+        return int(num_heads)
+    rows = {c.num_heads for c in configs.MODELS.values() if c.hidden_size == width}
+    if len(rows) != 1:
+        raise ValueError(f"{source}: a state dict does not say its number of heads and width {width} is not a "
+                         "table width; pass num_heads=.")
+    return rows.pop()
+
+
+def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], dict]:
+    """({official key: array}, keywords the file implies) of a timm ViT `.safetensors` state dict."""
+    sd = _read_tensors(path)
+    if layouts.detect(sd) != "timm":
+        raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
+    width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
+    heads = _heads_for(width, path, num_heads)
+    return layouts.timm_to_official(sd, heads, path), dict(num_heads=heads, gelu_approximate=False)
+
+
+def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
+    """({official key: array}, keywords from `config.json`) of a `transformers` ViT directory."""
+    try:
+        with open(os.path.join(directory, HF_CONFIG)) as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{directory!r}: {HF_CONFIG} is not readable JSON: {e}") from e
+    if config.get("model_type") != "vit":
+        raise ValueError(f"{directory!r} holds a {config.get('model_type')!r} model, not a transformers 'vit'.")
+    weights = os.path.join(directory, HF_WEIGHTS)
+    if not os.path.exists(weights):
+        raise FileNotFoundError(f"{directory!r} has no {HF_WEIGHTS} (only safetensors are read, never pickles).")
+    act = config.get("hidden_act", "gelu")
+    if act not in _HF_EXACT + _HF_TANH:
+        raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has GELU only.")
+    if config.get("qkv_bias", True) is False or config.get("num_channels", 3) != 3:
+        raise ValueError(f"{directory!r}: qkv_bias=False or num_channels != 3 is not a keras_vit ViT.")
+    heads = int(config["num_attention_heads"])
+    params = layouts.transformers_to_official(_read_tensors(weights), heads, weights)
+    size = config.get("image_size", 224)
+    size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+    return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH, input_shape=(*size, 3))
+
+
+def save_safetensors(model, path: str, layout: str = "timm") -> str:
+    """Writes `model` for PyTorch users, atomically: `layout="timm"` a `.safetensors` state dict of timm's
+    `VisionTransformer`; `layout="transformers"` a directory (`config.json` + `model.safetensors`) for
+    `ViTForImageClassification.from_pretrained`. Returns the path written."""
+    from safetensors.numpy import save_file
+
+    from keras_vit import checkpoints
+    from keras_vit.models import ensure_vit
+
+    model = ensure_vit(model, "save_safetensors writes keras_vit models")
+    if layout not in ("timm", "transformers"):
+        raise ValueError(f"layout={layout!r}; expected 'timm' or 'transformers'.")
+    if model.stem is not None:
+        raise ValueError(f"Model {model.name!r} is a hybrid; only plain ViTs are written as {layout} safetensors.")
+    if model.pre_logits is not None:
+        raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
+                         "classifier lacks; rebuild it without one (representation_size=None) to export.")
+    params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in checkpoints.model_params(model).items()}
+    n = model.vit_config.num_layers
+    if layout == "timm":
+        if not str(path).endswith(".safetensors"):
+            raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r}.")
+        sd = layouts.official_to_timm(params, n)
+        return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
+    if model.classifier != "token" or not model.include_top:
+        raise ValueError(f"transformers' ViTForImageClassification classifies the class token with a head; model "
+                         f"{model.name!r} is classifier={model.classifier!r}, include_top={model.include_top}.")
+    sd = layouts.official_to_transformers(params, n)
+    c = model.vit_config
+    config = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=c.hidden_size,
+                  num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads, intermediate_size=c.mlp_dim,
+                  hidden_act="gelu_pytorch_tanh" if model.gelu_approximate else "gelu", hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-6,
+                  image_size=model.image_size[0], patch_size=c.patch_size, num_channels=3, qkv_bias=True,
+                  id2label={str(i): f"LABEL_{i}" for i in range(model.classes)},
+                  label2id={f"LABEL_{i}": i for i in range(model.classes)})
+    if model.image_size[0] != model.image_size[1]:
+        raise ValueError(f"transformers' ViT config has one image_size; model {model.name!r} is {model.image_size}.")
+
+    def fill(tmp_dir: str) -> None:
+        save_file(sd, os.path.join(tmp_dir, HF_WEIGHTS), metadata={"format": "pt"})
+        with open(os.path.join(tmp_dir, HF_CONFIG), "w") as f:
+            json.dump(config, f, indent=2)
+
+    return atomic.write_directory(path, fill, overwrite=True, replaceable=is_transformers_dir)

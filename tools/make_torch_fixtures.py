@@ -1,0 +1,111 @@
+"""Writes tests/fixtures/torch_reference/: tiny random ViTs and their logits, produced by timm and by
+Hugging Face `transformers` themselves (the outside frameworks), for keras_vit's parity tests.
+
+Run in an environment with torch, timm, transformers and safetensors (not keras_vit's test venv), one part
+per process (timm needs the torchvision stand-in on the path, which `transformers` must not see):
+    PYTHONPATH=tools/torchvision_stub python tools/make_torch_fixtures.py timm
+    python tools/make_torch_fixtures.py transformers
+Every weight is random (seeded); nothing is downloaded.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures",
+                   "torch_reference")
+SIZES = dict(image=32, patch=8, width=32, depth=2, heads=2, mlp=64, classes=5)
+
+
+def _randomise(module: torch.nn.Module, seed: int) -> None:
+    """Every parameter drawn afresh (framework inits leave heads and biases at zero)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+
+
+def _images() -> np.ndarray:
+    return np.random.default_rng(0).uniform(-1, 1, (2, SIZES["image"], SIZES["image"], 3)).astype("float32")
+
+
+def _run(model, images) -> np.ndarray:
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.from_numpy(images.transpose(0, 3, 1, 2).copy()))
+    return (out.logits if hasattr(out, "logits") else out).numpy()
+
+
+def timm_fixtures(images) -> dict:
+    import timm
+    from safetensors.torch import save_file
+    from timm.models.vision_transformer import VisionTransformer, _load_weights
+
+    s = SIZES
+    kw = dict(img_size=s["image"], patch_size=s["patch"], embed_dim=s["width"], depth=s["depth"],
+              num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+    model = VisionTransformer(**kw)
+    _randomise(model, 1)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(OUT, "timm_vit.safetensors"))
+    np.save(os.path.join(OUT, "timm_vit_logits.npy"), _run(model, images))
+
+    # an AugReg-layout .npz (official keys, no pre_logits) read by timm's own npz loader
+    rng = np.random.default_rng(2)
+    d, m, h, p, n = s["width"], s["mlp"], s["heads"], s["patch"], (s["image"] // s["patch"]) ** 2
+    arrays = {"embedding/kernel": (p, p, 3, d), "embedding/bias": (d,), "cls": (1, 1, d),
+              "Transformer/posembed_input/pos_embedding": (1, n + 1, d), "Transformer/encoder_norm/scale": (d,),
+              "Transformer/encoder_norm/bias": (d,), "head/kernel": (d, s["classes"]), "head/bias": (s["classes"],)}
+    for i in range(s["depth"]):
+        b = f"Transformer/encoderblock_{i}/"
+        for ln in ("LayerNorm_0", "LayerNorm_2"):
+            arrays.update({f"{b}{ln}/scale": (d,), f"{b}{ln}/bias": (d,)})
+        a = b + "MultiHeadDotProductAttention_1/"
+        for part in ("query", "key", "value"):
+            arrays.update({f"{a}{part}/kernel": (d, h, d // h), f"{a}{part}/bias": (h, d // h)})
+        arrays.update({f"{a}out/kernel": (h, d // h, d), f"{a}out/bias": (d,),
+                       f"{b}MlpBlock_3/Dense_0/kernel": (d, m), f"{b}MlpBlock_3/Dense_0/bias": (m,),
+                       f"{b}MlpBlock_3/Dense_1/kernel": (m, d), f"{b}MlpBlock_3/Dense_1/bias": (d,)})
+    params = {k: (rng.normal(size=shape) * 0.2).astype("float32") for k, shape in arrays.items()}
+    path = os.path.join(OUT, "augreg_layout.npz")
+    np.savez(path, **params)
+    augreg = VisionTransformer(**kw)
+    _load_weights(augreg, path)
+    np.save(os.path.join(OUT, "augreg_layout_timm_logits.npy"), _run(augreg, images))
+    return dict(timm=timm.__version__, timm_kwargs={k: v for k, v in kw.items()})
+
+
+def transformers_fixtures(images) -> dict:
+    import transformers
+    from transformers import ViTConfig, ViTForImageClassification
+
+    s = SIZES
+    config = ViTConfig(hidden_size=s["width"], num_hidden_layers=s["depth"], num_attention_heads=s["heads"],
+                       intermediate_size=s["mlp"], image_size=s["image"], patch_size=s["patch"],
+                       num_labels=s["classes"], hidden_act="gelu", layer_norm_eps=1e-6,
+                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = ViTForImageClassification(config)
+    _randomise(model, 3)
+    model.save_pretrained(os.path.join(OUT, "hf_vit"), safe_serialization=True)
+    np.save(os.path.join(OUT, "hf_vit_logits.npy"), _run(model, images))
+    return dict(transformers=transformers.__version__)
+
+
+def main(part: str) -> None:
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+    images = _images()
+    np.save(os.path.join(OUT, "input.npy"), images)
+    info_path = os.path.join(OUT, "versions.json")
+    info = json.load(open(info_path)) if os.path.exists(info_path) else {}
+    info.update(torch=torch.__version__, sizes=SIZES)
+    info.update(timm_fixtures(images) if part == "timm" else transformers_fixtures(images))
+    with open(info_path, "w") as f:
+        json.dump(info, f, indent=2, sort_keys=True)
+    print(json.dumps(info, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
