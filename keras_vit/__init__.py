@@ -5,7 +5,7 @@
     model = keras_vit.load_model("ViT-B_16.npz")      # the architecture is read from the file
 """
 
-from keras_vit.applications import (R26_ViT_S32, R50_ViT_B16, R50_ViT_B32, R50_ViT_L16, R50_ViT_L32, ViT_B8,
+from keras_vit.applications import (R26_ViT_B32, R26_ViT_S32, R_ViT_Ti16, R50_ViT_B16, R50_ViT_B32, R50_ViT_L16, R50_ViT_L32, ViT_B8,
                                     ViT_B16, ViT_B32, ViT_H14, ViT_L16, ViT_L32, ViT_S16, ViT_S32, ViT_Ti16,
                                     create_model)
 from keras_vit.checkpoints import load_npz, resize_position_embeddings, save_npz
@@ -22,7 +22,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "AddPositionEmbedding", "ClassToken", "DropPath", "Encoder", "EncoderBlock", "MODELS", "MlpBlock",
-    "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_S32", "R50_ViT_B16", "R50_ViT_B32",
+    "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16", "R50_ViT_B32",
     "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling", "ViTConfig",
     "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
     "VisionTransformer", "create_model", "get_config", "list_models", "load_model", "load_npz", "load_weights",

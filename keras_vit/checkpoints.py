@@ -190,8 +190,9 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     else:
         kw["include_top"] = False
     if "conv_root/kernel" in params:
-        units = _indices(_UNIT, params)
-        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max(s for s, _ in units))]
+        units = _indices(_UNIT, params)  # none: a root-only stem (R+Ti/16)
+        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max((s for s, _ in units),
+                                                                                       default=0))]
         kw["resnet_layers"] = tuple(stages)
         kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
         if float(kw["resnet_width"]).is_integer():

@@ -55,10 +55,11 @@ SIZE_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers"
 
 
 def resnet_stride(resnet_layers: Optional[Tuple[int, ...]]) -> int:
-    """Down-sampling of the BiT stem: root conv (2) x max-pool (2) x 2 per later stage."""
-    if not resnet_layers:
+    """Down-sampling of the BiT stem: root conv (2) x max-pool (2) x 2 per later stage; a root-only stem
+    (`resnet_layers=()`, AugReg's R+Ti/16) down-samples 4x."""
+    if resnet_layers is None:
         return 1
-    return 4 * 2 ** (len(resnet_layers) - 1)
+    return 4 * 2 ** max(len(resnet_layers) - 1, 0)
 
 
 _TI = dict(hidden_size=192, mlp_dim=768, num_heads=3, num_layers=12)
@@ -86,6 +87,10 @@ MODELS = {
         ViTConfig("R50+ViT-L/16", 1, resnet_layers=(3, 4, 9), **_L),
         ViTConfig("R50+ViT-L/32", 1, resnet_layers=(3, 4, 6, 3), **_L),
         ViTConfig("R26+ViT-S/32", 1, resnet_layers=(2, 2, 2, 2), **_S),
+        # AugReg (Steiner et al. 2021): R26+B/32, and R+Ti/16 whose stem is the ResNet root alone (stride 4) under
+        # 8x8 patches -- 32 pixels per token despite the name (timm: vit_tiny_r_s16_p8, 49 tokens at 224)
+        ViTConfig("R26+ViT-B/32", 1, resnet_layers=(2, 2, 2, 2), **_B),
+        ViTConfig("R+ViT-Ti/16", 8, resnet_layers=(), **_TI),
     )
 }
 
@@ -120,7 +125,7 @@ def get_config(name: str) -> ViTConfig:
 def find_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
                 resnet_layers: Optional[Tuple[int, ...]] = None, resnet_width: float = 1) -> Optional[ViTConfig]:
     """The table row with exactly these sizes, or None for a custom model."""
-    resnet_layers = tuple(resnet_layers) if resnet_layers else None
+    resnet_layers = tuple(resnet_layers) if resnet_layers is not None else None
     for config in MODELS.values():
         if (config.patch_size, config.hidden_size, config.mlp_dim, config.num_heads, config.num_layers,
                 config.resnet_layers) == (patch_size, hidden_size, mlp_dim, num_heads, num_layers, resnet_layers) \
@@ -134,12 +139,13 @@ def custom_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: in
     """The row for these sizes: the table's own when it has one, else a custom row named after its sizes."""
     sizes = dict(patch_size=int(patch_size), hidden_size=int(hidden_size), mlp_dim=int(mlp_dim),
                  num_heads=int(num_heads), num_layers=int(num_layers),
-                 resnet_layers=tuple(int(n) for n in resnet_layers) if resnet_layers else None,
+                 resnet_layers=tuple(int(n) for n in resnet_layers) if resnet_layers is not None else None,
                  resnet_width=resnet_width)
     found = find_config(**sizes)
     if found is not None:
         return found
-    stem = (f"R{'-'.join(map(str, sizes['resnet_layers']))}x{resnet_width:g}+" if sizes["resnet_layers"] else "")
+    stem = (f"R{'-'.join(map(str, sizes['resnet_layers'])) or 'root'}x{resnet_width:g}+"
+            if sizes["resnet_layers"] is not None else "")
     name = (f"{stem}ViT-D{hidden_size}-L{num_layers}-H{num_heads}-MLP{mlp_dim}/"
             f"{patch_size * resnet_stride(sizes['resnet_layers'])}")
     return ViTConfig(name, **sizes)

@@ -73,7 +73,7 @@ def _validate(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier,
     """The constructor's keywords after type and range checks."""
     sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
     if resnet_layers is not None:
-        resnet_layers = validate.integers("resnet_layers", resnet_layers)
+        resnet_layers = validate.integers("resnet_layers", resnet_layers, allow_empty=True)  # (): root only
     resnet_width = validate.number("resnet_width", resnet_width, positive=True)
     for field, v in flags.items():
         validate.boolean(field, v)
@@ -248,7 +248,7 @@ class VisionTransformer(keras.Model):
         c = self.vit_config
         return dict(name=c.name, patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim,
                     num_heads=c.num_heads, num_layers=c.num_layers,
-                    resnet_layers=list(c.resnet_layers) if c.resnet_layers else None,
+                    resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
                     resnet_width=c.resnet_width, classifier=self.classifier,
                     representation_size=self.representation_size, classes=self.classes if self.include_top else None,
                     image_size=list(self.image_size), grid_size=list(self.grid_size),
@@ -259,7 +259,7 @@ class VisionTransformer(keras.Model):
         c = self.vit_config
         return dict(
             patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
-            num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.resnet_layers else None,
+            num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
             resnet_width=c.resnet_width, include_top=self.include_top, weights=None,
             input_shape=[*self.image_size, 3], input_tensor=None, pooling=self.pooling, classes=self.classes,
             classifier_activation=self.classifier_activation, classifier=self.classifier,

@@ -65,9 +65,9 @@ def choice(field: str, value, options: Sequence) -> object:
     return value
 
 
-def integers(field: str, value, *, minimum: int = 1) -> Tuple[int, ...]:
-    """A non-empty sequence of ints >= `minimum` (e.g. units per ResNet stage)."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not len(value):
+def integers(field: str, value, *, minimum: int = 1, allow_empty: bool = False) -> Tuple[int, ...]:
+    """A sequence of ints >= `minimum` (e.g. units per ResNet stage), non-empty unless `allow_empty`."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not (len(value) or allow_empty):
         raise ValueError(f"{field} must be a non-empty list of integers, got {_shown(value)}.")
     return tuple(integer(f"{field}[{i}]", v, minimum=minimum) for i, v in enumerate(value))
 

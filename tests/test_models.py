@@ -12,6 +12,8 @@ TIMM_PARAMS = {
     "ViT_B16": 86_567_656, "ViT_B32": 88_224_232, "ViT_L16": 304_326_632, "ViT_L32": 306_535_400,
     "ViT_H14": 632_045_800, "R50_ViT_B16": 98_659_112, "R50_ViT_L32": 328_994_856,
     "R26_ViT_S32": 36_431_912,
+    # AugReg's hybrids: timm vit_base_r26_s32_224 and vit_tiny_r_s16_p8_224 (timm 1.x, counted with torch)
+    "R26_ViT_B32": 101_383_976, "R_ViT_Ti16": 6_337_704,
 }
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2)

@@ -96,3 +96,14 @@ def test_bad_safetensors_sources_change_nothing(tmp_path):
         keras_vit.load_weights(model, tmp_path / "partial.safetensors")
     for a, b in zip(before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_root_only_hybrid_with_old_groupnorm_shapes_matches_timm():
+    """AugReg's R+Ti/16 design (ResNet root only, then 8x8... here 2x2 patches at toy width) in the AugReg layout
+    with (1, 1, 1, C) GroupNorm parameters, as timm's npz loader reads it."""
+    model = keras_vit.load_model(os.path.join(REF, "augreg_r_ti_layout.npz"), classifier_activation=None,
+                                 gelu_approximate=False)
+    assert model.vit_config.resnet_layers == () and model.vit_config.effective_patch_size == 8
+    x = np.load(os.path.join(REF, "augreg_r_ti_input.npy"))
+    reference = np.load(os.path.join(REF, "augreg_r_ti_timm_logits.npy"))
+    assert np.abs(model.predict(x, verbose=0) - reference).max() <= 1e-5  # measured 3e-7

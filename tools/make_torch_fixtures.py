@@ -74,7 +74,55 @@ def timm_fixtures(images) -> dict:
     augreg = VisionTransformer(**kw)
     _load_weights(augreg, path)
     np.save(os.path.join(OUT, "augreg_layout_timm_logits.npy"), _run(augreg, images))
+    hybrid_fixture(images)
     return dict(timm=timm.__version__, timm_kwargs={k: v for k, v in kw.items()})
+
+
+def hybrid_fixture(images) -> None:
+    """AugReg's R+Ti/16 shape of hybrid (a root-only ResNet stem, then 8x8 patches) at toy width, as an
+    AugReg-layout .npz with the old (1, 1, 1, C) GroupNorm parameters, read by timm's own npz loader."""
+    from timm.models.vision_transformer_hybrid import _create_vision_transformer_hybrid, _resnetv2
+
+    s = SIZES
+    model = _create_vision_transformer_hybrid(
+        "vit_tiny_r_s16_p8_224", backbone=_resnetv2(layers=()), pretrained=False, img_size=64, patch_size=2,
+        embed_dim=s["width"], depth=1, num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+    rng = np.random.default_rng(4)
+    params = {}
+    for key, value in model.state_dict().items():  # shapes only: the file is written in the official layout
+        params[key] = (rng.normal(size=tuple(value.shape)) * 0.2).astype("float32")
+    d, m, h = s["width"], s["mlp"], s["heads"]
+    official = {"conv_root/kernel": params["patch_embed.backbone.conv.weight"].transpose(2, 3, 1, 0),
+                "gn_root/scale": 1 + params["patch_embed.backbone.norm.weight"].reshape(1, 1, 1, -1),
+                "gn_root/bias": params["patch_embed.backbone.norm.bias"].reshape(1, 1, 1, -1),
+                "embedding/kernel": params["patch_embed.proj.weight"].transpose(2, 3, 1, 0),
+                "embedding/bias": params["patch_embed.proj.bias"], "cls": params["cls_token"],
+                "Transformer/posembed_input/pos_embedding": params["pos_embed"],
+                "Transformer/encoder_norm/scale": params["norm.weight"], "Transformer/encoder_norm/bias": params["norm.bias"],
+                "head/kernel": params["head.weight"].T, "head/bias": params["head.bias"]}
+    b, a = "Transformer/encoderblock_0/", "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/"
+    qkv_w, qkv_b = params["blocks.0.attn.qkv.weight"], params["blocks.0.attn.qkv.bias"]
+    for i, part in enumerate(("query", "key", "value")):
+        official[f"{a}{part}/kernel"] = qkv_w[i * d:(i + 1) * d].T.reshape(d, h, d // h)
+        official[f"{a}{part}/bias"] = qkv_b[i * d:(i + 1) * d].reshape(h, d // h)
+    official.update({f"{a}out/kernel": params["blocks.0.attn.proj.weight"].T.reshape(h, d // h, d),
+                     f"{a}out/bias": params["blocks.0.attn.proj.bias"],
+                     f"{b}LayerNorm_0/scale": params["blocks.0.norm1.weight"], f"{b}LayerNorm_0/bias": params["blocks.0.norm1.bias"],
+                     f"{b}LayerNorm_2/scale": params["blocks.0.norm2.weight"], f"{b}LayerNorm_2/bias": params["blocks.0.norm2.bias"],
+                     f"{b}MlpBlock_3/Dense_0/kernel": params["blocks.0.mlp.fc1.weight"].T,
+                     f"{b}MlpBlock_3/Dense_0/bias": params["blocks.0.mlp.fc1.bias"],
+                     f"{b}MlpBlock_3/Dense_1/kernel": params["blocks.0.mlp.fc2.weight"].T,
+                     f"{b}MlpBlock_3/Dense_1/bias": params["blocks.0.mlp.fc2.bias"]})
+    path = os.path.join(OUT, "augreg_r_ti_layout.npz")
+    np.savez(path, **{k: np.ascontiguousarray(v, dtype="float32") for k, v in official.items()})
+    timm_loaded = _create_vision_transformer_hybrid(
+        "vit_tiny_r_s16_p8_224", backbone=_resnetv2(layers=()), pretrained=False, img_size=64, patch_size=2,
+        embed_dim=s["width"], depth=1, num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+    from timm.models.vision_transformer import _load_weights
+    _load_weights(timm_loaded, path)
+    x64 = np.random.default_rng(5).uniform(-1, 1, (2, 64, 64, 3)).astype("float32")
+    np.save(os.path.join(OUT, "augreg_r_ti_input.npy"), x64)
+    np.save(os.path.join(OUT, "augreg_r_ti_timm_logits.npy"), _run(timm_loaded, x64))
 
 
 def transformers_fixtures(images) -> dict:
