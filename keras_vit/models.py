@@ -95,6 +95,9 @@ def _head_size(classes, representation_size, release) -> Tuple[int, Optional[int
         return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
     if classes is None:  # the released classifier itself, pre-logits included
         rep = release.representation_size if representation_size is None else representation_size
+        if release.classes is None:
+            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
+                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
         return release.classes, rep
     return int(classes), representation_size  # a different head size is zeroed (and warned) by load_npz
 

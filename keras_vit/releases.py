@@ -26,10 +26,11 @@ class Release:
     model: str         # the paper's model name
     dataset: str       # "imagenet21k" | "imagenet21k+imagenet2012" | ...
     resolution: int    # pixels the checkpoint was trained at
-    classes: int
+    classes: Optional[int]  # None: a fine-tuning dataset keras_vit has no class count for (read from the file)
     url: str
     sha256: Optional[str] = None
     representation_size: Optional[int] = None  # width of the file's pre_logits layer, None if it has none
+    top1: Optional[float] = None  # published ImageNet top-1 (%), where the source publishes one
 
 
 _RELEASES: Dict[str, Release] = {}
@@ -56,6 +57,40 @@ def _register_official() -> None:
 _register_official()
 
 
+def parse_augreg(filename: str) -> Release:
+    """The release of any AugReg filename of `gs://vit_models/augreg/index.csv` (path, URL or bare name)."""
+    from keras_vit import augreg
+
+    fields = augreg.parse_name(filename)
+    stem = os.path.basename(str(filename))
+    stem = stem[:-4] if stem.endswith(".npz") else stem
+    if fields.dataset is None:
+        dataset, classes, resolution = f"augreg_{fields.pretrain}", augreg.PRETRAIN_CLASSES[fields.pretrain], 224
+    else:
+        dataset, classes, resolution = fields.dataset, augreg.FINETUNE_CLASSES.get(fields.dataset), fields.resolution
+    return Release(stem, fields.model, dataset, resolution, classes, f"{BASE_URL}/augreg/{stem}.npz",
+                   top1=augreg.published_top1(stem))
+
+
+def _register_augreg_and_sam() -> None:
+    from keras_vit import augreg
+
+    for code, files in augreg.recommended_files().items():
+        for short, stem in files.items():
+            r = parse_augreg(stem)
+            register_release(dataclasses.replace(r, name=f"{configs.get_config(r.model).name.replace('/', '_')}/"
+                                                         f"{short}", dataset=short))
+    # SAM (Chen et al. 2021, "When Vision Transformers Outperform ResNets...", Table 2: ImageNet-1k from scratch
+    # with SAM, 224 px); timm notes the release carries a D-wide representation layer
+    for model, top1 in (("ViT-B/16", 79.9), ("ViT-B/32", 73.6)):
+        file = configs.get_config(model).name.replace("/", "_")
+        register_release(Release(f"{file}/sam", model, "sam", 224, 1000, f"{BASE_URL}/sam/{file}.npz",
+                                 representation_size=configs.get_config(model).hidden_size, top1=top1))
+
+
+_register_augreg_and_sam()
+
+
 def available() -> list:
     """All known released checkpoints (name, model, dataset, resolution, classes, URL)."""
     return list(_RELEASES.values())
@@ -66,14 +101,39 @@ def release_names() -> list:
     return sorted({r.dataset for r in _RELEASES.values()} | set(_RELEASES))
 
 
+def dataset_names() -> list:
+    """The short, model-independent names ("imagenet21k", "augreg_in21k", "sam", ...)."""
+    return sorted({r.dataset for r in _RELEASES.values()})
+
+
+def _augreg_or_none(weights: str) -> Optional[Release]:
+    try:
+        return parse_augreg(weights)
+    except ValueError:
+        return None
+
+
 def is_release_name(weights: str) -> bool:
-    return isinstance(weights, str) and weights in release_names()
+    """A registered name, a dataset short name, or any AugReg filename."""
+    return isinstance(weights, str) and (weights in release_names() or _augreg_or_none(weights) is not None)
+
+
+def close_matches(weights: str) -> list:
+    """Known release names that look like `weights` (for error messages)."""
+    import difflib
+
+    return difflib.get_close_matches(str(weights), release_names(), n=4, cutoff=0.5)
 
 
 def find_release(weights: str, model_name: Optional[str]) -> Release:
     """Resolves `weights` (a dataset name or a full release name) for a model of the table."""
     if weights in _RELEASES:
         return _RELEASES[weights]
+    parsed = _augreg_or_none(weights)
+    if parsed is not None:
+        if model_name is not None and configs.get_config(parsed.model).name != configs.get_config(model_name).name:
+            raise ValueError(f"{weights!r} holds {parsed.model}, not {model_name}.")
+        return parsed
     matches = [r for r in _RELEASES.values()
                if r.dataset == weights and model_name is not None
                and configs.get_config(r.model).name == model_name]

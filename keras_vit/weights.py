@@ -7,6 +7,7 @@ model as it was.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 import zipfile
 from typing import Optional, Union
@@ -26,12 +27,22 @@ def check_weights_argument(weights) -> Optional[str]:
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError(f"weights must be None, a file path or a release name, got {type(weights).__name__}.")
     weights = os.fspath(weights)
-    if releases.is_release_name(weights):
+    if not os.path.exists(weights) and releases.is_release_name(weights):  # a local file of that name wins
         return weights
     if not os.path.exists(weights):
+        if re.match(r"^[A-Za-z0-9_]+_\d+-i(1k|21k)", os.path.basename(weights)):  # an AugReg name, misspelt
+            from keras_vit import augreg
+
+            augreg.parse_name(weights)  # raises, naming the scheme and the close recommended names
+        if not weights.endswith((".npz", ".safetensors") + KERAS_SUFFIXES):  # meant as a name, not a file
+            close = releases.close_matches(weights)
+            hint = (f"did you mean {', '.join(map(repr, close))}?" if close else
+                    f"dataset-style names: {', '.join(releases.dataset_names())} (all: keras_vit.releases."
+                    "release_names()).")
+            raise ValueError(f"weights={weights!r} is neither a file nor a release name; {hint}")
         raise FileNotFoundError(
-            f"weights file {weights!r} does not exist (expected None, a path to a .keras, .weights.h5 or .npz "
-            f"file, or one of the release names {', '.join(releases.release_names())}).")
+            f"weights file {weights!r} does not exist (expected None, a path to a .keras, .weights.h5, .npz or "
+            f".safetensors file, an AugReg filename, or a release name; see keras_vit.releases.release_names()).")
     if os.path.isdir(weights):
         if not safetensors_io.is_transformers_dir(weights):
             raise ValueError(f"weights directory {weights!r} is not a transformers ViT directory (no config.json).")
