@@ -21,6 +21,7 @@ setup: $(STAMP)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,bench]"
 	$(PY) -m pip install -q --no-deps timm
+	$(PY) -m pip install -q transformers
 	touch $(BENCH_STAMP)
 
 bench-setup: $(BENCH_STAMP)

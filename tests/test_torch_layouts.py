@@ -107,3 +107,9 @@ def test_root_only_hybrid_with_old_groupnorm_shapes_matches_timm():
     x = np.load(os.path.join(REF, "augreg_r_ti_input.npy"))
     reference = np.load(os.path.join(REF, "augreg_r_ti_timm_logits.npy"))
     assert np.abs(model.predict(x, verbose=0) - reference).max() <= 1e-5  # measured 3e-7
+
+
+def test_transformers_vit_model_pooler_is_the_representation_layer():
+    model = keras_vit.load_model(os.path.join(REF, "hf_vit_model"))
+    assert not model.include_top and model.representation_size == 32
+    np.testing.assert_allclose(_logits(model), np.load(os.path.join(REF, "hf_vit_model_pooler.npy")), atol=1e-5)

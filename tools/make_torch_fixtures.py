@@ -138,6 +138,16 @@ def transformers_fixtures(images) -> dict:
     _randomise(model, 3)
     model.save_pretrained(os.path.join(OUT, "hf_vit"), safe_serialization=True)
     np.save(os.path.join(OUT, "hf_vit_logits.npy"), _run(model, images))
+    # a headless ViTModel whose pooler (Dense + tanh on the class token) is the official representation layer
+    from transformers import ViTModel
+
+    backbone = ViTModel(config, add_pooling_layer=True)
+    _randomise(backbone, 6)
+    backbone.save_pretrained(os.path.join(OUT, "hf_vit_model"), safe_serialization=True)
+    backbone.eval()
+    with torch.no_grad():
+        pooled = backbone(torch.from_numpy(images.transpose(0, 3, 1, 2).copy())).pooler_output.numpy()
+    np.save(os.path.join(OUT, "hf_vit_model_pooler.npy"), pooled)
     return dict(transformers=transformers.__version__)
 
 
