@@ -202,7 +202,8 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     side = int(round(np.sqrt(n)))
     if side * side == n:
         stride = p * configs.resnet_stride(kw.get("resnet_layers"))
-        kw["input_shape"] = (side * stride, side * stride, 3)
+        first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
+        kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
     return kw
 
 
@@ -299,6 +300,20 @@ def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
             for key, var in weight_map(model).items()}
 
 
+def _first_kernel(targets) -> str:
+    return "conv_root/kernel" if "conv_root/kernel" in targets else "embedding/kernel"
+
+
+def adapt_input_channels(kernel: np.ndarray, channels: int) -> np.ndarray:
+    """An RGB (kh, kw, 3, out) kernel for `channels` inputs, as timm's `adapt_input_conv` does: one channel
+    takes the sum over RGB (a gray image replicated to RGB gives the same output); more channels repeat RGB
+    cyclically, scaled by 3 / channels so the response to a constant image keeps its size."""
+    if channels == 1:
+        return kernel.sum(axis=2, keepdims=True)
+    repeats = -(-channels // 3)
+    return np.tile(kernel, (1, 1, repeats, 1))[:, :, :channels] * (3.0 / channels)
+
+
 def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path):
     """{key: value to assign} and notes, or a ValueError naming every misfit (nothing assigned yet)."""
     assign: Dict[str, np.ndarray] = {}
@@ -320,6 +335,10 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             notes.append(f"position embeddings resized {params[key].shape} -> {want}")
         if value.shape != want and value.size == int(np.prod(want)) and value.ndim == 4 and len(want) == 1:
             value = value.reshape(want)  # (1, 1, 1, C) GroupNorm parameters of old hybrids
+        if key == _first_kernel(targets) and value.shape != want and value.shape[2] == 3 and \
+                value.shape[:2] + value.shape[3:] == want[:2] + want[3:]:
+            value = adapt_input_channels(value, want[2])
+            notes.append(f"{key}: RGB kernel adapted to {want[2]} input channels (timm's in_chans rule)")
         if value.shape != want:
             problems.append(f"{key}: checkpoint shape {value.shape}, model expects {want}")
             continue

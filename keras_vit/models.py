@@ -39,21 +39,39 @@ def _suggest(size: int, multiple: int) -> str:
     return f"{lower} or {lower + multiple}"
 
 
-def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[int, int, int]:
+def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[Optional[int], Optional[int], int]:
+    """(height, width, channels); None height/width: any size at call time (position embeddings resized)."""
     input_shape = validate.image_shape("input_shape", DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
     h, w, c = input_shape
-    if c != 3:
-        raise ValueError(f"input_shape must have 3 (RGB) channels in the last axis, got {c} "
-                         f"in {input_shape}; convert grayscale images to RGB first.")
-    if h is None or w is None:
-        raise ValueError("input_shape needs a fixed height and width (position embeddings are "
-                         f"sized to the patch grid), got {input_shape}.")
-    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s % effective_patch]
+    if c is None:
+        raise ValueError(f"input_shape needs a known channel count (1 for grayscale, 3 for RGB, ...), "
+                         f"got {input_shape}.")
+    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s is not None and s % effective_patch]
     if bad:
         detail = "; ".join(f"{axis} {s} (try {_suggest(s, effective_patch)})" for axis, s in bad)
         raise ValueError(f"input_shape {input_shape} is not divisible by the effective patch size "
                          f"{effective_patch}: {detail}.")
     return h, w, c
+
+
+def _position_grid(h, w, effective_patch: int, position_grid) -> Tuple[int, int]:
+    """The stored position-embedding grid: the input's, or for a size-free axis `position_grid` (default: the
+    grid of a 224-pixel side, where the released checkpoints were pre-trained)."""
+    if position_grid is not None:
+        position_grid = validate.integers("position_grid", position_grid)
+        if len(position_grid) != 2:
+            raise ValueError(f"position_grid must be (rows, cols), got {position_grid}.")
+    default = max(1, DEFAULT_INPUT_SHAPE[0] // effective_patch)
+    grid = []
+    for i, size in enumerate((h, w)):
+        if size is None:
+            grid.append(position_grid[i] if position_grid is not None else default)
+        else:
+            if position_grid is not None and position_grid[i] != size // effective_patch:
+                raise ValueError(f"position_grid {tuple(position_grid)} disagrees with the fixed input size "
+                                 f"{(h, w)}; it is only for size-free (None) axes.")
+            grid.append(size // effective_patch)
+    return tuple(grid)
 
 
 def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
@@ -62,10 +80,10 @@ def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
         input_shape = tuple(input_tensor.shape[1:])
     h, w, c = _validate_input_shape(input_shape, effective_patch)
     if input_tensor is None:
-        return keras.Input(shape=(h, w, c), name="images"), (h, w)
+        return keras.Input(shape=(h, w, c), name="images"), (h, w, c)
     if not keras.backend.is_keras_tensor(input_tensor):
         input_tensor = keras.Input(tensor=input_tensor)
-    return input_tensor, (h, w)
+    return input_tensor, (h, w, c)
 
 
 def _validate(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
@@ -114,7 +132,9 @@ class VisionTransformer(keras.Model):
       include_top: whether to end with the classification head.
       weights: None (random init), a `.keras` / `.weights.h5` / official `.npz` path, or a
         release name (`keras_vit.releases.release_names()`).
-      input_shape: (height, width, 3); default (224, 224, 3); multiples of the effective patch.
+      input_shape: (height, width, channels); default (224, 224, 3); multiples of the effective patch. None
+        height/width: any size at call time, position embeddings resized to each input's grid. Any channel
+        count; RGB weights loaded into a C-channel model adapt the first kernel (timm's `in_chans` rule).
       input_tensor: optional Keras tensor to use as the model's input.
       pooling: with `include_top=False`: None -> the pre-logits vector (pooled per `classifier`,
         then the representation layer if any); "token" -> the class token; "avg" / "max" over
@@ -127,6 +147,8 @@ class VisionTransformer(keras.Model):
       dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
       drop_path_rate: stochastic depth of the last block (linear from 0).
       include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
+      position_grid: (rows, cols) of the stored position embeddings of a model with None height/width
+        (default: a 224-pixel side's grid).
       gelu_approximate: the MLP's GELU in the tanh form (True: the original JAX code and its checkpoints)
         or the exact erf form (False: timm and `transformers`; their loaders set it).
       name: model name (default: the table name, e.g. "ViT-B_16").
@@ -142,7 +164,8 @@ class VisionTransformer(keras.Model):
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 include_preprocessing: bool = False, gelu_approximate: bool = True, name: Optional[str] = None,
+                 include_preprocessing: bool = False, gelu_approximate: bool = True,
+                 position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
                  dtype=None, trainable: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
@@ -159,12 +182,13 @@ class VisionTransformer(keras.Model):
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
-        inputs, (h, w) = _inputs(input_shape, input_tensor, vit_config.effective_patch_size)
+        inputs, (h, w, channels) = _inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         prefix = 1 if classifier == "token" else 0
-        grid = (h // vit_config.effective_patch_size, w // vit_config.effective_patch_size)
+        grid = _position_grid(h, w, vit_config.effective_patch_size, position_grid)
+        dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
         self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
-                              dict(rates, gelu_approximate=bool(gelu_approximate)),
+                              dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic),
                               representation_size if has_pre_logits else None,
                               classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
@@ -183,6 +207,7 @@ class VisionTransformer(keras.Model):
         self.include_preprocessing = bool(include_preprocessing)
         self.gelu_approximate = bool(gelu_approximate)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
+        self.channels, self.dynamic_size = int(channels), dynamic
         self._taps = taps
         self._layer_policy = policy
         if weights is not None:
@@ -196,7 +221,9 @@ class VisionTransformer(keras.Model):
         self.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
         self.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
         self.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
-        self.position_embedding = AddPositionEmbedding(grid, prefix, dtype=policy, name="posembed_input")
+        self.position_embedding = AddPositionEmbedding(
+            grid, prefix, stride=c.effective_patch_size if rates["dynamic"] else None, dtype=policy,
+            name="posembed_input")
         self.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
         self.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
                                rates["attention_dropout_rate"], rates["drop_path_rate"],
@@ -255,7 +282,8 @@ class VisionTransformer(keras.Model):
                     resnet_width=c.resnet_width, classifier=self.classifier,
                     representation_size=self.representation_size, classes=self.classes if self.include_top else None,
                     image_size=list(self.image_size), grid_size=list(self.grid_size),
-                    num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing)
+                    num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing,
+                    channels=self.channels, any_input_size=self.dynamic_size)
 
     def get_config(self) -> dict:
         """Exactly the constructor's keywords (weights live in the saved file, not the config)."""
@@ -264,11 +292,12 @@ class VisionTransformer(keras.Model):
             patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
             num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
             resnet_width=c.resnet_width, include_top=self.include_top, weights=None,
-            input_shape=[*self.image_size, 3], input_tensor=None, pooling=self.pooling, classes=self.classes,
+            input_shape=[*self.image_size, self.channels], input_tensor=None, pooling=self.pooling, classes=self.classes,
             classifier_activation=self.classifier_activation, classifier=self.classifier,
             representation_size=self.representation_size, dropout_rate=self.dropout_rate,
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
-            include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate, name=self.name,
+            include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate,
+            position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
             dtype=self._layer_policy, trainable=self.trainable)
 
     @classmethod
@@ -292,7 +321,9 @@ class VisionTransformer(keras.Model):
                 x, extras = x[0], tuple(x[1:])
         if self.class_token is not None:
             x = self.class_token(x)
-        x = self.embedding_dropout(self.position_embedding(x), training=training)
+        x = (self.position_embedding(x, images) if self.position_embedding.stride is not None
+             else self.position_embedding(x))
+        x = self.embedding_dropout(x, training=training)
         return (x, extras) if patch_transform is not None else x
 
     def _pool(self, tokens):
@@ -355,11 +386,19 @@ class VisionTransformer(keras.Model):
         shape = tuple(keras.ops.shape(images))
         if len(shape) == 3:
             images, shape = keras.ops.expand_dims(images, 0), (1, *shape)
-        want = (*self.image_size, 3)
-        if len(shape) != 4 or tuple(shape[1:]) != want:
-            hint = " (channels first? move the channel axis last)" if len(shape) == 4 and shape[1] == 3 else ""
-            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, 3) for model {self.name!r}, "
+        want = (*self.image_size, self.channels)
+        fits = len(shape) == 4 and all(w is None or s == w for s, w in zip(shape[1:], want))
+        if not fits:
+            hint = (" (channels first? move the channel axis last)"
+                    if len(shape) == 4 and shape[1] == self.channels else "")
+            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {self.name!r}, "
                              f"got {shape}{hint}.")
+        p = self.effective_patch_size
+        bad = [(axis, s) for axis, s in (("height", shape[1]), ("width", shape[2])) if s is not None and s % p]
+        if bad:
+            raise ValueError(f"images {shape} for model {self.name!r}: " + "; ".join(
+                f"{axis} {s} is not a multiple of the effective patch size {p} (try {_suggest(s, p)})"
+                for axis, s in bad) + ".")
         if shape[0] == 0:
             raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
         return images
@@ -368,9 +407,11 @@ class VisionTransformer(keras.Model):
         """`keras.Model.predict`; an empty array gives an empty result of the output's shape instead of
         failing inside Keras."""
         if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == 0:
-            if x.shape[1:] != (*self.image_size, 3):
+            if x.shape[1:] != (*self.image_size, self.channels):
                 self.check_images(x)
             return np.zeros((0, *self.output.shape[1:]), dtype=self.output.dtype)
+        if isinstance(x, np.ndarray) and self.dynamic_size:
+            self.check_images(x)  # an indivisible size fails here, naming sizes that work
         return super().predict(x, *args, **kwargs)
 
     def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,

@@ -72,13 +72,14 @@ def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     act = config.get("hidden_act", "gelu")
     if act not in _HF_EXACT + _HF_TANH:
         raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has GELU only.")
-    if config.get("qkv_bias", True) is False or config.get("num_channels", 3) != 3:
-        raise ValueError(f"{directory!r}: qkv_bias=False or num_channels != 3 is not a keras_vit ViT.")
+    if config.get("qkv_bias", True) is False:
+        raise ValueError(f"{directory!r}: qkv_bias=False is not a keras_vit ViT.")
     heads = int(config["num_attention_heads"])
     params = layouts.transformers_to_official(_read_tensors(weights), heads, weights)
     size = config.get("image_size", 224)
     size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-    return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH, input_shape=(*size, 3))
+    return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH,
+                        input_shape=(*size, int(config.get("num_channels", 3))))
 
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
@@ -114,10 +115,10 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
                   num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads, intermediate_size=c.mlp_dim,
                   hidden_act="gelu_pytorch_tanh" if model.gelu_approximate else "gelu", hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-6,
-                  image_size=model.image_size[0], patch_size=c.patch_size, num_channels=3, qkv_bias=True,
+                  image_size=model.image_size[0], patch_size=c.patch_size, num_channels=model.channels, qkv_bias=True,
                   id2label={str(i): f"LABEL_{i}" for i in range(model.classes)},
                   label2id={f"LABEL_{i}": i for i in range(model.classes)})
-    if model.image_size[0] != model.image_size[1]:
+    if model.dynamic_size or model.image_size[0] != model.image_size[1]:
         raise ValueError(f"transformers' ViT config has one image_size; model {model.name!r} is {model.image_size}.")
 
     def fill(tmp_dir: str) -> None:

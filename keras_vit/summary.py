@@ -24,7 +24,7 @@ def _conv_flops(conv: StdConv2D, input_shape) -> tuple:
 
 def forward_flops(model: keras.Model) -> int:
     """Forward-pass FLOPs for one image (2 x multiply-adds of convs, matmuls, attention)."""
-    shape = (None, *model.image_size, 3)
+    shape = (None, *model.image_size, model.channels)
     total = 0
     stem = model.stem
     if stem is not None:

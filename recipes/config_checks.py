@@ -42,7 +42,7 @@ def check(config) -> None:
     if config.dataset.crop_area_min > 1:
         raise ValueError(f"config.dataset.crop_area_min must be in (0, 1], got {config.dataset.crop_area_min}.")
     for name in ("deterministic", "jit_compile", "dataset.cache", "dataset.download", "dataset.flip",
-                 "mpp.enabled", "optimizer.nesterov"):
+                 "mpp.enabled", "optimizer.nesterov", "model.gelu_approximate"):
         group, _, field = name.rpartition(".")
         validate.boolean(f"config.{name}", (config[group] if group else config)[field])
     m = config.model

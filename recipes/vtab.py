@@ -57,7 +57,7 @@ def _model_fields(weights: str, model_name: Optional[str]) -> dict:
     v = model.vit_config
     table = v.name in keras_vit.MODELS
     fields = dict(name=v.name if table else "", classifier=model.classifier,
-                  representation_size=model.representation_size or 0)
+                  representation_size=model.representation_size or 0, gelu_approximate=model.gelu_approximate)
     fields.update({f: 0 if table else getattr(v, f) for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
                                                              "num_layers")})
     if v.is_hybrid and not table:

@@ -1,0 +1,105 @@
+"""Any input size and any channel count (keras.applications' conventions), checked against fixed-size models
+whose position embeddings were resized by scipy, and against timm's documented `in_chans` rule."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit import checkpoints
+from conftest import ROOT
+
+T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classifier_activation=None)
+
+
+def _random(model, seed=0):
+    rng = np.random.default_rng(seed)
+    model.set_weights([(rng.normal(size=w.shape) * 0.3).astype("float32") for w in model.get_weights()])
+    return model
+
+
+def _x(h, w, c=3, seed=1):
+    return np.random.default_rng(seed).uniform(-1, 1, (2, h, w, c)).astype("float32")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(classifier="gap"), dict(resnet_layers=(1,), resnet_width=0.5,
+                                                                     patch_size=1)])
+def test_any_size_model_equals_fixed_models_with_scipy_resized_weights(kw):
+    dynamic = _random(keras_vit.VisionTransformer(**{**T, **kw}, input_shape=(None, None, 3), classes=3,
+                                                  position_grid=(4, 4)))
+    assert dynamic.image_size == (None, None) and dynamic.grid_size == (4, 4) and dynamic.dynamic_size
+    for h, w in ((16, 16), (24, 32), (8, 40)):
+        fixed = keras_vit.VisionTransformer(**{**T, **kw}, input_shape=(h, w, 3), classes=3)
+        checkpoints.load_params(fixed, checkpoints.model_params(dynamic), "dynamic", old_grid=(4, 4))  # scipy zoom
+        x = _x(h, w)
+        np.testing.assert_allclose(dynamic.predict(x, verbose=0), fixed.predict(x, verbose=0), atol=1e-5)
+
+
+def test_any_size_saves_reloads_and_names_sizes_that_work(tmp_path):
+    dynamic = _random(keras_vit.VisionTransformer(**T, input_shape=(None, None, 3), classes=3))
+    assert dynamic.grid_size == (56, 56)  # default: the grid of a 224-pixel side
+    dynamic.save(tmp_path / "any.keras")
+    again = keras.models.load_model(tmp_path / "any.keras")
+    assert isinstance(again, keras_vit.VisionTransformer) and again.get_config() == dynamic.get_config()
+    x = _x(12, 20)
+    np.testing.assert_allclose(again.predict(x, verbose=0), dynamic.predict(x, verbose=0), atol=1e-6)
+    with pytest.raises(ValueError, match=r"height 18 is not a multiple of the effective patch size 4 \(try 16 or 20\)"):
+        dynamic.predict(_x(18, 16), verbose=0)
+    with pytest.raises(ValueError, match=r"width 10 is not a multiple .* 4"):
+        dynamic(_x(16, 10))
+    features = dynamic.intermediates(_x(8, 12), blocks=[1])
+    assert features["blocks"][1].shape == (2, 1 + 2 * 3, 16)
+
+
+def test_any_size_runs_under_jax_jit():
+    code = ("import numpy as np, keras_vit, keras\n"
+            "m = keras_vit.VisionTransformer(4, 16, 32, 2, 1, input_shape=(None, None, 3), classes=3,"
+            " position_grid=(2, 2))\n"
+            "for hw in ((8, 8), (12, 16)):\n"
+            "    print(keras.backend.backend(), m.predict(np.zeros((1, *hw, 3), 'float32'), verbose=0).shape)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["jax", "(1,", "3)", "jax", "(1,", "3)"]
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+def test_keras_applications_conventions_for_other_channel_counts(channels, tmp_path):
+    model = keras_vit.VisionTransformer(**T, input_shape=(16, 16, channels), include_top=False, pooling="max")
+    assert model.input_shape == (None, 16, 16, channels) and model.output_shape == (None, 16)
+    model.save(tmp_path / "m.keras")
+    assert keras.models.load_model(tmp_path / "m.keras").channels == channels
+    upstream = keras.Input((16, 16, channels))
+    shifted = keras.layers.Rescaling(1.0, offset=0.5)(upstream)
+    on_tensor = keras_vit.VisionTransformer(**T, input_tensor=shifted, classes=2)
+    assert on_tensor.channels == channels and on_tensor.output_shape == (None, 2)
+
+
+def test_gray_model_from_rgb_weights_equals_rgb_model_on_replicated_gray(tmp_path):
+    rgb = _random(keras_vit.VisionTransformer(**T, input_shape=(16, 16, 3), classes=3))
+    checkpoints.save_npz(rgb, tmp_path / "rgb.npz")
+    gray = keras_vit.VisionTransformer(**T, input_shape=(16, 16, 1), classes=3, weights=str(tmp_path / "rgb.npz"))
+    image = _x(16, 16, 1)
+    np.testing.assert_allclose(gray.predict(image, verbose=0),
+                               rgb.predict(np.repeat(image, 3, axis=-1), verbose=0), atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [2, 4, 7])
+def test_more_channels_follow_timms_rule(channels, tmp_path):
+    rgb = _random(keras_vit.VisionTransformer(**T, input_shape=(16, 16, 3), classes=3))
+    checkpoints.save_npz(rgb, tmp_path / "rgb.npz")
+    model = keras_vit.load_model(tmp_path / "rgb.npz", input_shape=(16, 16, channels))
+    kernel = np.asarray(rgb.patch_embedding.kernel)
+    # timm adapt_input_conv: repeat RGB ceil(C/3) times along the input axis, keep C, multiply by 3/C
+    expected = np.concatenate([kernel] * (-(-channels // 3)), axis=2)[:, :, :channels] * (3 / channels)
+    np.testing.assert_allclose(np.asarray(model.patch_embedding.kernel), expected, rtol=1e-6)
+    hybrid = _random(keras_vit.VisionTransformer(**{**T, "patch_size": 1}, resnet_layers=(1,), resnet_width=0.5,
+                                                 input_shape=(16, 16, 3), classes=3))
+    checkpoints.save_npz(hybrid, tmp_path / "hybrid.npz")
+    one = keras_vit.load_model(tmp_path / "hybrid.npz", input_shape=(16, 16, 1))
+    np.testing.assert_allclose(np.asarray(one.stem.conv_root.kernel),
+                               np.asarray(hybrid.stem.conv_root.kernel).sum(axis=2, keepdims=True), rtol=1e-6)
