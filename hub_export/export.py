@@ -44,14 +44,14 @@ def is_our_export(path: str) -> bool:
 class _Module(tf.Module):
     """Holds the Keras model so its variables are tracked, plus the hub attributes."""
 
-    def __init__(self, net: keras.Model, image_size):
+    def __init__(self, net: keras.Model, image_size, channels: int = 3):
         super().__init__()
         self._net = net
-        h, w = image_size
+        h, w = image_size  # None: any size (a model built with input_shape=(None, None, C))
         self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
         self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
 
-        @tf.function(input_signature=[tf.TensorSpec([None, h, w, 3], tf.float32, name="images")])
+        @tf.function(input_signature=[tf.TensorSpec([None, h, w, channels], tf.float32, name="images")])
         def serve(images):
             return {"outputs": self._net(images * 2.0 - 1.0, training=False)}
 
@@ -59,15 +59,15 @@ class _Module(tf.Module):
         def call(images, training=False):
             return self._net(images * 2.0 - 1.0, training=training)
 
-        spec = tf.TensorSpec([None, h, w, 3], tf.float32)
+        spec = tf.TensorSpec([None, h, w, channels], tf.float32)
         call.get_concrete_function(spec, training=False)
         call.get_concrete_function(spec, training=True)
         self.serve = serve
         self.call_fn = call
 
 
-def _save(net: keras.Model, directory: str, image_size) -> None:
-    module = _Module(net, image_size)
+def _save(net: keras.Model, directory: str, image_size, channels: int = 3) -> None:
+    module = _Module(net, image_size, channels)
     root = tf.train.Checkpoint()  # an AutoTrackable root whose plain attributes are saved as-is
     root.net_module = module
     root.variables = list(module._variables)
@@ -102,7 +102,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
                                output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
 
     def fill(tmp: str) -> None:
-        _save(net, tmp, model.image_size)
+        _save(net, tmp, model.image_size, model.channels)
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 

@@ -103,3 +103,16 @@ def test_more_channels_follow_timms_rule(channels, tmp_path):
     one = keras_vit.load_model(tmp_path / "hybrid.npz", input_shape=(16, 16, 1))
     np.testing.assert_allclose(np.asarray(one.stem.conv_root.kernel),
                                np.asarray(hybrid.stem.conv_root.kernel).sum(axis=2, keepdims=True), rtol=1e-6)
+
+
+def test_any_size_gray_savedmodel_runs_at_two_sizes(tmp_path):
+    import tensorflow as tf
+
+    from hub_export.export import export
+
+    model = _random(keras_vit.VisionTransformer(**T, input_shape=(None, None, 1), classes=3, position_grid=(4, 4)))
+    loaded = tf.saved_model.load(export(model, tmp_path / "module", "classification"))
+    for h, w in ((16, 16), (12, 20)):
+        pixels = np.random.default_rng(h).uniform(0, 1, (2, h, w, 1)).astype("float32")  # the module's [0, 1]
+        served = loaded.signatures["serving_default"](images=tf.constant(pixels))["outputs"].numpy()
+        np.testing.assert_allclose(served, model.predict(pixels * 2 - 1, verbose=0), atol=1e-5)
