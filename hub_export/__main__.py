@@ -1,4 +1,8 @@
-"""`python -m hub_export --model=ViT-B/16 --weights=W --image_size=224 --variant=feature_vector --out=DIR`."""
+"""`python -m hub_export --weights=W [--format=hub|saved_model|litert|onnx|openvino|serving] --out=DIR`.
+
+`--format=hub` (default) writes a fine-tunable TF Hub module; the others go through Keras' exporters
+(`hub_export.formats`) or build the bytes-in serving model (`hub_export.serving`).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,19 @@ def _build(args):
     return keras_vit.load_model(args.weights, model=args.model or None, **kwargs)
 
 
+def _representative(path: str):
+    """Calibration inputs for --quantize=int8: one .npy array (batch, H, W, C) in the model's input range."""
+    import numpy as np
+
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--representative {path!r} is not a readable .npy array: {e}") from e
+    if not isinstance(data, np.ndarray) or data.ndim != 4:
+        raise ValueError(f"--representative {path!r} must hold one (batch, H, W, C) array.")
+    return data.astype("float32")
+
+
 def main(argv=None) -> int:
     from hub_export.export import VARIANTS
 
@@ -38,10 +55,23 @@ def main(argv=None) -> int:
     p.add_argument("--classes", type=int, default=0, help="head size (default: the checkpoint's)")
     p.add_argument("--representation_size", type=int, default=None, help="override (default: the checkpoint's)")
     p.add_argument("--classifier", default=None, choices=["token", "gap"], help="override (default: the checkpoint's)")
+    p.add_argument("--format", default="hub", help="hub, saved_model, litert, onnx, openvino or serving")
+    p.add_argument("--quantize", default=None, choices=["int8", "dynamic_range"], help="LiteRT post-training "
+                   "quantization; int8 needs --representative")
+    p.add_argument("--representative", default=None, help=".npy of calibration inputs in the model's range")
+    p.add_argument("--labels", default=None, help="serving: text file, one label per class")
+    p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")
     args = p.parse_args(argv)
     try:
+        from hub_export.formats import FORMATS
+
         if args.variant not in VARIANTS:
             raise ValueError(f"Unknown --variant {args.variant!r}; expected one of {VARIANTS}.")
+        if args.format not in FORMATS:
+            raise ValueError(f"Unknown --format {args.format!r}; expected one of {', '.join(FORMATS)}.")
+        if args.format == "serving":
+            args.variant = "classification"
+        representative = _representative(args.representative) if args.representative else None
         if os.path.lexists(args.out) and not args.overwrite:
             raise FileExistsError(f"--out {args.out} already exists; pass --overwrite to replace it.")
         from keras_vit.atomic import check_writable
@@ -51,11 +81,19 @@ def main(argv=None) -> int:
         from hub_export.export import export
 
         model = _build(args)
-        path = export(model, args.out, args.variant, overwrite=args.overwrite, source=args.weights)
+        labels = None
+        if args.labels:
+            from hub_export.serving import read_labels
+
+            labels = read_labels(args.labels, model.classes)
+        path = export(model, args.out, args.variant, format=args.format, overwrite=args.overwrite,
+                      source=args.weights, quantize=args.quantize,
+                      representative_images=[representative] if representative is not None else None,
+                      labels=labels, top_k=args.top_k)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"exported {args.variant} module to {path}")
+    print(f"exported {args.variant} ({args.format}) to {path}")
     return 0
 
 

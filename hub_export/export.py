@@ -16,7 +16,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from hub_export import model_card
+from hub_export import formats, model_card, serving
 from keras_vit import atomic
 from keras_vit.models import ensure_vit
 
@@ -77,33 +77,69 @@ def _save(net: keras.Model, directory: str, image_size, channels: int = 3) -> No
     tf.saved_model.save(root, directory, signatures={"serving_default": module.serve})
 
 
-def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, overwrite: bool = False,
-           source: Optional[str] = None, name: Optional[str] = None) -> str:
-    """Writes `model` as a TF Hub module at `out_dir` (+ README.md model card, metadata.json).
+def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
+           overwrite: bool = False, source: Optional[str] = None, name: Optional[str] = None,
+           quantize: Optional[str] = None, representative_images=None, labels: Optional[list] = None,
+           top_k: int = 5) -> str:
+    """Writes `model` at `out_dir` (+ README.md model card, metadata.json); returns `out_dir`.
 
     Args:
-      model: a `keras_vit.VisionTransformer` taking [-1, 1] images (built with the TF backend).
-      out_dir: the module directory; an earlier export there is replaced only with
+      model: a `keras_vit.VisionTransformer` (built with the TF backend).
+      out_dir: the export directory; an earlier export there is replaced only with
         `overwrite=True`, and anything else there never is.
       variant: "feature_vector" (pre-logits, [batch, D]) or "classification" (logits).
+      format: "hub" (TF Hub module: [0, 1] images, fine-tunable with hub.KerasLayer), or a runtime format
+        through Keras' exporters, taking the model's own input range: "saved_model", "litert" (model.tflite),
+        "onnx" (model.onnx), "openvino" (model.xml + .bin); see `hub_export.formats`. "serving": a SavedModel
+        taking encoded JPEG/PNG bytes and returning the `top_k` classes, scores and `labels` (variant
+        "classification" only; see `hub_export.serving`).
+      quantize: LiteRT only: "int8" (calibrated on `representative_images`) or "dynamic_range".
       source: where the weights came from, recorded in the card.
-    The module is built in a temporary directory beside `out_dir` and renamed into
-    place, so `out_dir` never holds a half-written module.
+    Everything is built in a temporary directory beside `out_dir` and renamed into
+    place, so `out_dir` never holds a half-written export.
     """
     if variant not in VARIANTS:
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
+    if format not in formats.FORMATS:
+        raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
     if keras.backend.backend() != "tensorflow":
         raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
     ensure_vit(model)
-    if model.include_preprocessing:
+    if format == "hub" and model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
+    if quantize is not None and format != "litert":
+        raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {format!r}.")
+    if format == "serving":
+        if variant != "classification":
+            raise ValueError("format='serving' returns classes: use variant='classification'.")
+        labels = list(labels) if labels is not None else [str(i) for i in range(model.classes)]
     net = _output_model(model, variant)
     meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
                                output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
+    if format == "serving":
+        meta.update(format=format, file="", top_k=top_k,
+                    input="string [batch]: encoded JPEG/PNG/GIF/BMP bytes (8- or 16-bit), any size")
+    elif format != "hub":
+        low, high = model.input_range
+        meta.update(format=format, file=formats.FILES[format], quantize=quantize,
+                    input=f"float32 [batch, H, W, {model.channels}] in [{low:g}, {high:g}]")
 
     def fill(tmp: str) -> None:
-        _save(net, tmp, model.image_size, model.channels)
+        if format == "hub":
+            _save(net, tmp, model.image_size, model.channels)
+        elif format == "serving":
+            serving.write(model, tmp, labels, top_k)
+        else:
+            formats.write(net, tmp, format, model.channels, quantize=quantize,
+                          representative_images=representative_images)
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 
     return atomic.write_directory(out_dir, fill, overwrite=overwrite, replaceable=is_our_export)
+
+
+def exported_file(out_dir: str) -> str:
+    """The model file inside an export directory (the directory itself for "hub")."""
+    with open(os.path.join(out_dir, "metadata.json")) as f:
+        meta = json.load(f)
+    return os.path.join(out_dir, meta["file"]) if "file" in meta else out_dir

@@ -18,8 +18,40 @@ def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, sou
                 exported=datetime.date.today().isoformat(), exporter=EXPORTER)
 
 
+_RUNTIME_USAGE = {
+    "saved_model": "tf.saved_model.load(PATH).signatures['serving_default'](images=x)",
+    "litert": "ai_edge_litert.interpreter.Interpreter(model_path='PATH/model.tflite')",
+    "onnx": "onnxruntime.InferenceSession('PATH/model.onnx').run(None, {'images': x})",
+    "openvino": "openvino.Core().compile_model('PATH/model.xml', 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'})(x)",
+    "serving": "tf.saved_model.load(PATH).signatures['serving_default'](images=tf.constant([jpeg_bytes]))"
+               " -> classes, scores, labels",
+}
+
+
+def _runtime_card(meta: dict) -> str:
+    out = ("the pre-logits representation (feature vector)" if meta["variant"] == "feature_vector"
+           else "unnormalised logits, one per class")
+    quant = f" Quantized: {meta['quantize']}." if meta.get("quantize") else ""
+    return f"""# {meta['name']} ({meta['variant']}), {meta['format']} export by keras_vit
+
+An Image is Worth 16x16 Words (Dosovitskiy et al., ICLR 2021). Architecture: {meta['architecture']}.
+Source checkpoint: `{meta['source_checkpoint']}`. File: `{meta['file'] or '.'}`.{quant}
+
+- Usage: `{_RUNTIME_USAGE[meta['format']]}`
+- Input: {meta['input']} (NHWC; image size {meta['image_size']}, None = any multiple of the patch size).
+- Output: `[batch, {meta['output_dim']}]` — {out}.
+
+## Licence
+
+{meta['license']}.
+"""
+
+
 def model_card(meta: dict) -> str:
-    """TF Hub documentation format: front-matter-like header, overview, usage, I/O spec, licence."""
+    """TF Hub documentation format: front-matter-like header, overview, usage, I/O spec, licence (a short card
+    for the runtime formats)."""
+    if "file" in meta:
+        return _runtime_card(meta)
     h, w = meta["image_size"]
     out = ("the pre-logits representation (feature vector)" if meta["variant"] == "feature_vector"
            else "unnormalised logits, one per class")

@@ -1,0 +1,112 @@
+"""Runtime exports through Keras' own exporters: `saved_model`, `litert`, `onnx`, `openvino`.
+
+Each export is a directory (written atomically, with `metadata.json` marking it as ours) holding one
+model file: `saved_model/`, `model.tflite`, `model.onnx` or `model.xml` + `model.bin`. Inputs are the
+model's own range (`model.input_range`: [-1, 1], or [0, 255] with `include_preprocessing`), NHWC
+float32; a model built with `input_shape=(None, None, C)` exports with free height and width.
+LiteRT int8 is post-training quantization by TF's own converter (Keras' exporter writes float32 only).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+import keras
+import numpy as np
+
+FORMATS = ("hub", "saved_model", "litert", "onnx", "openvino", "serving")
+FILES = {"saved_model": "saved_model", "litert": "model.tflite", "onnx": "model.onnx", "openvino": "model.xml"}
+QUANTIZATIONS = (None, "int8", "dynamic_range")
+
+
+def _signature(net: keras.Model, channels: int):
+    import tensorflow as tf
+
+    h, w = net.input_shape[1:3]
+    return [tf.TensorSpec((None, h, w, channels), tf.float32, name="images")]
+
+
+def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize: Optional[str] = None,
+          representative_images: Optional[Iterable[np.ndarray]] = None) -> str:
+    """Writes `net` in `fmt` under `directory` (which exists); returns the model file's path."""
+    if fmt not in FILES:
+        raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(f"quantize={quantize!r}; expected None, 'int8' or 'dynamic_range'.")
+    if quantize and fmt != "litert":
+        raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {fmt!r}.")
+    path = os.path.join(directory, FILES[fmt])
+    signature = _signature(net, channels)
+    if fmt == "litert" and quantize:
+        _quantized_litert(net, path, signature, quantize, representative_images)
+    else:
+        keras_format = "tf_saved_model" if fmt == "saved_model" else fmt
+        net.export(path, format=keras_format, input_signature=signature, verbose=False)
+    return path
+
+
+def _quantized_litert(net, path: str, signature, quantize: str, representative_images) -> None:
+    """Post-training quantization with TF's converter: "int8" (weights and activations, calibrated on
+    `representative_images`; float32 input and output) or "dynamic_range" (int8 weights only)."""
+    import tempfile
+
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "saved_model")
+        net.export(saved, format="tf_saved_model", input_signature=signature, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantize == "int8":
+            if representative_images is None:
+                raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
+                                 "range) to calibrate activations; quantize='dynamic_range' needs none.")
+            batches = [np.asarray(b, dtype="float32") for b in representative_images]
+
+            def representative():
+                for batch in batches:
+                    for image in batch:
+                        yield [image[None]]
+
+            converter.representative_dataset = representative
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                                   tf.lite.OpsSet.TFLITE_BUILTINS]
+        with open(path, "wb") as f:
+            f.write(converter.convert())
+
+
+def runtime_model(path: str):
+    """A callable images -> outputs in the format's own runtime (what the tests and the demo compare)."""
+    if path.endswith(".onnx"):
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        return lambda x: session.run(None, {name: np.asarray(x, dtype="float32")})[0]
+    if path.endswith(".tflite"):
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_path=path)
+
+        def run(x):
+            x = np.asarray(x, dtype="float32")
+            index = interpreter.get_input_details()[0]["index"]
+            interpreter.resize_tensor_input(index, x.shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(index, x)
+            interpreter.invoke()
+            return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        return run
+    if path.endswith(".xml"):
+        import openvino
+
+        # f32 explicitly: on CPUs with bf16 units OpenVINO otherwise computes in bf16 (7e-4 off here)
+        compiled = openvino.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        return lambda x: compiled(np.asarray(x, dtype="float32"))[0]
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(path)
+    serve = loaded.signatures["serving_default"]
+    name = next(iter(serve.structured_input_signature[1]))
+    return lambda x: list(serve(**{name: tf.constant(np.asarray(x, dtype="float32"))}).values())[0].numpy()

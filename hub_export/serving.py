@@ -1,0 +1,69 @@
+"""A serving SavedModel that takes encoded images: what TF Serving and Vertex AI clients send.
+
+`serving_default(images: string[batch])` decodes each JPEG/PNG/GIF/BMP at its own bit depth (8- or
+16-bit), resizes it bilinearly to the model's input size, maps it to the model's input range and returns
+the top-k `classes` (int32), `scores` (softmax probabilities) and `labels` (strings from the file given
+at export).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+
+
+def read_labels(path: str, classes: int) -> list:
+    """One label per line, exactly `classes` of them."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            labels = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as e:
+        raise ValueError(f"--labels {path!r} is not readable: {e}") from e
+    if len(labels) != classes:
+        raise ValueError(f"--labels {path!r} has {len(labels)} labels; the model has {classes} classes.")
+    return labels
+
+
+def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
+    """Saves the bytes-in serving model of `model` (a keras_vit classifier of fixed size) at `directory`."""
+    import tensorflow as tf
+
+    if not model.include_top:
+        raise ValueError(f"A serving export returns classes; model {model.name!r} has no head (include_top=False).")
+    if model.dynamic_size:
+        raise ValueError("The serving export resizes to one input size; build the model with a fixed input_shape.")
+    if len(labels) != model.classes:
+        raise ValueError(f"{len(labels)} labels for a {model.classes}-class model.")
+    if not 1 <= top_k <= model.classes:
+        raise ValueError(f"top_k must be in [1, {model.classes}], got {top_k}.")
+    net = model.logits_model()
+    (h, w), channels, raw = model.image_size, model.channels, model.include_preprocessing
+
+    class Serving(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+            self.labels = tf.constant(list(labels))
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+        def serve(self, images):
+            pixels = tf.map_fn(lambda encoded: decode(encoded, (h, w), channels), images,
+                               fn_output_signature=tf.TensorSpec([h, w, channels], tf.float32))
+            logits = tf.cast(self.net(pixels if raw else pixels / 127.5 - 1.0, training=False), tf.float32)
+            scores, classes = tf.math.top_k(tf.nn.softmax(logits), k=top_k)
+            return {"classes": classes, "scores": scores, "labels": tf.gather(self.labels, classes)}
+
+    module = Serving()
+    tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
+    return directory
+
+
+def decode(encoded, size, channels: int):
+    """One encoded image -> float32 pixels in [0, 255] at `size`, as the signature computes them (8- and 16-bit
+    images alike: `convert_image_dtype` scales by the dtype's maximum)."""
+    import tensorflow as tf
+
+    image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+    image = tf.image.convert_image_dtype(image, tf.float32) * 255.0
+    return tf.image.resize(image, size, method="bilinear")

@@ -1,0 +1,129 @@
+"""Every export format loaded by its own runtime (ai_edge_litert, onnxruntime, OpenVINO, tf.saved_model) against
+the Keras model; any-size exports at two sizes; the bytes-in serving signature on real photos (scikit-image)."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import keras_vit
+from conftest import ROOT
+from hub_export import export, formats, serving
+from hub_export.export import exported_file
+
+T = dict(hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classes=3, classifier_activation=None)
+MODELS = {"plain": dict(patch_size=4), "gap": dict(patch_size=4, classifier="gap"),
+          "hybrid": dict(patch_size=1, resnet_layers=(1,), resnet_width=0.5)}
+RUNTIMES = ("saved_model", "litert", "onnx", "openvino")
+
+
+def _random(model, seed=0):
+    rng = np.random.default_rng(seed)
+    model.set_weights([(rng.normal(size=w.shape) * 0.3).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {k: _random(keras_vit.VisionTransformer(**T, **kw, input_shape=(16, 16, 3))) for k, kw in MODELS.items()}
+
+
+@pytest.mark.parametrize("fmt", RUNTIMES)
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_each_format_in_its_own_runtime(models, tmp_path, fmt, kind):
+    model = models[kind]
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    for variant, reference in (("classification", model.predict(x, verbose=0)),
+                               ("feature_vector", model.feature_model().predict(x, verbose=0))):
+        out = export(model, tmp_path / variant, variant, format=fmt)
+        meta = json.loads((tmp_path / variant / "metadata.json").read_text())
+        assert meta["format"] == fmt and meta["input"].endswith("in [-1, 1]")
+        got = formats.runtime_model(exported_file(out))(x)
+        np.testing.assert_allclose(got, reference, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", RUNTIMES)
+def test_any_size_exports_run_at_two_sizes(tmp_path, fmt):
+    model = _random(keras_vit.VisionTransformer(**T, patch_size=4, input_shape=(None, None, 3), position_grid=(4, 4)))
+    run = formats.runtime_model(exported_file(export(model, tmp_path / "m", "classification", format=fmt)))
+    for h, w in ((16, 16), (12, 20)):
+        x = np.random.default_rng(h).uniform(-1, 1, (2, h, w, 3)).astype("float32")
+        np.testing.assert_allclose(run(x), model.predict(x, verbose=0), atol=1e-4)
+
+
+def test_litert_quantization_int8_and_dynamic_range(models, tmp_path):
+    model = models["plain"]
+    calibration = [np.random.default_rng(2).uniform(-1, 1, (32, 16, 16, 3)).astype("float32")]
+    int8 = export(model, tmp_path / "int8", "classification", format="litert", quantize="int8",
+                  representative_images=calibration)
+    dynamic = export(model, tmp_path / "dr", "classification", format="litert", quantize="dynamic_range")
+    x = calibration[0][:4]
+    for out in (int8, dynamic):
+        assert json.loads((tmp_path / os.path.basename(out) / "metadata.json").read_text())["quantize"]
+        assert np.abs(formats.runtime_model(exported_file(out))(x) - model.predict(x, verbose=0)).max() < 0.5
+    with pytest.raises(ValueError, match="needs representative_images"):
+        export(model, tmp_path / "bad", "classification", format="litert", quantize="int8")
+    with pytest.raises(ValueError, match="applies to format='litert' only"):
+        export(model, tmp_path / "bad", "classification", format="onnx", quantize="int8")
+    assert not (tmp_path / "bad").exists()
+
+
+def _photos():
+    from skimage import data
+
+    out = {}
+    for name in ("astronaut", "coffee", "chelsea"):
+        pixels = getattr(data, name)()
+        for fmt in ("JPEG", "PNG"):
+            buffer = io.BytesIO()
+            Image.fromarray(pixels).save(buffer, format=fmt)
+            out[f"{name}.{fmt.lower()}"] = buffer.getvalue()
+    buffer = io.BytesIO()  # a 16-bit grayscale PNG, decoded at its depth and replicated to RGB
+    Image.fromarray((data.camera().astype("uint16") * 257)).save(buffer, format="PNG")
+    out["camera16.png"] = buffer.getvalue()
+    return out
+
+
+def test_serving_signature_on_real_photos(tmp_path):
+    model = _random(keras_vit.VisionTransformer(**{**T, "classes": 10}, patch_size=8, input_shape=(32, 32, 3)), 3)
+    labels = [f"digit {i}" for i in range(10)]
+    loaded = tf.saved_model.load(export(model, tmp_path / "serve", "classification", format="serving",
+                                        labels=labels, top_k=3))
+    photos = _photos()
+    result = loaded.signatures["serving_default"](images=tf.constant(list(photos.values())))
+    assert result["classes"].shape == (len(photos), 3)
+    for i, encoded in enumerate(photos.values()):
+        pixels = serving.decode(encoded, model.image_size, 3).numpy()
+        probs = tf.nn.softmax(model.predict(pixels[None] / 127.5 - 1, verbose=0)).numpy()[0]
+        want = np.argsort(-probs)[:3]
+        np.testing.assert_array_equal(result["classes"][i].numpy(), want)
+        np.testing.assert_allclose(result["scores"][i].numpy(), probs[want], atol=1e-5)
+        assert [s.decode() for s in result["labels"][i].numpy()] == [labels[k] for k in want]
+    camera = serving.decode(photos["camera16.png"], (512, 512), 3).numpy()
+    np.testing.assert_allclose(camera[..., 0], __import__("skimage").data.camera().astype("float32"), atol=0.01)
+
+
+def test_cli_formats_labels_and_bad_input(models, tmp_path):
+    model = models["plain"]
+    model.save(tmp_path / "m.keras")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", *args],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+    done = cli("--format=onnx", "--variant=classification", f"--out={tmp_path / 'onnx'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert os.path.exists(tmp_path / "onnx" / "model.onnx")
+    (tmp_path / "labels.txt").write_text("a\nb\n")
+    bad = cli("--format=serving", f"--labels={tmp_path / 'labels.txt'}", f"--out={tmp_path / 'serve'}")
+    assert bad.returncode == 2 and "has 2 labels; the model has 3 classes" in bad.stderr
+    bad = cli("--format=tflite", f"--out={tmp_path / 'x'}")
+    assert bad.returncode == 2 and "Unknown --format 'tflite'" in bad.stderr
+    assert not (tmp_path / "serve").exists() and not (tmp_path / "x").exists()
