@@ -4,7 +4,9 @@
 2. linear few-shot accuracy of its pre-logits features (the paper's closed-form probe);
 3. fine-tune at 48 px: position embeddings interpolated 8x8 -> 12x12, SGD as in Table 4;
 4. export the fine-tuned model as a TF Hub feature-vector module and check it reloads;
-5. print a summary table. Re-running resumes / reuses finished stages from --workdir.
+5. export the classifier to LiteRT (float32 and int8) and ONNX and score each in its own runtime on the
+   held-out digits next to Keras;
+6. print a summary table. Re-running resumes / reuses finished stages from --workdir.
 """
 
 from __future__ import annotations
@@ -31,6 +33,26 @@ def _digits(image_size: int):
     return out
 
 
+def _runtime_accuracies(model, workdir: str) -> dict:
+    """Held-out accuracy of `model` in Keras and of its LiteRT (float32, int8) and ONNX exports in their runtimes."""
+    import numpy as np
+
+    import hub_export
+    from hub_export import formats
+
+    train_images, _, images, labels = _digits(model.image_size[0])
+    out = {"Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0)}
+    for name, fmt, kw in (("LiteRT float32", "litert", {}),
+                          ("LiteRT int8", "litert", dict(quantize="int8", representative_images=[train_images[:200]])),
+                          ("ONNX (onnxruntime)", "onnx", {})):
+        directory = os.path.join(workdir, fmt + ("_int8" if kw else ""))
+        exported = hub_export.export(model, directory, "classification", format=fmt, overwrite=True, **kw)
+        path = hub_export.exported_file(exported)
+        logits = formats.runtime_model(path)(images)
+        out[name] = dict(accuracy=float(np.mean(logits.argmax(-1) == labels)), bytes=os.path.getsize(path))
+    return out
+
+
 def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     import keras
     import numpy as np
@@ -46,10 +68,10 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     pre_cfg = demo.get_config("pretrain")
     if pretrain_steps:
         pre_cfg.total_steps = pretrain_steps
-    print(f"[1/4] pre-training {pre_cfg.total_steps} steps on mnist5k (32 px) ...", flush=True)
+    print(f"[1/5] pre-training {pre_cfg.total_steps} steps on mnist5k (32 px) ...", flush=True)
     pre = train.train_and_evaluate(pre_cfg, os.path.join(workdir, "pretrain"))
 
-    print("[2/4] linear few-shot evaluation of the pre-logits features ...", flush=True)
+    print("[2/5] linear few-shot evaluation of the pre-logits features ...", flush=True)
     model = keras.models.load_model(pre["model"], compile=False)
     evaluator = fewshot.FewShotEvaluator(model, {"mnist5k": _digits(32)}, shots=(1, 5, 10, 25), seeds=3)
     shots = evaluator.evaluate()
@@ -58,11 +80,11 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     ft_cfg.init_weights = pre["model"]
     if finetune_steps:
         ft_cfg.total_steps = finetune_steps
-    print(f"[3/4] fine-tuning at 48 px for {ft_cfg.total_steps} steps (position embeddings 8x8 -> 12x12) ...",
+    print(f"[3/5] fine-tuning at 48 px for {ft_cfg.total_steps} steps (position embeddings 8x8 -> 12x12) ...",
           flush=True)
     ft = train.train_and_evaluate(ft_cfg, os.path.join(workdir, "finetune"))
 
-    print("[4/4] exporting a TF Hub feature-vector module ...", flush=True)
+    print("[4/5] exporting a TF Hub feature-vector module ...", flush=True)
     tuned = keras.models.load_model(ft["model"], compile=False)
     module = hub_export.export(tuned, os.path.join(workdir, "hub_feature_vector"), "feature_vector",
                                overwrite=True, source=ft["model"])
@@ -71,9 +93,12 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
+    print("[5/5] exporting to LiteRT (float32, int8) and ONNX, scored in their own runtimes ...", flush=True)
+    runtimes = _runtime_accuracies(tuned, workdir)
+
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
                    fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
-                   hub_module=module, hub_max_abs_diff=diff, seconds=time.time() - t0,
+                   hub_module=module, hub_max_abs_diff=diff, runtimes=runtimes, seconds=time.time() - t0,
                    pretrain_model=pre["model"], finetune_model=ft["model"])
     atomic.write_json(os.path.join(workdir, "demo_summary.json"), summary)
     rows = [("pre-train test accuracy (32 px)", f"{100 * pre['eval_accuracy']:.2f} %"),
@@ -81,10 +106,12 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
               for k, (m, s) in shots.items()),
             ("fine-tune test accuracy (48 px)", f"{100 * ft['eval_accuracy']:.2f} %"),
             ("TF Hub module vs Keras, max |diff|", f"{diff:.1e}"),
+            *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
+               if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
             ("wall time", f"{summary['seconds']:.0f} s")]
     print("\n" + "\n".join(f"  {k:<38} {v}" for k, v in rows))
     print(f"\noutputs in {os.path.abspath(workdir)}: pretrain/ finetune/ (model.keras, checkpoints, tb, "
-          f"summary.json), hub_feature_vector/, demo_summary.json")
+          f"summary.json), hub_feature_vector/, litert/, litert_int8/, onnx/, demo_summary.json")
     return summary
 
 
