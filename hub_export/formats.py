@@ -87,7 +87,7 @@ def runtime_model(path: str):
     if path.endswith(".tflite"):
         from ai_edge_litert.interpreter import Interpreter
 
-        interpreter = Interpreter(model_path=path)
+        interpreter = Interpreter(model_path=path, num_threads=os.cpu_count())  # its default is one thread
 
         def run(x):
             x = np.asarray(x, dtype="float32")
