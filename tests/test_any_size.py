@@ -116,3 +116,19 @@ def test_any_size_gray_savedmodel_runs_at_two_sizes(tmp_path):
         pixels = np.random.default_rng(h).uniform(0, 1, (2, h, w, 1)).astype("float32")  # the module's [0, 1]
         served = loaded.signatures["serving_default"](images=tf.constant(pixels))["outputs"].numpy()
         np.testing.assert_allclose(served, model.predict(pixels * 2 - 1, verbose=0), atol=1e-5)
+
+
+def test_every_constructor_takes_the_keywords_of_the_class():
+    """The keras.applications-style constructors accept every VisionTransformer keyword that is not a size."""
+    import inspect
+
+    own = set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters) - {
+        "self", "kwargs", "patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "resnet_layers",
+        "resnet_width", "dtype", "trainable"}
+    for name in keras_vit.applications.__dict__:
+        if name.startswith(("ViT_", "R50_", "R26_", "R_ViT")):
+            assert own <= set(inspect.signature(getattr(keras_vit, name)).parameters), name
+    gray = keras_vit.ViT_Ti16(input_shape=(32, 32, 1), include_top=False, pooling="max")
+    assert gray.output_shape == (None, 192) and gray.channels == 1
+    hybrid = keras_vit.R_ViT_Ti16(input_shape=(None, None, 4), classes=2, gelu_approximate=False)
+    assert hybrid.predict(np.zeros((1, 64, 96, 4), "float32"), verbose=0).shape == (1, 2)
