@@ -167,6 +167,7 @@ def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup):
 _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+keras_vit.layers.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
 x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
 y = np.random.randint(0, 1000, (batch,))
@@ -190,8 +191,12 @@ print(batch / statistics.median(ts), hwm)
 
 
 def keras_jax(name, size, batch, mode, iters, warmup):
+    from keras_vit.layers import MultiHeadDotProductAttention
+
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup)],
+    fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
+    out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup),
+                          fused],
                          env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
@@ -205,6 +210,15 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
     """(img/s or None, forward FLOPs or None, peak RSS GB, error or None) of one row, in this process."""
     ips = flops = error = None
     try:
+        if f in ("keras_tf_fused", "keras_tf_fused_noxla", "keras_jax_fused"):  # keras.ops.dot_product_attention
+            from keras_vit.layers import MultiHeadDotProductAttention
+
+            MultiHeadDotProductAttention.FUSED = True
+            f = f.replace("_fused", "")
+        elif f in ("keras_tf", "keras_tf_noxla", "keras_jax"):
+            from keras_vit.layers import MultiHeadDotProductAttention
+
+            MultiHeadDotProductAttention.FUSED = False
         if f in ("keras_tf", "keras_tf_noxla"):
             ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup)
         elif f == "keras_tf_naive":
@@ -242,7 +256,9 @@ def main(argv=None) -> None:
     p.add_argument("--modes", default="infer,train")
     p.add_argument("--dtypes", default="fp32")
     p.add_argument("--frameworks", default="keras_tf,keras_tf_naive,timm",
-                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_naive (compile+train_on_batch), keras_jax, "
+                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
+                        "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
+                        "keras_jax, "
                         "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)

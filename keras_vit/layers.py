@@ -206,8 +206,13 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
 
     query/key/value kernels (D, heads, D/heads), biases (heads, D/heads); out
     kernel (heads, D/heads, D), bias (D). The three input projections run as one
-    fused matmul; softmax is computed in float32 (mixed precision safe).
+    fused matmul; softmax is computed in float32 (mixed precision safe). Unless the
+    caller asks for the probabilities (or attention dropout is active), the scores go
+    through `keras.ops.dot_product_attention` (the backend's fused kernel, flash where
+    the device has it) when `FUSED` is set; measured in BENCHMARKS.md.
     """
+
+    FUSED = False  # default decided by bench/throughput.py --frameworks keras_tf,keras_tf_fused
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
         super().__init__(**kwargs)
@@ -240,14 +245,21 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
         qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if self.FUSED and not return_attention and x.dtype == "float32" and not (training and self.dropout_rate):
+            y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
+            return self._project(y, x, d)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
         probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         dropped = self.dropout(probs, training=training)
-        y = ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v)
+        y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x, d)
+        return (y, probs) if return_attention else y
+
+    def _project(self, y, x, d):
+        """(batch, tokens, heads, head_dim) -> the out projection, (batch, tokens, D)."""
+        h, dh = self.num_heads, self.head_dim
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
         y = ops.matmul(y, ops.cast(ops.reshape(self.out_kernel, (h * dh, d)), y.dtype))
-        y = y + ops.cast(self.out_bias, y.dtype)
-        return (y, probs) if return_attention else y
+        return y + ops.cast(self.out_bias, y.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -330,7 +342,8 @@ class EncoderBlock(keras.layers.Layer):
             layer.build(input_shape)
 
     def call(self, x, training=None, return_attention=False):
-        y, probs = self.attention(self.layer_norm_0(x), training=training, return_attention=True)
+        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
+        y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
         x = x + self.drop_path(y, training=training)
         y = self.mlp(self.layer_norm_2(x), training=training)

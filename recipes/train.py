@@ -105,7 +105,7 @@ def init_from_weights(model: keras.Model, config) -> None:
 def _check_workdir(workdir: str) -> None:
     try:
         tf.io.gfile.makedirs(workdir)
-        probe = os.path.join(workdir, ".write-test")
+        probe = os.path.join(workdir, f".write-test-{os.getpid()}")  # per process: workers share the workdir
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)
