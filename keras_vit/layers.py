@@ -209,10 +209,12 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
     fused matmul; softmax is computed in float32 (mixed precision safe). Unless the
     caller asks for the probabilities (or attention dropout is active), the scores go
     through `keras.ops.dot_product_attention` (the backend's fused kernel, flash where
-    the device has it) when `FUSED` is set; measured in BENCHMARKS.md.
+    the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md).
     """
 
-    FUSED = False  # default decided by bench/throughput.py --frameworks keras_tf,keras_tf_fused
+    # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
+    # and 0.98x on TensorFlow, so it is the default on JAX only; None = per backend, True/False = forced.
+    FUSED = None
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
         super().__init__(**kwargs)
@@ -245,7 +247,8 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
         qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        if self.FUSED and not return_attention and x.dtype == "float32" and not (training and self.dropout_rate):
+        fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
+        if fused and not return_attention and x.dtype == "float32" and not (training and self.dropout_rate):
             y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
             return self._project(y, x, d)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
