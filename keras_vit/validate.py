@@ -9,6 +9,8 @@ from __future__ import annotations
 import numbers
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
+
 
 def _shown(value) -> str:
     return f"{value!r} ({type(value).__name__})"
@@ -54,7 +56,7 @@ def rate(field: str, value) -> float:
 
 def boolean(field: str, value) -> bool:
     """True or False (numpy bools too); "yes", 1 and None are refused rather than guessed."""
-    if not isinstance(value, (bool,)) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{field} must be True or False, got {_shown(value)}.")
     return bool(value)
 

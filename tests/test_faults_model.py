@@ -41,7 +41,8 @@ def test_constructor_refuses_and_names_the_field(field, value, message):
 
 
 def test_integral_floats_and_numpy_ints_are_accepted():
-    model = keras_vit.VisionTransformer(**{**TINY, "hidden_size": np.int64(16), "num_layers": 2.0}, classes=3.0)
+    model = keras_vit.VisionTransformer(**{**TINY, "hidden_size": np.int64(16), "num_layers": 2.0}, classes=3.0,
+                                        include_top=np.True_)
     assert model.vit_config.num_layers == 2 and model.classes == 3 and isinstance(model.classes, int)
 
 
