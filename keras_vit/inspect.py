@@ -89,13 +89,21 @@ def attention_rollout(model: keras.Model, images, head_fusion: str = "mean", dis
     'token' models use the class token's row; 'gap' models (no class token) use the
     mean over all token rows, since their prediction pools every token.
     """
+    images = check_images(model, images)
     joint = rollout_from_attention(attention_weights(model, images), head_fusion, discard_ratio)
     prefix = model.num_prefix_tokens
     rows = joint[:, 0, prefix:] if prefix else joint.mean(axis=1)
-    gh, gw = model.grid_size
+    size, (gh, gw) = _sizes(model, images)
     maps = rows.reshape(-1, gh, gw)
     maps = maps / np.maximum(maps.max(axis=(1, 2), keepdims=True), 1e-12)
-    return _upsample(maps, model.image_size) if upsample else maps
+    return _upsample(maps, size) if upsample else maps
+
+
+def _sizes(model, images) -> tuple:
+    """((H, W), (grid rows, grid cols)) of `images` (checked): an any-size model's grid follows its input."""
+    h, w = images.shape[1:3]
+    p = model.effective_patch_size
+    return (h, w), (h // p, w // p)
 
 
 # ----------------------------------------------------------------------------- distance
@@ -125,8 +133,9 @@ def attention_distance_from_attention(attention: np.ndarray, grid: Tuple[int, in
 
 def mean_attention_distance(model: keras.Model, images) -> np.ndarray:
     """[layers, heads] mean attention distance in pixels (Fig. 7 right / Fig. 11)."""
-    gh, gw = ensure_vit(model).grid_size
-    px = (model.image_size[0] / gh, model.image_size[1] / gw)
+    images = check_images(model, images)
+    (h, w), (gh, gw) = _sizes(model, images)
+    px = (h / gh, w / gw)
     return np.stack([attention_distance_from_attention(a, (gh, gw), px, model.num_prefix_tokens)
                      for a in attention_weights(model, images)])
 
@@ -173,7 +182,7 @@ def _load_image(path: str, model: keras.Model) -> np.ndarray:
     """The image file in the model's input range, at its real bit depth (16-bit scans are not clipped)."""
     from keras_vit import images
 
-    pixels = images.resize(images.read_image(path, "--image"), *model.image_size)
+    pixels = images.resize(images.read_image(path, "--image"), *model.base_image_size)
     return model.to_input_range(pixels)
 
 

@@ -265,6 +265,13 @@ class VisionTransformer(keras.Model):
         return self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
 
     @property
+    def base_image_size(self) -> Tuple[int, int]:
+        """(H, W) the model runs at by default: its input size, or for an any-size model the size of its
+        stored position grid (what the CLIs resize images to when not told otherwise)."""
+        p = self.effective_patch_size
+        return tuple(s if s is not None else g * p for s, g in zip(self.image_size, self.grid_size))
+
+    @property
     def input_range(self) -> Tuple[float, float]:
         """Pixel range the model expects: (0, 255) with `include_preprocessing`, else (-1, 1)."""
         return (0.0, 255.0) if self.include_preprocessing else (-1.0, 1.0)

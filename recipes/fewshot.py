@@ -94,7 +94,7 @@ def main(argv=None) -> int:
             model = load_model(args.weights, model=args.model or None, **kwargs)
         else:
             model = create_model(args.model or "ViT-B/16", include_top=False, **kwargs)
-        size = model.image_size[0]
+        size = model.base_image_size[0]
         feature_fn = fewshot.feature_extractor(model)
         results = {}
         for name in names:

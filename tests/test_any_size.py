@@ -132,3 +132,22 @@ def test_every_constructor_takes_the_keywords_of_the_class():
     assert gray.output_shape == (None, 192) and gray.channels == 1
     hybrid = keras_vit.R_ViT_Ti16(input_shape=(None, None, 4), classes=2, gelu_approximate=False)
     assert hybrid.predict(np.zeros((1, 64, 96, 4), "float32"), verbose=0).shape == (1, 2)
+
+
+def test_inspection_and_cli_defaults_follow_an_any_size_models_input(tmp_path):
+    from PIL import Image
+
+    from keras_vit import inspect
+
+    model = _random(keras_vit.VisionTransformer(**T, input_shape=(None, None, 3), classes=3, position_grid=(4, 4)))
+    assert model.base_image_size == (16, 16)
+    for h, w in ((16, 16), (12, 20)):
+        x = np.clip(_x(h, w), -1, 1)
+        assert inspect.attention_rollout(model, x).shape == (2, h, w)
+        assert inspect.attention_rollout(model, x, upsample=False).shape == (2, h // 4, w // 4)
+        assert inspect.mean_attention_distance(model, x).shape == (2, 2)
+    model.save(tmp_path / "any.keras")
+    Image.fromarray(np.full((40, 30, 3), 128, "uint8")).save(tmp_path / "img.png")
+    assert inspect.main([f"--weights={tmp_path / 'any.keras'}", f"--image={tmp_path / 'img.png'}",
+                         f"--out={tmp_path / 'figs'}"]) == 0
+    assert len(os.listdir(tmp_path / "figs")) == 4
