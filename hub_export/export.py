@@ -107,12 +107,12 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     ensure_vit(model)
     if format == "hub" and model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
-    if quantize is not None and format != "litert":
-        raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {format!r}.")
     if format == "serving":
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")
         labels = list(labels) if labels is not None else [str(i) for i in range(model.classes)]
+    if quantize is not None and format != "litert":
+        raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {format!r}.")
     net = _output_model(model, variant)
     meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
                                output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())

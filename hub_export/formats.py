@@ -34,8 +34,6 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize={quantize!r}; expected None, 'int8' or 'dynamic_range'.")
-    if quantize and fmt != "litert":
-        raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {fmt!r}.")
     path = os.path.join(directory, FILES[fmt])
     signature = _signature(net, channels)
     if fmt == "litert" and quantize:

@@ -17,7 +17,8 @@ import tempfile
 from typing import Any, Callable, Union
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one owned by another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -33,7 +34,7 @@ def _sweep(parent: str, base: str) -> None:
     pattern = re.compile(rf"^\.(tmp|old)-{re.escape(base)}-(\d+)-")
     for name in os.listdir(parent):
         match = pattern.match(name)
-        if match and not _alive(int(match.group(2))):
+        if match and not process_alive(int(match.group(2))):
             victim = os.path.join(parent, name)
             shutil.rmtree(victim, ignore_errors=True) if os.path.isdir(victim) else os.remove(victim)
 

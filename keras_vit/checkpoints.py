@@ -18,11 +18,11 @@ from typing import Dict, Optional, Sequence
 import keras
 import numpy as np
 
-from keras_vit import atomic, configs
+from keras_vit import atomic, configs, layouts
 
 logger = logging.getLogger("keras_vit")
 
-POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
+POSEMB_KEY = layouts.POSEMB_KEY
 _HEAD_KEYS = ("head/kernel", "head/bias")
 _PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 
@@ -78,59 +78,6 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
 
 # ----------------------------------------------------------------------------- reading files
 
-_BIG_VISION_RENAMES = (("MultiHeadDotProductAttention_0", "MultiHeadDotProductAttention_1"),
-                       ("LayerNorm_1", "LayerNorm_2"), ("MlpBlock_0", "MlpBlock_3"))
-_PREFIXES = ("opt/target/", "params/")  # a vit_jax optimizer state; a big_vision train state
-
-
-def _is_square(n: int) -> bool:
-    return n > 0 and int(round(np.sqrt(n))) ** 2 == n
-
-
-def _unstack_scan(params: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """big_vision's `scan=True` layout: one `Transformer/encoderblock/...` tree with a leading depth axis."""
-    stacked = {k: v for k, v in params.items() if k.startswith("Transformer/encoderblock/")}
-    if not stacked:
-        return params
-    depths = {v.shape[0] for v in stacked.values()}
-    if len(depths) != 1:
-        raise ValueError(f"scan-stacked encoder blocks disagree on the depth axis: {sorted(depths)}.")
-    out = {k: v for k, v in params.items() if k not in stacked}
-    for key, value in stacked.items():
-        rest = key[len("Transformer/encoderblock/"):]
-        for i in range(value.shape[0]):
-            out[f"Transformer/encoderblock_{i}/{rest}"] = value[i]
-    return out
-
-
-def _normalise_keys(params: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """The official layout from the others keras_vit reads (REFERENCE §8): `opt/target/` and `params/`
-    prefixes, big_vision's block names, scan-stacked blocks, and its top-level `pos_embedding`, which
-    covers the patches only (the class token is added after it, i.e. with a zero position embedding)."""
-    out = {}
-    for key, value in params.items():
-        for prefix in _PREFIXES:
-            if key.startswith(prefix):
-                key = key[len(prefix):]
-        out[key] = value
-    if any(k.startswith("MAPHead") for k in out):
-        raise ValueError("a big_vision checkpoint with a MAP head (pool_type='map') has no equivalent here; "
-                         "keras_vit models pool with the class token or GAP.")
-    out = _unstack_scan(out)
-    renamed = {}
-    for key, value in out.items():
-        if key.startswith("Transformer/encoderblock_"):
-            for old, new in _BIG_VISION_RENAMES:
-                key = key.replace(f"/{old}/", f"/{new}/")
-        renamed[key] = value
-    if "pos_embedding" in renamed and POSEMB_KEY not in renamed:
-        posemb = renamed.pop("pos_embedding")
-        if "cls" in renamed and _is_square(posemb.shape[1]):
-            posemb = np.concatenate([np.zeros_like(posemb[:, :1]), posemb], axis=1)
-        renamed[POSEMB_KEY] = posemb
-    return renamed
-
-
 def read_npz(path: str) -> Dict[str, np.ndarray]:
     """Reads an official-layout `.npz` into {key: array}, never unpickling anything."""
     path = os.fspath(path)
@@ -154,7 +101,7 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
     for key, value in params.items():
         if value.dtype == object:
             raise ValueError(f"Checkpoint {path!r} entry {key!r} is an object array.")
-    return _normalise_keys(params)
+    return layouts.jax_to_official(params)
 
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")

@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 import keras
 from keras import ops
 
+from keras_vit import validate
+
 LAYER_NORM_EPSILON = 1e-6
 _PACKAGE = "keras_vit"
 
@@ -128,9 +130,8 @@ class AddPositionEmbedding(keras.layers.Layer):
         h, w = images.shape[1], images.shape[2]
         for axis, size in (("height", h), ("width", w)):
             if size is not None and size % self.stride:
-                lower = max(self.stride, size // self.stride * self.stride)
                 raise ValueError(f"Input {axis} {size} is not a multiple of the effective patch size {self.stride}; "
-                                 f"{lower} or {lower + self.stride} would work.")
+                                 f"{validate.nearest_multiples(size, self.stride)} would work.")
         grid = (ops.shape(images)[1] // self.stride, ops.shape(images)[2] // self.stride)
         if all(isinstance(g, int) for g in grid) and tuple(grid) == self.grid_size:
             return table

@@ -1,4 +1,5 @@
-"""PyTorch-side layouts <-> the official one: timm `vit_*` state dicts and Hugging Face `transformers` ViT.
+"""Other layouts <-> the official one: big_vision / vit_jax train states, timm `vit_*` state dicts and
+Hugging Face `transformers` ViT.
 
 Everything keras_vit reads is first brought to the official `.npz` keys (REFERENCE §2), so
 one architecture reader and one all-or-nothing loader serve every source. Facts (REFERENCE §8):
@@ -15,6 +16,7 @@ import numpy as np
 
 Params = Dict[str, np.ndarray]
 
+POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 _TIMM_BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _HF_BLOCK = re.compile(r"^encoder\.layer\.(\d+)\.")
 
@@ -72,7 +74,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
                          "it. Build the timm model with fc_norm=False to export an equivalent one.")
     g = lambda key: _need(sd, key, source)  # noqa: E731
     p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), "embedding/bias": g("patch_embed.proj.bias"),
-                 "Transformer/posembed_input/pos_embedding": g("pos_embed"),
+                 POSEMB_KEY: g("pos_embed"),
                  "Transformer/encoder_norm/scale": g("norm.weight"), "Transformer/encoder_norm/bias": g("norm.bias")}
     if "cls_token" in sd:
         p["cls"] = g("cls_token")
@@ -100,7 +102,7 @@ def transformers_to_official(sd: Params, num_heads: int, source: str = "state di
     e = "embeddings."
     p: Params = {"embedding/kernel": _conv_in(g(e + "patch_embeddings.projection.weight")),
                  "embedding/bias": g(e + "patch_embeddings.projection.bias"), "cls": g(e + "cls_token"),
-                 "Transformer/posembed_input/pos_embedding": g(e + "position_embeddings"),
+                 POSEMB_KEY: g(e + "position_embeddings"),
                  "Transformer/encoder_norm/scale": g("layernorm.weight"),
                  "Transformer/encoder_norm/bias": g("layernorm.bias")}
     for i in _blocks(sd, _HF_BLOCK):
@@ -121,6 +123,61 @@ def transformers_to_official(sd: Params, num_heads: int, source: str = "state di
     if "classifier.weight" in sd:
         p["head/kernel"], p["head/bias"] = _linear_in(g("classifier.weight")), g("classifier.bias")
     return p
+
+
+# ----------------------------------------------------------------------------- the JAX side
+
+_BIG_VISION_RENAMES = (("MultiHeadDotProductAttention_0", "MultiHeadDotProductAttention_1"),
+                       ("LayerNorm_1", "LayerNorm_2"), ("MlpBlock_0", "MlpBlock_3"))
+_PREFIXES = ("opt/target/", "params/")  # a vit_jax optimizer state; a big_vision train state
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and int(round(np.sqrt(n))) ** 2 == n
+
+
+def _unstack_scan(params: Params) -> Params:
+    """big_vision's `scan=True` layout: one `Transformer/encoderblock/...` tree with a leading depth axis."""
+    stacked = {k: v for k, v in params.items() if k.startswith("Transformer/encoderblock/")}
+    if not stacked:
+        return params
+    depths = {v.shape[0] for v in stacked.values()}
+    if len(depths) != 1:
+        raise ValueError(f"scan-stacked encoder blocks disagree on the depth axis: {sorted(depths)}.")
+    out = {k: v for k, v in params.items() if k not in stacked}
+    for key, value in stacked.items():
+        rest = key[len("Transformer/encoderblock/"):]
+        for i in range(value.shape[0]):
+            out[f"Transformer/encoderblock_{i}/{rest}"] = value[i]
+    return out
+
+
+def jax_to_official(params: Params) -> Params:
+    """The official layout from the others keras_vit reads (REFERENCE §8): `opt/target/` and `params/`
+    prefixes, big_vision's block names, scan-stacked blocks, and its top-level `pos_embedding`, which
+    covers the patches only (the class token is added after it, i.e. with a zero position embedding)."""
+    out = {}
+    for key, value in params.items():
+        for prefix in _PREFIXES:
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+        out[key] = value
+    if any(k.startswith("MAPHead") for k in out):
+        raise ValueError("a big_vision checkpoint with a MAP head (pool_type='map') has no equivalent here; "
+                         "keras_vit models pool with the class token or GAP.")
+    out = _unstack_scan(out)
+    renamed = {}
+    for key, value in out.items():
+        if key.startswith("Transformer/encoderblock_"):
+            for old, new in _BIG_VISION_RENAMES:
+                key = key.replace(f"/{old}/", f"/{new}/")
+        renamed[key] = value
+    if "pos_embedding" in renamed and POSEMB_KEY not in renamed:
+        posemb = renamed.pop("pos_embedding")
+        if "cls" in renamed and _is_square(posemb.shape[1]):
+            posemb = np.concatenate([np.zeros_like(posemb[:, :1]), posemb], axis=1)
+        renamed[POSEMB_KEY] = posemb
+    return renamed
 
 
 # ----------------------------------------------------------------------------- official -> torch side
@@ -160,7 +217,7 @@ def official_to_timm(params: Params, num_layers: int) -> Params:
                                               ln2="norm2", fc1="mlp.fc1", fc2="mlp.fc2"))
     sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
     sd["patch_embed.proj.bias"] = params["embedding/bias"]
-    sd["pos_embed"] = params["Transformer/posembed_input/pos_embedding"]
+    sd["pos_embed"] = params[POSEMB_KEY]
     if "cls" in params:
         sd["cls_token"] = params["cls"]
     sd["norm.weight"], sd["norm.bias"] = params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"]
@@ -185,7 +242,7 @@ def official_to_transformers(params: Params, num_layers: int) -> Params:
     sd[e + "patch_embeddings.projection.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
     sd[e + "patch_embeddings.projection.bias"] = params["embedding/bias"]
     sd[e + "cls_token"] = params["cls"]
-    sd[e + "position_embeddings"] = params["Transformer/posembed_input/pos_embedding"]
+    sd[e + "position_embeddings"] = params[POSEMB_KEY]
     sd["vit.layernorm.weight"] = params["Transformer/encoder_norm/scale"]
     sd["vit.layernorm.bias"] = params["Transformer/encoder_norm/bias"]
     sd["classifier.weight"], sd["classifier.bias"] = np.ascontiguousarray(params["head/kernel"].T), params["head/bias"]

@@ -17,13 +17,10 @@ import keras
 import numpy as np
 
 from keras_vit import configs, releases, validate, weights as weights_io
+from keras_vit.arguments import POOLINGS, check_arguments, head_size, model_inputs, position_grid_for
 from keras_vit.layers import _PACKAGE, AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding, TokenPooling
 from keras_vit.resnet import ResNetStem
 
-CLASSIFIERS = ("token", "gap")
-POOLINGS = (None, "token", "avg", "max", "sequence")
-DEFAULT_INPUT_SHAPE = (224, 224, 3)
-DEFAULT_CLASSES = 1000
 _POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
 
 
@@ -32,92 +29,6 @@ def preprocess_input(x):
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
         return np.asarray(x, dtype="float32") / 127.5 - 1.0
     return keras.ops.cast(x, "float32") / 127.5 - 1.0
-
-
-def _suggest(size: int, multiple: int) -> str:
-    lower = max(multiple, size // multiple * multiple)
-    return f"{lower} or {lower + multiple}"
-
-
-def _validate_input_shape(input_shape, effective_patch: int) -> Tuple[Optional[int], Optional[int], int]:
-    """(height, width, channels); None height/width: any size at call time (position embeddings resized)."""
-    input_shape = validate.image_shape("input_shape", DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
-    h, w, c = input_shape
-    if c is None:
-        raise ValueError(f"input_shape needs a known channel count (1 for grayscale, 3 for RGB, ...), "
-                         f"got {input_shape}.")
-    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s is not None and s % effective_patch]
-    if bad:
-        detail = "; ".join(f"{axis} {s} (try {_suggest(s, effective_patch)})" for axis, s in bad)
-        raise ValueError(f"input_shape {input_shape} is not divisible by the effective patch size "
-                         f"{effective_patch}: {detail}.")
-    return h, w, c
-
-
-def _position_grid(h, w, effective_patch: int, position_grid) -> Tuple[int, int]:
-    """The stored position-embedding grid: the input's, or for a size-free axis `position_grid` (default: the
-    grid of a 224-pixel side, where the released checkpoints were pre-trained)."""
-    if position_grid is not None:
-        position_grid = validate.integers("position_grid", position_grid)
-        if len(position_grid) != 2:
-            raise ValueError(f"position_grid must be (rows, cols), got {position_grid}.")
-    default = max(1, DEFAULT_INPUT_SHAPE[0] // effective_patch)
-    grid = []
-    for i, size in enumerate((h, w)):
-        if size is None:
-            grid.append(position_grid[i] if position_grid is not None else default)
-        else:
-            if position_grid is not None and position_grid[i] != size // effective_patch:
-                raise ValueError(f"position_grid {tuple(position_grid)} disagrees with the fixed input size "
-                                 f"{(h, w)}; it is only for size-free (None) axes.")
-            grid.append(size // effective_patch)
-    return tuple(grid)
-
-
-def _inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
-    """(the model's input tensor, (H, W)) after checking the size against the patch grid."""
-    if input_tensor is not None and input_shape is None:
-        input_shape = tuple(input_tensor.shape[1:])
-    h, w, c = _validate_input_shape(input_shape, effective_patch)
-    if input_tensor is None:
-        return keras.Input(shape=(h, w, c), name="images"), (h, w, c)
-    if not keras.backend.is_keras_tensor(input_tensor):
-        input_tensor = keras.Input(tensor=input_tensor)
-    return input_tensor, (h, w, c)
-
-
-def _validate(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
-              classes, rates: dict) -> tuple:
-    """The constructor's keywords after type and range checks."""
-    sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
-    if resnet_layers is not None:
-        resnet_layers = validate.integers("resnet_layers", resnet_layers, allow_empty=True)  # (): root only
-    resnet_width = validate.number("resnet_width", resnet_width, positive=True)
-    for field, v in flags.items():
-        validate.boolean(field, v)
-    validate.choice("classifier", classifier, CLASSIFIERS)
-    validate.choice("pooling", pooling, POOLINGS)
-    if pooling == "token" and classifier != "token":
-        raise ValueError("pooling='token' needs classifier='token' (a 'gap' model has no class token).")
-    representation_size = validate.integer("representation_size", representation_size, allow_none=True)
-    classes = validate.integer("classes", classes, allow_none=True)
-    if sizes["hidden_size"] % sizes["num_heads"]:
-        raise ValueError(f"hidden_size {sizes['hidden_size']} must be divisible by num_heads {sizes['num_heads']}.")
-    rates = {field: validate.rate(field, r) for field, r in rates.items()}
-    return sizes, resnet_layers, resnet_width, representation_size, classes, rates
-
-
-def _head_size(classes, representation_size, release) -> Tuple[int, Optional[int]]:
-    """`classes` and `representation_size` after the release rules (see `VisionTransformer`)."""
-    if release is None:
-        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
-    if classes is None:  # the released classifier itself, pre-logits included
-        rep = release.representation_size if representation_size is None else representation_size
-        if release.classes is None:
-            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
-                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
-        return release.classes, rep
-    return int(classes), representation_size  # a different head size is zeroed (and warned) by load_npz
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -169,7 +80,7 @@ class VisionTransformer(keras.Model):
                  dtype=None, trainable: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
-        sizes, resnet_layers, resnet_width, representation_size, classes, rates = _validate(
+        sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
@@ -178,13 +89,13 @@ class VisionTransformer(keras.Model):
         vit_config = configs.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         weights = weights_io.check_weights_argument(weights)
         release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
-        classes, representation_size = _head_size(classes, representation_size, release)
+        classes, representation_size = head_size(classes, representation_size, release)
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
-        inputs, (h, w, channels) = _inputs(input_shape, input_tensor, vit_config.effective_patch_size)
+        inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         prefix = 1 if classifier == "token" else 0
-        grid = _position_grid(h, w, vit_config.effective_patch_size, position_grid)
+        grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
         self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
@@ -207,7 +118,7 @@ class VisionTransformer(keras.Model):
         self.include_preprocessing = bool(include_preprocessing)
         self.gelu_approximate = bool(gelu_approximate)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
-        self.channels, self.dynamic_size = int(channels), dynamic
+        self.channels = int(channels)
         self._taps = taps
         self._layer_policy = policy
         if weights is not None:
@@ -263,6 +174,11 @@ class VisionTransformer(keras.Model):
     @property
     def num_tokens(self) -> int:
         return self.grid_size[0] * self.grid_size[1] + self.num_prefix_tokens
+
+    @property
+    def dynamic_size(self) -> bool:
+        """True for a model built with a None height or width (any input size at call time)."""
+        return None in self.image_size
 
     @property
     def base_image_size(self) -> Tuple[int, int]:
@@ -404,7 +320,7 @@ class VisionTransformer(keras.Model):
         bad = [(axis, s) for axis, s in (("height", shape[1]), ("width", shape[2])) if s is not None and s % p]
         if bad:
             raise ValueError(f"images {shape} for model {self.name!r}: " + "; ".join(
-                f"{axis} {s} is not a multiple of the effective patch size {p} (try {_suggest(s, p)})"
+                f"{axis} {s} is not a multiple of the effective patch size {p} (try {validate.nearest_multiples(s, p)})"
                 for axis, s in bad) + ".")
         if shape[0] == 0:
             raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")

@@ -61,6 +61,12 @@ def boolean(field: str, value) -> bool:
     return bool(value)
 
 
+def nearest_multiples(size: int, multiple: int) -> str:
+    """"24 or 32": the multiples of `multiple` on either side of `size` (for errors about patch grids)."""
+    lower = max(multiple, size // multiple * multiple)
+    return f"{lower} or {lower + multiple}"
+
+
 def choice(field: str, value, options: Sequence) -> object:
     if value not in options:
         raise ValueError(f"{field}={value!r} is not one of {', '.join(map(repr, options))}.")

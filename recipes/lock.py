@@ -16,22 +16,14 @@ import socket
 import time
 from typing import Iterator
 
+from keras_vit.atomic import process_alive
+
 logger = logging.getLogger("recipes")
 LOCK_NAME = ".lock"
 
 
 class WorkdirBusy(RuntimeError):
     """Another live run holds the workdir."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def _create(path: str) -> bool:
@@ -61,7 +53,7 @@ def acquire(workdir: str) -> str:
         holder = _holder(path)
         same_host = holder.get("host") == socket.gethostname()
         pid = holder.get("pid")
-        if holder and (not same_host or (isinstance(pid, int) and _alive(pid))):
+        if holder and (not same_host or (isinstance(pid, int) and process_alive(pid))):
             if pid == os.getpid() and same_host:
                 raise WorkdirBusy(f"--workdir={workdir!r} is already in use by this process (pid {pid}).")
             raise WorkdirBusy(f"--workdir={workdir!r} is in use by a live run: pid {pid} on {holder.get('host')} "

@@ -1,0 +1,98 @@
+"""The `VisionTransformer` constructor's arguments: types, ranges and the rules that derive the rest.
+
+Checked before any layer is built (issue 13's "validation at the door"); the model class keeps only
+the anatomy. Errors name the keyword and what would work.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import keras
+
+from keras_vit import validate
+
+CLASSIFIERS = ("token", "gap")
+POOLINGS = (None, "token", "avg", "max", "sequence")
+DEFAULT_INPUT_SHAPE = (224, 224, 3)
+DEFAULT_CLASSES = 1000
+
+def _check_input_shape(input_shape, effective_patch: int) -> Tuple[Optional[int], Optional[int], int]:
+    """(height, width, channels); None height/width: any size at call time (position embeddings resized)."""
+    input_shape = validate.image_shape("input_shape", DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
+    h, w, c = input_shape
+    if c is None:
+        raise ValueError(f"input_shape needs a known channel count (1 for grayscale, 3 for RGB, ...), "
+                         f"got {input_shape}.")
+    bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s is not None and s % effective_patch]
+    if bad:
+        detail = "; ".join(f"{axis} {s} (try {validate.nearest_multiples(s, effective_patch)})" for axis, s in bad)
+        raise ValueError(f"input_shape {input_shape} is not divisible by the effective patch size "
+                         f"{effective_patch}: {detail}.")
+    return h, w, c
+
+
+def position_grid_for(h, w, effective_patch: int, position_grid) -> Tuple[int, int]:
+    """The stored position-embedding grid: the input's, or for a size-free axis `position_grid` (default: the
+    grid of a 224-pixel side, where the released checkpoints were pre-trained)."""
+    if position_grid is not None:
+        position_grid = validate.integers("position_grid", position_grid)
+        if len(position_grid) != 2:
+            raise ValueError(f"position_grid must be (rows, cols), got {position_grid}.")
+    default = max(1, DEFAULT_INPUT_SHAPE[0] // effective_patch)
+    grid = []
+    for i, size in enumerate((h, w)):
+        if size is None:
+            grid.append(position_grid[i] if position_grid is not None else default)
+        else:
+            if position_grid is not None and position_grid[i] != size // effective_patch:
+                raise ValueError(f"position_grid {tuple(position_grid)} disagrees with the fixed input size "
+                                 f"{(h, w)}; it is only for size-free (None) axes.")
+            grid.append(size // effective_patch)
+    return tuple(grid)
+
+
+def model_inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
+    """(the model's input tensor, (H, W)) after checking the size against the patch grid."""
+    if input_tensor is not None and input_shape is None:
+        input_shape = tuple(input_tensor.shape[1:])
+    h, w, c = _check_input_shape(input_shape, effective_patch)
+    if input_tensor is None:
+        return keras.Input(shape=(h, w, c), name="images"), (h, w, c)
+    if not keras.backend.is_keras_tensor(input_tensor):
+        input_tensor = keras.Input(tensor=input_tensor)
+    return input_tensor, (h, w, c)
+
+
+def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
+              classes, rates: dict) -> tuple:
+    """The constructor's keywords after type and range checks."""
+    sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
+    if resnet_layers is not None:
+        resnet_layers = validate.integers("resnet_layers", resnet_layers, allow_empty=True)  # (): root only
+    resnet_width = validate.number("resnet_width", resnet_width, positive=True)
+    for field, v in flags.items():
+        validate.boolean(field, v)
+    validate.choice("classifier", classifier, CLASSIFIERS)
+    validate.choice("pooling", pooling, POOLINGS)
+    if pooling == "token" and classifier != "token":
+        raise ValueError("pooling='token' needs classifier='token' (a 'gap' model has no class token).")
+    representation_size = validate.integer("representation_size", representation_size, allow_none=True)
+    classes = validate.integer("classes", classes, allow_none=True)
+    if sizes["hidden_size"] % sizes["num_heads"]:
+        raise ValueError(f"hidden_size {sizes['hidden_size']} must be divisible by num_heads {sizes['num_heads']}.")
+    rates = {field: validate.rate(field, r) for field, r in rates.items()}
+    return sizes, resnet_layers, resnet_width, representation_size, classes, rates
+
+
+def head_size(classes, representation_size, release) -> Tuple[int, Optional[int]]:
+    """`classes` and `representation_size` after the release rules (see `VisionTransformer`)."""
+    if release is None:
+        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
+    if classes is None:  # the released classifier itself, pre-logits included
+        rep = release.representation_size if representation_size is None else representation_size
+        if release.classes is None:
+            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
+                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
+        return release.classes, rep
+    return int(classes), representation_size  # a different head size is zeroed (and warned) by load_npz
