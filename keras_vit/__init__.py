@@ -10,9 +10,10 @@ from keras_vit.applications import (R26_ViT_B32, R26_ViT_S32, R_ViT_Ti16, R50_Vi
                                     create_model)
 from keras_vit.checkpoints import load_npz, resize_position_embeddings, save_npz
 from keras_vit.configs import MODELS, ViTConfig, get_config, list_models
-from keras_vit.layers import (AddPositionEmbedding, ClassToken, DropPath, Encoder, EncoderBlock,
+from keras_vit.layers import (ClassToken, DropPath, Encoder, EncoderBlock,
                               MlpBlock, MultiHeadDotProductAttention, PatchEmbedding, TokenPooling)
 from keras_vit.loading import load_model
+from keras_vit.position_embedding import AddPositionEmbedding
 from keras_vit.safetensors_io import save_safetensors
 from keras_vit.models import VisionTransformer, preprocess_input
 from keras_vit.resnet import ResidualUnit, ResNetStem, StdConv2D

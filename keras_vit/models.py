@@ -18,7 +18,8 @@ import numpy as np
 
 from keras_vit import configs, releases, validate, weights as weights_io
 from keras_vit.arguments import POOLINGS, check_arguments, head_size, model_inputs, position_grid_for
-from keras_vit.layers import _PACKAGE, AddPositionEmbedding, ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit.layers import _PACKAGE, ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit.position_embedding import AddPositionEmbedding
 from keras_vit.resnet import ResNetStem
 
 _POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
