@@ -1,26 +1,22 @@
-"""Atomic, resumable checkpoints of every variable of a run (model, optimizer, step, EMA).
+"""Resumable checkpoints of a run (model, optimizer with its EMA, step), written by `tf.train.Checkpoint`.
 
-Each checkpoint is one `.npz` written to a temporary name and renamed into place,
-so a run killed mid-write leaves the previous checkpoint as the latest good one; a
-damaged newest file is moved aside and the previous one used.
-Works on local disks and on GCS (tf.io.gfile), for any strategy.
+Variables are keyed by their Keras path (`Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel`,
+`adam_w/..._momentum`), never by position, so a checkpoint survives a reordering of variables and is
+refused, with the path named, by a run of another config. `tf.train.CheckpointManager` writes each
+variable from where it lives (mirrored and TPU variables included) and rotates old checkpoints; the rules
+shared with the JAX engine's Orbax manager (`recipes.orbax_checkpointing`) live in `GuardedCheckpoints`.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import re
-import zipfile
 from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from recipes.atomic import write_atomic
-
 logger = logging.getLogger("recipes")
-_NAME = re.compile(r"^ckpt-(\d{9})\.npz$")
 
 
 class CheckpointError(ValueError):
@@ -31,109 +27,146 @@ class NonFiniteError(CheckpointError):
     """Refusing to write (or resume from) NaN / Inf state."""
 
 
-def _finite_or_raise(arrays: Dict[str, np.ndarray], what: str) -> None:
-    bad = [k for k, a in arrays.items() if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all()]
-    if bad:
-        raise NonFiniteError(f"{what} holds NaN/Inf in {len(bad)} variable(s), first {bad[0]}.")
+def keyed_by_path(groups: Dict[str, List]) -> Dict[str, Dict[str, object]]:
+    """{group: {variable path: variable}}; two variables with one path are an error (the key must be unique)."""
+    out = {}
+    for group, variables in groups.items():
+        named = {}
+        for v in variables:
+            path = getattr(v, "path", None) or v.name.split(":")[0]
+            if path in named:
+                raise ValueError(f"Two {group} variables share the path {path!r}; checkpoints key by path.")
+            named[path] = v
+        out[group] = named
+    return out
 
 
-class CheckpointManager:
-    """Saves/restores named groups of variables, keeping the newest `keep` files.
+class GuardedCheckpoints:
+    """The guarantees every engine's checkpoints keep.
 
-    Guarantees: a checkpoint is written whole or not at all, only when every value is finite,
-    and only then are older ones rotated out; `restore` takes the newest readable, finite
-    checkpoint, moving unreadable ones aside as `<name>.unreadable` with a warning.
+    A checkpoint is written whole or not at all, only when every value is finite, and only then are older
+    ones rotated out. `restore` takes the newest readable, finite checkpoint, moving an unreadable one aside
+    as `<name>.unreadable` with a warning; it reads and checks a file fully before assigning anything, and a
+    file of another config (a path missing or a shape different) is an error, never a fallback.
+    Subclasses provide `steps`, `path`, `_write`, `_read` (raising CheckpointError for damage), `_assign`
+    and `_unreadable_files`.
     """
 
-    def __init__(self, directory: str, groups: Dict[str, List], keep: int = 3):
-        self.directory, self.groups, self.keep = directory, groups, keep
-        self._reported = set()
-        tf.io.gfile.makedirs(directory)
-
-    def _arrays(self) -> Dict[str, np.ndarray]:
-        out = {}
-        for group, variables in self.groups.items():
-            for i, v in enumerate(variables):
-                out[f"{group}/{i:05d}"] = np.asarray(v.numpy())
-        return out
-
-    def steps(self) -> List[int]:
-        """Steps of the complete checkpoints on disk, oldest first; other files are reported and ignored."""
-        names = tf.io.gfile.listdir(self.directory) if tf.io.gfile.exists(self.directory) else []
-        found = []
-        for name in names:
-            match = _NAME.match(name)
-            if match:
-                found.append(int(match.group(1)))
-            elif not name.endswith((".tmp", ".unreadable")) and name not in self._reported:
-                self._reported.add(name)
-                logger.warning("Ignoring %s/%s: not a checkpoint of this trainer (ckpt-<9 digits>.npz).",
-                               self.directory, name)
-        return sorted(found)
+    directory: str
 
     def latest(self) -> Optional[int]:
         steps = self.steps()
         return steps[-1] if steps else None
 
-    def path(self, step: int) -> str:
-        return f"{self.directory}/ckpt-{step:09d}.npz"
-
     def save(self, step: int) -> str:
-        """Writes checkpoint `step` (after checking every value is finite), then drops the oldest."""
-        arrays = self._arrays()
-        _finite_or_raise(arrays, f"The state at step {step}")
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        final = write_atomic(self.path(step), buffer.getvalue())
-        for old in self.steps()[: -self.keep]:
-            tf.io.gfile.remove(self.path(old))
-        return final
-
-    def _read(self, step: int) -> Dict[str, np.ndarray]:
-        """Every array of checkpoint `step`, checked against the run's variables; nothing is assigned."""
-        path = self.path(step)
-        try:
-            with tf.io.gfile.GFile(path, "rb") as f:
-                raw = io.BytesIO(f.read())
-            if not zipfile.is_zipfile(raw):
-                raise CheckpointError(f"{path} is unreadable (not a zip archive, {len(raw.getvalue())} bytes)")
-            with np.load(raw, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except CheckpointError:
-            raise
-        except Exception as e:  # zip, CRC, header and pickle-refusal errors alike: the file is not usable
-            raise CheckpointError(f"{path} is unreadable ({type(e).__name__}: {e})") from e
-        for group, variables in self.groups.items():
-            for i, v in enumerate(variables):
-                key = f"{group}/{i:05d}"
-                if key not in arrays:
-                    raise CheckpointError(f"{path} is unreadable: it lacks {key}")
-                if tuple(arrays[key].shape) != tuple(v.shape):
-                    raise ValueError(f"Checkpoint {path} does not fit this run: {group} variable {i} "
-                                     f"({getattr(v, 'path', v.name)}) is {tuple(v.shape)}, file has "
-                                     f"{arrays[key].shape}. Was the config changed?")
-        _finite_or_raise(arrays, f"Checkpoint {path}")
-        return arrays
+        """Writes checkpoint `step` after checking every value is finite, then drops the oldest beyond `keep`."""
+        bad = self._non_finite()
+        if bad:
+            raise NonFiniteError(f"The state at step {step} holds NaN/Inf in {len(bad)} variable(s), first {bad[0]}.")
+        return self._write(step)
 
     def restore(self, step: Optional[int] = None) -> Optional[int]:
-        """Loads checkpoint `step`, or the newest usable one; returns its step, None if there is none.
-
-        All-or-nothing: a file is fully read and checked before any variable is assigned. A file
-        from another config (shapes differ) is an error, not a fallback.
-        """
+        """Loads checkpoint `step`, or the newest usable one; returns its step, None if there is none."""
         candidates = [step] if step is not None else list(reversed(self.steps()))
         for candidate in candidates:
             try:
-                arrays = self._read(candidate)
+                payload = self._read(candidate)
             except CheckpointError as e:
                 if step is not None:
                     raise
-                aside = self.path(candidate) + ".unreadable"
-                tf.io.gfile.rename(self.path(candidate), aside, overwrite=True)
-                logger.warning("%s; moved it to %s and trying the previous checkpoint.", e, aside)
+                self._move_aside(candidate, e)
                 continue
-            for group, variables in self.groups.items():
-                for i, v in enumerate(variables):
-                    v.assign(arrays[f"{group}/{i:05d}"])
+            self._assign(candidate, payload)
             return candidate
         return None
+
+    def _move_aside(self, step: int, error: Exception) -> None:
+        moved = []
+        for name in self._unreadable_files(step):
+            tf.io.gfile.rename(name, name + ".unreadable", overwrite=True)
+            moved.append(name + ".unreadable")
+        logger.warning("%s; moved it to %s and trying the previous checkpoint.", error, ", ".join(moved))
+
+    def _report_stray(self, names: List[str], ours: "re.Pattern") -> None:
+        reported = self.__dict__.setdefault("_reported", set())
+        for name in names:
+            if ours.match(name) or name.endswith((".unreadable", ".tmp")) or "tmp" in name or name in reported:
+                continue
+            reported.add(name)
+            logger.warning("Ignoring %s/%s: not a checkpoint of this trainer.", self.directory, name)
+
+
+def _check_shape(path: str, key: str, expected, found) -> None:
+    if tuple(expected) != tuple(found):
+        raise ValueError(f"Checkpoint {path} does not fit this run: {key} is {tuple(expected)} here, "
+                         f"{tuple(found)} in the file. Was the config changed?")
+
+
+class CheckpointManager(GuardedCheckpoints):
+    """TF engine: `tf.train.Checkpoint` of `groups` ({"model": variables, "optimizer": variables}), each
+    variable keyed by its path, saved as `ckpt-<step>` (.index + .data) by `tf.train.CheckpointManager`."""
+
+    _OURS = re.compile(r"^(checkpoint|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$")
+    _INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+
+    def __init__(self, directory: str, groups: Dict[str, List], keep: int = 3):
+        self.directory, self.keep = directory.rstrip("/"), keep
+        self.named = keyed_by_path(groups)
+        tracked = {g: {k: getattr(v, "value", v) if not isinstance(v, tf.Variable) else v for k, v in named.items()}
+                   for g, named in self.named.items()}
+        tf.io.gfile.makedirs(self.directory)
+        self.checkpoint = tf.train.Checkpoint(**tracked)
+        self._manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
+                                                   checkpoint_name="ckpt")
+
+    def steps(self) -> List[int]:
+        """Steps of the checkpoints on disk (by their index file), oldest first; other files are reported."""
+        names = tf.io.gfile.listdir(self.directory) if tf.io.gfile.exists(self.directory) else []
+        self._report_stray([n.rstrip("/") for n in names], self._OURS)
+        return sorted(int(m.group(1)) for m in map(self._INDEX.match, names) if m)
+
+    def path(self, step: int) -> str:
+        return f"{self.directory}/ckpt-{step}"
+
+    def _non_finite(self) -> List[str]:
+        return [f"{g}/{k}" for g, named in self.named.items() for k, v in named.items()
+                if np.issubdtype(np.dtype(v.dtype.name if hasattr(v.dtype, "name") else v.dtype), np.floating)
+                and not np.isfinite(np.asarray(v.numpy())).all()]
+
+    def _write(self, step: int) -> str:
+        return self._manager.save(checkpoint_number=step)
+
+    @staticmethod
+    def _key(group: str, path: str) -> str:
+        return f"{group}/{path.replace('.', '..').replace('/', '.S')}/.ATTRIBUTES/VARIABLE_VALUE"
+
+    def _read(self, step: int) -> None:
+        """Reads every tensor of `ckpt-<step>` once (CRC-checked by TF), checking keys, shapes and finiteness."""
+        prefix = self.path(step)
+        try:
+            reader = tf.train.load_checkpoint(prefix)
+            shapes = reader.get_variable_to_shape_map()
+        except (tf.errors.OpError, ValueError) as e:
+            raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+        for group, named in self.named.items():
+            for path, v in named.items():
+                key = self._key(group, path)
+                if key not in shapes:
+                    raise ValueError(f"Checkpoint {prefix} does not fit this run: it has no {group} variable "
+                                     f"{path!r}. Was the config changed?")
+                _check_shape(prefix, f"{group} variable {path!r}", v.shape, shapes[key])
+                try:
+                    value = reader.get_tensor(key)
+                except (tf.errors.OpError, ValueError) as e:
+                    raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__} reading {path}: "
+                                          f"{str(e).splitlines()[0]})") from e
+                if np.issubdtype(np.asarray(value).dtype, np.floating) and not np.isfinite(value).all():
+                    raise NonFiniteError(f"Checkpoint {prefix} holds NaN/Inf in {group} variable {path!r}.")
+
+    def _assign(self, step: int, payload) -> None:
+        self.checkpoint.read(self.path(step)).assert_existing_objects_matched()
+
+    def _unreadable_files(self, step: int) -> List[str]:
+        stem = f"ckpt-{step}."
+        return [f"{self.directory}/{n}" for n in tf.io.gfile.listdir(self.directory)
+                if n.startswith(stem) and not n.endswith(".unreadable")]

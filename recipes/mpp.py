@@ -11,7 +11,6 @@ classifier saved at the end starts fine-tuning from the self-supervised weights.
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 
@@ -58,14 +57,15 @@ class PatchCorruption(keras.layers.Layer):
 def mean_colour_targets(images, patch: int, bits: int = 3):
     """Class id of each patch's mean colour, each channel quantised to `bits` bits -> [batch, tokens]."""
     levels = 2 ** bits
-    colour = tf.nn.avg_pool2d((tf.cast(images, tf.float32) + 1.0) / 2.0, patch, patch, "VALID")
-    q = tf.clip_by_value(tf.cast(tf.floor(colour * levels), tf.int32), 0, levels - 1)
+    colour = ops.average_pool((ops.cast(images, "float32") + 1.0) / 2.0, patch, patch, "valid")
+    q = ops.clip(ops.cast(ops.floor(colour * levels), "int32"), 0, levels - 1)
     ids = q[..., 0] * levels * levels + q[..., 1] * levels + q[..., 2]
-    return tf.reshape(ids, (tf.shape(images)[0], -1))
+    return ops.reshape(ids, (ops.shape(images)[0], -1))
 
 
 def build(model: keras.Model, mpp_config):
-    """The MPP network sharing `model`'s layers, and the loss for `recipes.steps.build_train_step`."""
+    """The MPP network sharing `model`'s layers, and its loss `loss_fn(outputs, images, labels)` for either
+    engine's train step (`outputs` is the network's output on `images`; keras.ops only)."""
     classes = 2 ** (3 * mpp_config.bits)
     corruption = PatchCorruption(mpp_config.corrupt_rate, mpp_config.mask_rate, mpp_config.random_rate,
                                  name="corruption")
@@ -75,12 +75,12 @@ def build(model: keras.Model, mpp_config):
     network = keras.Model(model.inputs, [logits, corrupted], name=f"{model.name}_mpp")
     pixels_per_token = model.effective_patch_size
 
-    def loss_fn(net, images, labels, training):
+    def loss_fn(outputs, images, labels):
         del labels
-        logits, corrupted = net(images, training=training)
+        logits, corrupted = outputs
         targets = mean_colour_targets(images, pixels_per_token, mpp_config.bits)
-        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, tf.cast(logits, tf.float32))
-        per_example = tf.reduce_sum(ce * corrupted, axis=1) / tf.maximum(tf.reduce_sum(corrupted, axis=1), 1.0)
-        return per_example, tf.reshape(logits, (-1, classes)), tf.reshape(targets, (-1,))
+        ce = ops.sparse_categorical_crossentropy(targets, ops.cast(logits, "float32"), from_logits=True)
+        per_example = ops.sum(ce * corrupted, axis=1) / ops.maximum(ops.sum(corrupted, axis=1), 1.0)
+        return per_example, ops.reshape(logits, (-1, classes)), ops.reshape(targets, (-1,))
 
     return network, loss_fn

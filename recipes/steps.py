@@ -39,9 +39,9 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
     The loss is summed per replica and divided by the global batch, gradients are
     all-reduced explicitly and clipped by their global norm (`clip_norm` > 0) on the
     full gradient, so N replicas compute exactly the update of one device on the
-    same global batch. `loss_fn(model, images, labels, training)` may replace the
-    classification loss (it must return per-example losses and logits); masked patch
-    prediction uses that.
+    same global batch. `loss_fn(outputs, images, labels)` may replace the classification
+    loss (it gets the network's outputs and returns per-example losses, logits and their
+    targets); masked patch prediction uses that.
     """
     strategy = strategy or tf.distribute.get_strategy()
     variables = model.trainable_variables
@@ -56,7 +56,7 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
             if loss_fn is None:
                 per_example, logits, targets = classification(images, labels)
             else:
-                per_example, logits, targets = loss_fn(model, images, labels, True)
+                per_example, logits, targets = loss_fn(model(images, training=True), images, labels)
             loss = tf.reduce_sum(per_example) / global_batch_size
         grads = tape.gradient(loss, variables)
         ctx = tf.distribute.get_replica_context()

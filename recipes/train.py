@@ -154,14 +154,19 @@ def total_steps(config, train_examples: int) -> int:
 
 # ----------------------------------------------------------------------------- the run
 
-def _prepare(config, workdir: str, strategy, train_input) -> tuple:
-    """Validates what can fail before anything is written; returns (outdir, source, classes, steps)."""
+def _prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int] = None) -> tuple:
+    """Validates what can fail before anything is written; returns (outdir, source, classes, steps).
+    `data_ways`: the JAX engine's batch split (the TF engine reads it from `strategy`)."""
     config_checks.check(config)  # bad values fail before anything touches the workdir
     _policy(config)
+    if data_ways is None:
+        distribute.per_replica_batch(config.batch_size, strategy)
+    elif config.batch_size % data_ways:
+        raise ValueError(f"config.batch_size={config.batch_size} is not divisible by the {data_ways} ways the "
+                         "batch is split over the devices.")
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
-    distribute.per_replica_batch(config.batch_size, strategy)
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -175,10 +180,11 @@ def _prepare(config, workdir: str, strategy, train_input) -> tuple:
     return outdir, source, num_classes, total_steps(config, source.num_examples if source else 0)
 
 
-def _build(config, strategy, num_classes: int, steps_total: int) -> tuple:
-    """(classifier, trained network, loss_fn or None, optimizer), built under the strategy and precision."""
+def _build(config, scope, num_classes: int, steps_total: int) -> tuple:
+    """(classifier, trained network, loss_fn or None, optimizer), built under `scope` (the tf.distribute
+    strategy's or the keras.distribution's: it decides where each variable lives) and the precision."""
     loss_fn = None
-    with strategy.scope(), precision(config):
+    with scope, precision(config):
         model = build_model(config, config.dataset.image_size, num_classes)
         net = model
         if config.mpp.enabled:
@@ -194,7 +200,7 @@ def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progb
     logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
             "grad_norm": host["grad_norm"] / max(step - last_log, 1),
             "img/s": (step - last_log) * config.batch_size / max(time.time() - t0, 1e-9),
-            "lr": float(optimizer.learning_rate)}
+            "lr": _learning_rate(optimizer, step)}
     with writer.as_default(step=step):
         for k, v in logs.items():
             tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
@@ -204,6 +210,15 @@ def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progb
         logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
                     logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
     return logs
+
+
+def _learning_rate(optimizer, step: int) -> float:
+    """The rate the schedule gives at `step` (read from the schedule, not the optimizer's counter, which the
+    JAX engine updates only when it syncs)."""
+    schedule = optimizer._learning_rate
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(schedule(step))
+    return float(optimizer.learning_rate)
 
 
 def _check_finite(nonfinite, checked: int, step: int, manager) -> None:
@@ -217,9 +232,11 @@ def _check_finite(nonfinite, checked: int, step: int, manager) -> None:
             "config.optimizer.learning_rate, set config.optimizer.clip_norm, or check the input data.")
 
 
-def _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief) -> list:
+def _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
+          before_callbacks: Optional[Callable[[], None]] = None) -> list:
     """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`;
-    any non-finite step stops the run before the next log or checkpoint."""
+    any non-finite step stops the run before the next log or checkpoint. `before_callbacks()` runs before
+    a callback may look at the model (the JAX engine syncs its state into the Keras variables there)."""
     progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
                if chief and sys.stdout.isatty() else None)
     sums, last_log, t0, history = None, start, time.time(), []
@@ -240,13 +257,15 @@ def _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writ
             logs = _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief)
             history.append(dict(step=step, **logs))
             sums, last_log, t0 = None, step, time.time()
+        if before_callbacks is not None and config.fewshot.every and step % config.fewshot.every == 0:
+            before_callbacks()
         cb.on_train_batch_end(step, logs)
         if step % config.checkpoint_every == 0 or step == steps_total:
             manager.save(step)
     return history
 
 
-def _evaluate(config, model, eval_input, writer, steps_total) -> Optional[float]:
+def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> Optional[float]:
     ds_cfg = config.dataset
     if eval_input is not None:
         eval_ds = eval_input(config.batch_size, ds_cfg.image_size, False)
@@ -255,21 +274,34 @@ def _evaluate(config, model, eval_input, writer, steps_total) -> Optional[float]
         eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False)
     else:
         return None
-    accuracy = steps.evaluate(model, eval_ds)
+    accuracy = evaluate(eval_ds) if evaluate is not None else steps.evaluate(model, eval_ds)
     with writer.as_default(step=steps_total):
         tf.summary.scalar("eval_accuracy", accuracy)
     return accuracy
 
 
 def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
-                       train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
+                       distribution=None, train_input: Optional[Callable] = None,
+                       eval_input: Optional[Callable] = None,
                        callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
     """Trains per `config` in `workdir` (resuming if it holds checkpoints) and evaluates.
 
+    The engine is Keras' backend: TensorFlow runs under `strategy` (tf.distribute), JAX under
+    `distribution` ("auto", "none", "data", "model" or a `keras.distribution.Distribution`).
     `train_input` / `eval_input`: optional `(global_batch, image_size, training) -> tf.data.Dataset`
     of (images in [-1, 1], int labels) replacing the config's dataset (VTAB uses this).
     Returns the summary also written to `workdir/summary.json`.
     """
+    if keras.backend.backend() == "jax":
+        if strategy is not None:
+            raise ValueError("strategy= is for the TensorFlow engine; on JAX pass distribution=.")
+        from recipes import jax_train
+        return jax_train.train_and_evaluate(config, workdir, distribution=distribution or "auto",
+                                            train_input=train_input, eval_input=eval_input, callbacks=callbacks)
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(f"The trainer runs on the tensorflow and jax backends, not {keras.backend.backend()!r}.")
+    if distribution is not None:
+        raise ValueError("distribution= is for the JAX engine (KERAS_BACKEND=jax); on TensorFlow pass strategy=.")
     strategy = strategy or tf.distribute.get_strategy()
     outdir, source, num_classes, steps_total = _prepare(config, workdir, strategy, train_input)
     with lock.hold(outdir):  # a second live run on this workdir is refused here
@@ -279,7 +311,7 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
 
 def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
            callbacks) -> dict:
-    model, net, loss_fn, optimizer = _build(config, strategy, num_classes, steps_total)
+    model, net, loss_fn, optimizer = _build(config, strategy.scope(), num_classes, steps_total)
     manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
                                 {"model": net.variables, "optimizer": optimizer.variables},
                                 keep=config.keep_checkpoints)
@@ -337,8 +369,20 @@ def main(argv) -> None:
         raise app_usage_error(f"Unexpected arguments: {argv[1:]}")
     pylogging.getLogger("recipes").setLevel(pylogging.INFO)
     try:
-        strategy = distribute.get_strategy(FLAGS.strategy, FLAGS.tpu)
-        summary = train_and_evaluate(FLAGS.config, FLAGS.workdir, strategy=strategy)
+        if FLAGS.backend != keras.backend.backend():
+            raise ValueError(f"--backend={FLAGS.backend} but Keras was already loaded with the "
+                             f"{keras.backend.backend()} backend; set KERAS_BACKEND={FLAGS.backend} instead.")
+        if keras.backend.backend() == "jax":
+            from recipes import jax_train
+
+            pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # Orbax's per-save INFO lines
+            jax_train.initialize(FLAGS.job_addresses, FLAGS.num_processes, FLAGS.process_id)
+            summary = train_and_evaluate(FLAGS.config, FLAGS.workdir, distribution=FLAGS.distribution)
+        else:
+            if FLAGS.distribution not in ("auto", "none"):
+                raise ValueError("--distribution is the JAX engine's (--backend=jax); TensorFlow takes --strategy.")
+            strategy = distribute.get_strategy(FLAGS.strategy, FLAGS.tpu)
+            summary = train_and_evaluate(FLAGS.config, FLAGS.workdir, strategy=strategy)
     except (ValueError, FileNotFoundError, lock.WorkdirBusy) as e:  # NonFiniteError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -360,6 +404,16 @@ def run() -> None:
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard logs, the model and summary.json.")
     flags.DEFINE_enum("strategy", "cpu", list(distribute.STRATEGIES), "tf.distribute strategy.")
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --strategy=tpu ('local' on a TPU VM).")
+    flags.DEFINE_enum("backend", keras.backend.backend(), ["tensorflow", "jax"],
+                      "Engine: tensorflow (tf.distribute) or jax (keras.distribution). Read before Keras loads.")
+    flags.DEFINE_enum("distribution", "auto", ["auto", "none", "data", "model"],
+                      "JAX engine: DataParallel over every device (data), ModelParallel with keras_vit.layout_map "
+                      "on a (devices/config.model_parallel) x config.model_parallel mesh (model), one device "
+                      "(none); auto: data when there are several devices.")
+    flags.DEFINE_string("job_addresses", None, "JAX multi-process: the coordinator's host:port "
+                        "(keras.distribution.initialize; or $KERAS_DISTRIBUTION_JOB_ADDRESSES).")
+    flags.DEFINE_integer("num_processes", None, "JAX multi-process: how many processes in all.")
+    flags.DEFINE_integer("process_id", None, "JAX multi-process: this process's index, 0 the coordinator.")
     flags.mark_flags_as_required(["config", "workdir"])
     app.run(main, flags_parser=_parse_flags)
 

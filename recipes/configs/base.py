@@ -37,6 +37,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3
+    c.model_parallel = 2       # JAX --distribution=model: devices on the mesh's "model" axis
     c.fewshot = ml_collections.ConfigDict(dict(every=0, dataset="", train_split="", test_split="",
                                                shots=[1, 5, 10, 25], seeds=3))
     c.mpp = ml_collections.ConfigDict(dict(enabled=False, corrupt_rate=0.5, mask_rate=0.8,

@@ -1,0 +1,118 @@
+"""The trainer on the JAX backend: the same configs, input, schedules, logs and guarantees as on TensorFlow.
+
+Only the engine differs: `recipes.jax_engine` (a jitted stateless step under `keras.distribution`) and
+Orbax checkpoints (`recipes.orbax_checkpointing`). Several hosts join through `keras.distribution.initialize`;
+process 0 holds the workdir lock and writes TensorBoard, the model and `summary.json`, and every process
+writes its shards of each checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Callable, List, Optional
+
+import jax
+import keras
+import tensorflow as tf
+
+from recipes import data, jax_engine, lock, train
+from recipes.orbax_checkpointing import OrbaxCheckpoints
+
+logger = logging.getLogger("recipes")
+
+
+def initialize(job_addresses: Optional[str] = None, num_processes: Optional[int] = None,
+               process_id: Optional[int] = None) -> None:
+    """Joins a multi-process run (`keras.distribution.initialize`) when flags or $KERAS_DISTRIBUTION_* say so."""
+    given = (job_addresses, num_processes, process_id)
+    from_env = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    if all(v is None for v in given) and not from_env:
+        return
+    if num_processes is not None and num_processes > 1 and jax.default_backend() == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU hosts talk over gloo
+    keras.distribution.initialize(job_addresses, num_processes, process_id)
+
+
+def model_sizes(config):
+    """The ViTConfig of `config.model` (a table row with overrides, or the custom sizes): what the layout
+    map needs before any variable exists."""
+    import keras_vit
+
+    m = config.model
+    sizes = keras_vit.get_config(m.name).model_kwargs() if m.name else {}
+    sizes.update({f: int(m[f]) for f in train.SIZE_FIELDS if m[f]})
+    return keras_vit.ViTConfig(name=m.name or "custom", **{f: sizes[f] for f in train.SIZE_FIELDS})
+
+
+def _distribution(spec, config):
+    if not isinstance(spec, str):  # a keras.distribution.DataParallel / ModelParallel built by the caller
+        return spec
+    return jax_engine.make_distribution(spec, model_sizes(config), config.model_parallel)
+
+
+def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input: Optional[Callable] = None,
+                       eval_input: Optional[Callable] = None,
+                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
+    """`recipes.train.train_and_evaluate` on the JAX engine."""
+    train.config_checks.check(config)  # before the mesh is built from config.model_parallel
+    dist = _distribution(distribution, config)
+    ways = jax_engine.data_ways(dist)
+    outdir, source, num_classes, steps_total = train._prepare(config, workdir, None, train_input, data_ways=ways)
+    chief = jax.process_index() == 0
+    held = lock.hold(outdir) if chief else contextlib.nullcontext()
+    with held:
+        return _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input,
+                      callbacks, chief)
+
+
+def _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input, callbacks,
+           chief) -> dict:
+    scope = dist.scope() if dist is not None else contextlib.nullcontext()
+    model, net, loss_fn, optimizer = train._build(config, scope, num_classes, steps_total)
+    engine = jax_engine.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
+                                  label_smoothing=config.label_smoothing, clip_norm=config.optimizer.clip_norm,
+                                  loss_fn=loss_fn)
+    manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
+    restored = manager.restore()
+    if restored is None and config.init_weights:
+        train.init_from_weights(model, config)
+        engine.reload()
+    start = int(jax_engine.host(optimizer.iterations.value))
+    logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
+                start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
+    ds_cfg, size = config.dataset, config.dataset.image_size
+    if train_input is not None:
+        dataset = train_input(config.batch_size, size, True).skip(start)
+    else:
+        dataset = data.make_dataset(source, config.batch_size, size, True, seed=config.seed, start_step=start,
+                                    cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
+    writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
+    callbacks = list(callbacks or [])
+    if config.fewshot.every and chief:
+        callbacks.append(train._fewshot_callback(config, outdir))
+    cb = keras.callbacks.CallbackList(callbacks, model=model)
+    cb.on_train_begin()
+    history = train._loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
+                          before_callbacks=engine.sync)
+    manager.close()
+    engine.sync()
+    cb.on_train_end()
+    if config.ema_decay:
+        optimizer.finalize_variable_values(net.trainable_variables)
+        engine.reload()
+
+    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes, image_size=size,
+                   replicas=jax_engine.data_ways(dist), devices=jax.device_count(), processes=jax.process_count(),
+                   engine="jax", distribution=type(dist).__name__ if dist else "none",
+                   final_train=history[-1] if history else None)
+    accuracy = train._evaluate(config, model, eval_input, writer, steps_total, evaluate=engine.evaluate)
+    if accuracy is not None:
+        summary["eval_accuracy"] = accuracy
+    writer.flush()
+    if chief:
+        train._save_model(model, os.path.join(outdir, "model.keras"))
+        summary["model"] = os.path.join(outdir, "model.keras")
+        train.atomic.write_json(os.path.join(outdir, "summary.json"), summary)
+    return summary
