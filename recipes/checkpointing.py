@@ -27,13 +27,26 @@ class NonFiniteError(CheckpointError):
     """Refusing to write (or resume from) NaN / Inf state."""
 
 
+_RNG = re.compile(r"^seed_generator(_\d+)?/seed_generator_state$")
+
+
 def keyed_by_path(groups: Dict[str, List]) -> Dict[str, Dict[str, object]]:
-    """{group: {variable path: variable}}; two variables with one path are an error (the key must be unique)."""
+    """{group: {key: variable}}, the key being the variable's Keras path made stable across processes.
+
+    Keras numbers two names per process (`adam_w_1`, `seed_generator_7`), so a second model in one process
+    would not find its own checkpoint: an optimizer variable is keyed without the optimizer's name
+    (`embedding_kernel_momentum`), and a dropout RNG state, which has no path of its own, as `rng/<i>` in the
+    network's order. Two variables with one key are an error.
+    """
     out = {}
     for group, variables in groups.items():
-        named = {}
+        named, rng = {}, 0
         for v in variables:
             path = getattr(v, "path", None) or v.name.split(":")[0]
+            if _RNG.match(path):
+                path, rng = f"rng/{rng}", rng + 1
+            elif group == "optimizer" and "/" in path:
+                path = path.split("/", 1)[1]
             if path in named:
                 raise ValueError(f"Two {group} variables share the path {path!r}; checkpoints key by path.")
             named[path] = v
@@ -96,6 +109,11 @@ class GuardedCheckpoints:
             logger.warning("Ignoring %s/%s: not a checkpoint of this trainer.", self.directory, name)
 
 
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else "no message"
+
+
 def _check_shape(path: str, key: str, expected, found) -> None:
     if tuple(expected) != tuple(found):
         raise ValueError(f"Checkpoint {path} does not fit this run: {key} is {tuple(expected)} here, "
@@ -145,9 +163,9 @@ class CheckpointManager(GuardedCheckpoints):
         prefix = self.path(step)
         try:
             reader = tf.train.load_checkpoint(prefix)
-            shapes = reader.get_variable_to_shape_map()
-        except (tf.errors.OpError, ValueError) as e:
-            raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+            shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+        except Exception as e:  # OpError, or TF's own error translation failing (IndexError): not usable
+            raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__}: {_first_line(e)})") from e
         for group, named in self.named.items():
             for path, v in named.items():
                 key = self._key(group, path)
@@ -155,11 +173,14 @@ class CheckpointManager(GuardedCheckpoints):
                     raise ValueError(f"Checkpoint {prefix} does not fit this run: it has no {group} variable "
                                      f"{path!r}. Was the config changed?")
                 _check_shape(prefix, f"{group} variable {path!r}", v.shape, shapes[key])
+                if tf.as_dtype(v.dtype) != dtypes[key]:
+                    raise ValueError(f"Checkpoint {prefix} does not fit this run: {group} variable {path!r} is "
+                                     f"{tf.as_dtype(v.dtype).name} here, {dtypes[key].name} in the file.")
                 try:
                     value = reader.get_tensor(key)
-                except (tf.errors.OpError, ValueError) as e:
+                except Exception as e:
                     raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__} reading {path}: "
-                                          f"{str(e).splitlines()[0]})") from e
+                                          f"{_first_line(e)})") from e
                 if np.issubdtype(np.asarray(value).dtype, np.floating) and not np.isfinite(value).all():
                     raise NonFiniteError(f"Checkpoint {prefix} holds NaN/Inf in {group} variable {path!r}.")
 

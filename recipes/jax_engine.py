@@ -20,6 +20,7 @@ import numpy as np
 
 import keras_vit
 from recipes import losses
+from recipes.checkpointing import keyed_by_path
 
 logger = logging.getLogger("recipes")
 
@@ -58,7 +59,10 @@ def _jax_mesh(distribution) -> Optional[jax.sharding.Mesh]:
     if distribution is None:
         return None
     mesh = distribution.device_mesh
-    return jax.sharding.Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names))
+    by_name = {f"{d.platform}:{d.id}": d for d in jax.devices()}  # keras names devices "cpu:0", "tpu:3", ...
+    devices = np.vectorize(lambda d: by_name[str(d).lower()] if not isinstance(d, jax.Device) else d,
+                           otypes=[object])(np.asarray(mesh.devices))
+    return jax.sharding.Mesh(devices, tuple(mesh.axis_names))
 
 
 def host(x) -> np.ndarray:
@@ -83,6 +87,7 @@ class JaxEngine:
         self.global_batch = global_batch_size
         self.groups = {"model": net.trainable_variables + net.non_trainable_variables,
                        "optimizer": list(optimizer.variables)}
+        self.keys = {g: list(named) for g, named in keyed_by_path(self.groups).items()}  # same order as groups
         self._n_trainable = len(net.trainable_variables)
         self.reload()
         mesh = _jax_mesh(distribution)
@@ -109,12 +114,11 @@ class JaxEngine:
         self._values = jax.jit(lambda t: jax.tree.map(jnp.copy, t), out_shardings=shardings)(values)
 
     def state(self) -> Dict[str, Dict[str, jax.Array]]:
-        """{group: {variable path: array}}, the arrays sharded as the variables are."""
-        return {g: {v.path: a for v, a in zip(self.groups[g], values)}
-                for g, values in zip(("model", "optimizer"), self._values)}
+        """{group: {variable key: array}} (`recipes.checkpointing.keyed_by_path`), sharded as the variables."""
+        return {g: dict(zip(self.keys[g], values)) for g, values in zip(("model", "optimizer"), self._values)}
 
     def set_state(self, state: Dict[str, Dict[str, jax.Array]]) -> None:
-        self._values = [[state[g][v.path] for v in self.groups[g]] for g in ("model", "optimizer")]
+        self._values = [[state[g][k] for k in self.keys[g]] for g in ("model", "optimizer")]
         self.sync()
 
     def sync(self) -> None:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import tensorflow as tf
 
-from recipes.checkpointing import CheckpointError, GuardedCheckpoints, NonFiniteError, _check_shape
+from recipes.checkpointing import CheckpointError, GuardedCheckpoints, NonFiniteError, _check_shape, _first_line
 
 logger = logging.getLogger("recipes")
 
@@ -77,7 +77,7 @@ class OrbaxCheckpoints(GuardedCheckpoints):
             metadata = self._manager.item_metadata(step)
             saved = metadata.tree if hasattr(metadata, "tree") else metadata
         except Exception as e:  # missing or damaged metadata: the step directory is not usable
-            raise CheckpointError(f"{where} is unreadable ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+            raise CheckpointError(f"{where} is unreadable ({type(e).__name__}: {_first_line(e)})") from e
         if saved is None:
             raise CheckpointError(f"{where} is unreadable (no metadata)")
         for group, named in self.engine.state().items():
@@ -89,7 +89,7 @@ class OrbaxCheckpoints(GuardedCheckpoints):
         try:
             restored = self._manager.restore(step, args=ocp.args.StandardRestore(self._abstract()))
         except Exception as e:
-            raise CheckpointError(f"{where} is unreadable ({type(e).__name__}: {str(e).splitlines()[0]})") from e
+            raise CheckpointError(f"{where} is unreadable ({type(e).__name__}: {_first_line(e)})") from e
         bad = non_finite_paths(restored)
         if bad:
             raise NonFiniteError(f"Checkpoint {where} holds NaN/Inf in {bad[0]}.")

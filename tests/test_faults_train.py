@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -47,19 +48,30 @@ def _digest(directory):
     return {n: hashlib.sha256((directory / n).read_bytes()).hexdigest() for n in sorted(os.listdir(directory))}
 
 
+def _ckpt_steps(directory):
+    return sorted(int(n[5:-6]) for n in os.listdir(directory) if n.startswith("ckpt-") and n.endswith(".index"))
+
+
+def _all_finite(directory):
+    for step in _ckpt_steps(directory):
+        reader = tf.train.load_checkpoint(str(directory / f"ckpt-{step}"))
+        for key, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype.is_floating and not np.isfinite(reader.get_tensor(key)).all():
+                return False
+    return True
+
+
 def _final_weights(workdir):
     import keras
     return [np.asarray(w) for w in keras.models.load_model(workdir / "model.keras", compile=False).get_weights()]
 
 
 def test_nan_mid_run_stops_before_writing_and_keeps_good_checkpoints(tmp_path):
-    with pytest.raises(NonFiniteError, match=r"between steps 21 and 30.*ckpt-000000020\.npz"):
+    with pytest.raises(NonFiniteError, match=r"between steps 21 and 30.*checkpoints/ckpt-20\b"):
         train.train_and_evaluate(_config(), str(tmp_path), train_input=_input(nan_from=25))
     ckpts = tmp_path / "checkpoints"
-    assert sorted(os.listdir(ckpts)) == ["ckpt-000000010.npz", "ckpt-000000020.npz"]
-    for name in os.listdir(ckpts):
-        with np.load(ckpts / name) as data:
-            assert all(np.isfinite(data[k]).all() for k in data.files)
+    assert _ckpt_steps(ckpts) == [10, 20]
+    assert _all_finite(ckpts)
     assert not (tmp_path / "model.keras").exists() and not (tmp_path / "summary.json").exists()
     assert not (tmp_path / lock.LOCK_NAME).exists(), "the lock outlived the failed run"
 
@@ -74,9 +86,7 @@ def test_nan_run_exits_nonzero_with_one_line(tmp_path):
     assert run.returncode == 2, run.stderr[-2000:]
     assert "error: Training diverged" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "model.keras").exists()
-    for name in os.listdir(tmp_path / "checkpoints"):
-        with np.load(tmp_path / "checkpoints" / name) as data:
-            assert all(np.isfinite(data[k]).all() for k in data.files)
+    assert _all_finite(tmp_path / "checkpoints")
 
 
 def _damage(path, how):
@@ -97,49 +107,59 @@ def uninterrupted(tmp_path_factory):
     return workdir
 
 
-@pytest.mark.parametrize("how", ["zero-byte", "truncated", "bit-flipped"])
-def test_damaged_newest_checkpoint_falls_back_to_the_previous(uninterrupted, tmp_path, how, caplog):
-    ckpts = tmp_path / "checkpoints"
+def _copy_checkpoints(source, ckpts, steps):
     ckpts.mkdir()
-    for step in (20, 30):
-        (ckpts / f"ckpt-{step:09d}.npz").write_bytes((uninterrupted / "checkpoints" / f"ckpt-{step:09d}.npz")
-                                                    .read_bytes())
-    _damage(ckpts / "ckpt-000000030.npz", how)
+    for step in steps:
+        for f in (source / "checkpoints").glob(f"ckpt-{step}.*"):
+            (ckpts / f.name).write_bytes(f.read_bytes())
+
+
+@pytest.mark.parametrize("part,how", [("index", "zero-byte"), ("index", "truncated"), ("data", "zero-byte"),
+                                      ("data", "truncated"), ("data", "bit-flipped")])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous(uninterrupted, tmp_path, part, how, caplog):
+    ckpts = tmp_path / "checkpoints"
+    _copy_checkpoints(uninterrupted, ckpts, (20, 30))
+    _damage(next(ckpts.glob(f"ckpt-30.{part}*")), how)
     summary = train.train_and_evaluate(_config(), str(tmp_path), train_input=_input())
     assert summary["resumed_from"] == 20
-    assert "ckpt-000000030.npz is unreadable" in caplog.text
-    assert (ckpts / "ckpt-000000030.npz.unreadable").exists()
+    assert "ckpt-30 is unreadable" in caplog.text
+    assert (ckpts / "ckpt-30.index.unreadable").exists()
     for a, b in zip(_final_weights(tmp_path), _final_weights(uninterrupted)):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 
 def test_stray_files_are_ignored_with_a_warning(uninterrupted, tmp_path, caplog):
     ckpts = tmp_path / "checkpoints"
-    ckpts.mkdir()
-    good = uninterrupted / "checkpoints" / "ckpt-000000030.npz"
-    (ckpts / good.name).write_bytes(good.read_bytes())
-    (ckpts / "ckpt-000000090.npz").write_text("not a checkpoint")  # named like one
+    _copy_checkpoints(uninterrupted, ckpts, (30,))
+    (ckpts / "ckpt-90.index").write_text("not a checkpoint")  # named like one
     (ckpts / "notes.txt").write_text("mine")
     summary = train.train_and_evaluate(_config(), str(tmp_path), train_input=_input())
     assert summary["resumed_from"] == 30
-    assert "notes.txt: not a checkpoint" in caplog.text and "ckpt-000000090.npz is unreadable" in caplog.text
+    assert "notes.txt: not a checkpoint" in caplog.text and "ckpt-90 is unreadable" in caplog.text
     assert (ckpts / "notes.txt").read_text() == "mine"
-    assert "allow_pickle" not in caplog.text
 
 
 def test_restore_is_all_or_nothing_and_refuses_another_config(tmp_path):
-    v = [tf.Variable(np.ones((2, 3), "float32")), tf.Variable(np.zeros((4,), "float32"))]
+    v = [keras.Variable(np.ones((2, 3), "float32"), name="a"), keras.Variable(np.zeros((4,), "float32"), name="b")]
     manager = CheckpointManager(str(tmp_path), {"model": v})
     manager.save(1)
-    w = [tf.Variable(np.full((2, 3), 7, "float32")), tf.Variable(np.zeros((5,), "float32"))]
-    with pytest.raises(ValueError, match=r"ckpt-000000001\.npz does not fit this run.*\(5,\).*\(4,\)"):
+    w = [keras.Variable(np.full((2, 3), 7, "float32"), name="a"), keras.Variable(np.zeros((5,), "float32"), name="b")]
+    with pytest.raises(ValueError, match=r"ckpt-1 does not fit this run: model variable 'b' is \(5,\) here, "
+                                         r"\(4,\) in the file"):
         CheckpointManager(str(tmp_path), {"model": w}).restore()
     assert (w[0].numpy() == 7).all(), "a failed restore changed a variable"
-    assert os.path.exists(manager.path(1)), "a checkpoint of another config must not be moved aside"
+    assert os.path.exists(manager.path(1) + ".index"), "a checkpoint of another config must not be moved aside"
+    renamed = [keras.Variable(np.full((2, 3), 7, "float32"), name="a"), keras.Variable(np.zeros((4,), "float32"), name="c")]
+    with pytest.raises(ValueError, match=r"ckpt-1 does not fit this run: it has no model variable 'c'"):
+        CheckpointManager(str(tmp_path), {"model": renamed}).restore()
+    # keyed by path, not position: the same variables in another order restore exactly
+    swapped = [keras.Variable(np.zeros((4,), "float32"), name="b"), keras.Variable(np.zeros((2, 3), "float32"), name="a")]
+    assert CheckpointManager(str(tmp_path), {"model": swapped}).restore() == 1
+    assert (swapped[1].numpy() == 1).all() and (swapped[0].numpy() == 0).all()
 
 
 def test_non_finite_state_is_never_saved(tmp_path):
-    v = [tf.Variable(np.ones((3,), "float32"))]
+    v = [keras.Variable(np.ones((3,), "float32"), name="v")]
     manager = CheckpointManager(str(tmp_path), {"model": v}, keep=1)
     manager.save(1)
     before = _digest(tmp_path)

@@ -55,14 +55,14 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     ckpts = killed_dir / "checkpoints"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
-        if ckpts.exists() and any(n.endswith(".npz") for n in os.listdir(ckpts)):
+        if ckpts.exists() and any(n.endswith(".index") for n in os.listdir(ckpts)):
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed_dir / "summary.json").exists(), "the run finished before it could be killed"
-    done = sorted(n for n in os.listdir(ckpts) if n.endswith(".npz"))
-    assert done and int(done[-1][5:14]) < 400
+    done = sorted(int(n[5:-6]) for n in os.listdir(ckpts) if n.endswith(".index"))
+    assert done and done[-1] < 400
     resumed = _train(killed_dir, *flags)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((killed_dir / "summary.json").read_text())
