@@ -30,8 +30,7 @@ def initialize(job_addresses: Optional[str] = None, num_processes: Optional[int]
     from_env = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
     if all(v is None for v in given) and not from_env:
         return
-    if num_processes is not None and num_processes > 1 and jax.default_backend() == "cpu":
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU hosts talk over gloo
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes talk over gloo (GPU/TPU: unused)
     keras.distribution.initialize(job_addresses, num_processes, process_id)
 
 

@@ -45,8 +45,10 @@ class OrbaxCheckpoints(GuardedCheckpoints):
         tf.io.gfile.makedirs(self.directory)
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
                                                create=True)
+        # the handler named up front: a fresh manager otherwise knows no item and reads no metadata
         self._manager = ocp.CheckpointManager(os.path.abspath(self.directory) if "://" not in directory
-                                              else directory, options=options)
+                                              else directory, options=options,
+                                              item_handlers=ocp.StandardCheckpointHandler())
 
     def steps(self) -> List[int]:
         names = [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)] if tf.io.gfile.exists(
