@@ -121,6 +121,10 @@ class JaxEngine:
         self._values = [[state[g][k] for k in self.keys[g]] for g in ("model", "optimizer")]
         self.sync()
 
+    def step(self) -> int:
+        """The optimizer's step counter, as the engine holds it."""
+        return int(host(self.state()["optimizer"]["iteration"]))
+
     def sync(self) -> None:
         """The Keras variables take the engine's values (the optimizer's step counter included)."""
         for group, values in zip(("model", "optimizer"), self._values):

@@ -78,7 +78,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
     if restored is None and config.init_weights:
         train.init_from_weights(model, config)
         engine.reload()
-    start = int(jax_engine.host(optimizer.iterations.value))
+    start = engine.step()
     logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
                 start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
     ds_cfg, size = config.dataset, config.dataset.image_size
