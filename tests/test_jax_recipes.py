@@ -186,3 +186,42 @@ def test_damaged_orbax_checkpoint_falls_back_and_another_config_is_refused(tmp_p
     assert "checkpoints/30 is unreadable" in again.stderr and (tmp_path / "checkpoints" / "30.unreadable").exists()
     wider = _train(tmp_path, "--config.total_steps=50", "--config.model.mlp_dim=128")
     assert wider.returncode == 2 and "does not fit this run" in wider.stderr and "Dense_0/kernel" in wider.stderr
+
+
+_ROWS = """
+import json, sys, numpy as np, tensorflow as tf, keras_vit
+from recipes import train
+from recipes.configs import demo, finetune, mpp, pretrain, vtab
+rows = {"demo:finetune": demo, "finetune:cifar10_polyak": finetune, "mpp:vit_b16_jft": mpp,
+        "pretrain:r50_vit_b16_jft": pretrain, "vtab:caltech101": vtab}
+out = {}
+for i, (row, module) in enumerate(rows.items()):
+    c = module.get_config(row.split(":")[1])
+    name = c.model.name
+    patch = keras_vit.get_config(name).effective_patch_size if name else c.model.patch_size
+    c.model.num_layers = 2
+    c.dataset.image_size = 2 * patch if name else c.dataset.image_size
+    c.update(batch_size=4, total_steps=2, log_every=1, checkpoint_every=2, init_weights="")
+    c.optimizer.warmup_steps = 1
+    size, classes = c.dataset.image_size, c.dataset.num_classes
+    def data(batch, image_size, training):
+        rng = np.random.default_rng(0)
+        ds = tf.data.Dataset.from_tensor_slices((rng.uniform(-1, 1, (8, size, size, 3)).astype("float32"),
+                                                 rng.integers(0, classes, 8).astype("int64")))
+        return (ds.repeat() if training else ds).batch(batch)
+    s = train.train_and_evaluate(c, sys.argv[1] + f"/{i}", train_input=data, eval_input=data)
+    out[row] = [s["steps"], s["final_train"]["loss"], s["engine"], c.ema_decay, c.mpp.enabled]
+print(json.dumps(out))
+"""
+
+
+def test_every_kind_of_config_runs_on_jax(tmp_path):
+    """SGD fine-tuning, Polyak EMA, masked patch prediction, a hybrid and a VTAB row, two steps each."""
+    done = subprocess.run([sys.executable, "-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rows) == 5
+    for row, (steps, loss, engine, _, _) in rows.items():
+        assert steps == 2 and np.isfinite(loss) and engine == "jax", row
+    assert rows["finetune:cifar10_polyak"][3] > 0 and rows["mpp:vit_b16_jft"][4]
