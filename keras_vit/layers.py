@@ -161,7 +161,9 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
-        if fused and not return_attention and x.dtype == "float32" and not (training and self.dropout_rate):
+        # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
+        precise = x.dtype == "float32" or self.FUSED is True
+        if fused and precise and not return_attention and not (training and self.dropout_rate):
             y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
             return self._project(y, x, d)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
