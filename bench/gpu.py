@@ -108,14 +108,16 @@ ROWS = ("jax_einsum", "jax_fused", "timm", "timm_compile")
 def row(kind: str, name: str, mode: str, batch: int, iters: int) -> dict:
     if kind.startswith("jax"):
         cmd = [sys.executable, "-c", _JAX, name, mode, str(batch), kind.split("_")[1], str(iters)]
-        env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+        env = dict(os.environ, KERAS_BACKEND="jax",
+                   PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     else:
         cmd = [sys.executable, "-c", _TORCH, SIZES[name][5], mode, str(batch), "1" if kind == "timm_compile" else "0",
                str(iters)]
         env = dict(os.environ)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
-        return {"error": done.stderr.strip().splitlines()[-1][:300] if done.stderr.strip() else f"exit {done.returncode}"}
+        last = done.stderr.strip().splitlines()[-1][:300] if done.stderr.strip() else f"exit {done.returncode}"
+        return {"error": last}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
