@@ -29,8 +29,7 @@ def _nums(config, names, **kw) -> None:
 def check(config) -> None:
     """Raises ValueError naming the first field of `config` out of type or range."""
     _ints(config, ("batch_size", "log_every", "checkpoint_every", "keep_checkpoints", "grad_accum_steps",
-                   "model_parallel",
-                   "dataset.image_size"))
+                   "model_parallel", "dataset.image_size"))
     _ints(config, ("total_steps", "seed", "init_image_size", "init_classes", "dataset.num_classes",
                    "dataset.train_examples", "fewshot.every", "optimizer.warmup_steps"), minimum=0)
     _nums(config, ("num_epochs",), minimum=0.0)
