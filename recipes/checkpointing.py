@@ -65,7 +65,10 @@ class GuardedCheckpoints:
     and `_unreadable_files`.
     """
 
-    directory: str
+    def __init__(self, directory: str, keep: int):
+        self.directory, self.keep = directory.rstrip("/"), keep
+        self._reported = set()  # stray file names already warned about
+        tf.io.gfile.makedirs(self.directory)
 
     def latest(self) -> Optional[int]:
         steps = self.steps()
@@ -101,11 +104,11 @@ class GuardedCheckpoints:
         logger.warning("%s; moved it to %s and trying the previous checkpoint.", error, ", ".join(moved))
 
     def _report_stray(self, names: List[str], ours: "re.Pattern") -> None:
-        reported = self.__dict__.setdefault("_reported", set())
+        """One warning per file that is neither ours, set aside, nor a writer's temporary."""
         for name in names:
-            if ours.match(name) or name.endswith((".unreadable", ".tmp")) or "tmp" in name or name in reported:
+            if ours.match(name) or name.endswith(".unreadable") or "tmp" in name or name in self._reported:
                 continue
-            reported.add(name)
+            self._reported.add(name)
             logger.warning("Ignoring %s/%s: not a checkpoint of this trainer.", self.directory, name)
 
 
@@ -128,11 +131,11 @@ class CheckpointManager(GuardedCheckpoints):
     _INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 
     def __init__(self, directory: str, groups: Dict[str, List], keep: int = 3):
-        self.directory, self.keep = directory.rstrip("/"), keep
+        super().__init__(directory, keep)
         self.named = keyed_by_path(groups)
-        tracked = {g: {k: getattr(v, "value", v) if not isinstance(v, tf.Variable) else v for k, v in named.items()}
+        # what tf.train tracks: the tf.Variable (mirrored / TPU variable under a strategy) behind each Keras variable
+        tracked = {g: {k: v if isinstance(v, tf.Variable) else v.value for k, v in named.items()}
                    for g, named in self.named.items()}
-        tf.io.gfile.makedirs(self.directory)
         self.checkpoint = tf.train.Checkpoint(**tracked)
         self._manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
                                                    checkpoint_name="ckpt")
@@ -148,8 +151,7 @@ class CheckpointManager(GuardedCheckpoints):
 
     def _non_finite(self) -> List[str]:
         return [f"{g}/{k}" for g, named in self.named.items() for k, v in named.items()
-                if np.issubdtype(np.dtype(v.dtype.name if hasattr(v.dtype, "name") else v.dtype), np.floating)
-                and not np.isfinite(np.asarray(v.numpy())).all()]
+                if tf.as_dtype(v.dtype).is_floating and not np.isfinite(v.numpy()).all()]
 
     def _write(self, step: int) -> str:
         return self._manager.save(checkpoint_number=step)

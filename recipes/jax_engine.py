@@ -10,7 +10,6 @@ so every layout computes the one-device update on the same global batch.
 
 from __future__ import annotations
 
-import logging
 from typing import Callable, Dict, List, Optional
 
 import jax
@@ -21,8 +20,6 @@ import numpy as np
 import keras_vit
 from recipes import losses
 from recipes.checkpointing import keyed_by_path
-
-logger = logging.getLogger("recipes")
 
 DISTRIBUTIONS = ("auto", "none", "data", "model")
 
@@ -186,12 +183,12 @@ class JaxEngine:
 
     def evaluate(self, dataset) -> float:
         """Top-1 accuracy over a finite dataset of (images, labels); the last batch is padded to split evenly."""
-        ways = data_ways(self.distribution) * 1
+        split = max(data_ways(self.distribution), jax.process_count())
         correct = count = 0.0
         for images, labels in dataset:
             images, labels = np.asarray(images), np.asarray(labels).astype(np.int32)
             n = len(labels)
-            pad = (-n) % max(ways, jax.process_count())
+            pad = (-n) % split
             valid = np.arange(n + pad) < n
             if pad:
                 images = np.concatenate([images, np.zeros((pad, *images.shape[1:]), images.dtype)])

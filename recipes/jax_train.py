@@ -15,9 +15,7 @@ from typing import Callable, List, Optional
 
 import jax
 import keras
-import tensorflow as tf
-
-from recipes import data, jax_engine, lock, train
+from recipes import jax_engine, lock, train
 from recipes.orbax_checkpointing import OrbaxCheckpoints
 
 logger = logging.getLogger("recipes")
@@ -81,17 +79,8 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
     start = engine.step()
     logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
                 start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
-    ds_cfg, size = config.dataset, config.dataset.image_size
-    if train_input is not None:
-        dataset = train_input(config.batch_size, size, True).skip(start)
-    else:
-        dataset = data.make_dataset(source, config.batch_size, size, True, seed=config.seed, start_step=start,
-                                    cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
-    writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
-    callbacks = list(callbacks or [])
-    if config.fewshot.every and chief:
-        callbacks.append(train._fewshot_callback(config, outdir))
-    cb = keras.callbacks.CallbackList(callbacks, model=model)
+    dataset = train.train_stream(config, source, train_input, start, config.batch_size)
+    writer, cb = train.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
     history = train._loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
                           before_callbacks=engine.sync)
@@ -102,16 +91,9 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
         optimizer.finalize_variable_values(net.trainable_variables)
         engine.reload()
 
-    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes, image_size=size,
-                   replicas=jax_engine.data_ways(dist), devices=jax.device_count(), processes=jax.process_count(),
-                   engine="jax", distribution=type(dist).__name__ if dist else "none",
-                   final_train=history[-1] if history else None)
-    accuracy = train._evaluate(config, model, eval_input, writer, steps_total, evaluate=engine.evaluate)
-    if accuracy is not None:
-        summary["eval_accuracy"] = accuracy
-    writer.flush()
-    if chief:
-        train._save_model(model, os.path.join(outdir, "model.keras"))
-        summary["model"] = os.path.join(outdir, "model.keras")
-        train.atomic.write_json(os.path.join(outdir, "summary.json"), summary)
-    return summary
+    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes,
+                   image_size=config.dataset.image_size, replicas=jax_engine.data_ways(dist),
+                   devices=jax.device_count(), processes=jax.process_count(), engine="jax",
+                   distribution=type(dist).__name__ if dist else "none", final_train=history[-1] if history else None)
+    return train.finish(config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate,
+                        chief=chief)

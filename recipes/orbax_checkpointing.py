@@ -7,7 +7,6 @@ every array out as this run's variables are laid out, so a run saved on 2 device
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from typing import List
@@ -18,8 +17,7 @@ import orbax.checkpoint as ocp
 import tensorflow as tf
 
 from recipes.checkpointing import CheckpointError, GuardedCheckpoints, NonFiniteError, _check_shape, _first_line
-
-logger = logging.getLogger("recipes")
+from recipes.jax_engine import host
 
 
 @jax.jit
@@ -30,8 +28,6 @@ def _finite(tree):
 
 def non_finite_paths(state) -> List[str]:
     """"group/path" of every array of `state` holding NaN/Inf (one compiled reduction, any layout)."""
-    from recipes.jax_engine import host
-
     return [f"{g}/{k}" for g, named in _finite(state).items() for k, ok in named.items() if not bool(host(ok))]
 
 
@@ -41,8 +37,8 @@ class OrbaxCheckpoints(GuardedCheckpoints):
     _OURS = re.compile(r"^\d+$")
 
     def __init__(self, directory: str, engine, keep: int = 3):
-        self.directory, self.engine, self.keep = directory.rstrip("/"), engine, keep
-        tf.io.gfile.makedirs(self.directory)
+        super().__init__(directory, keep)
+        self.engine = engine
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
                                                create=True)
         # the handler named up front: a fresh manager otherwise knows no item and reads no metadata

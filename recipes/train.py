@@ -1,10 +1,11 @@
 """The one trainer: `python -m recipes.train --config=recipes/configs/X.py:variant --workdir=DIR`.
 
-Pre-training and fine-tuning are configs, not scripts. A custom loop (`strategy.run`
-inside a compiled `tf.function`, see `recipes.steps`) drives every strategy the same
-way; Keras 3 `model.fit` is avoided because it breaks under MultiWorkerMirroredStrategy
-(keras-team/keras#20585) and with XLA under MirroredStrategy. The run checkpoints
-every `checkpoint_every` steps and resumes from the latest checkpoint in the workdir.
+Pre-training and fine-tuning are configs, not scripts. This module holds what both engines share (model,
+config checks, input stream, logging loop, evaluation, outputs) and the CLI; the engine is Keras' backend:
+`recipes.tf_train` (a custom `strategy.run` loop in a compiled `tf.function`; Keras 3 `model.fit` breaks
+under MultiWorkerMirroredStrategy, keras-team/keras#20585) or `recipes.jax_train` (a jitted stateless step
+under `keras.distribution`). The run checkpoints every `checkpoint_every` steps and resumes from the latest
+checkpoint in the workdir.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tensorflow as tf
 import keras_vit
 from keras_vit import checkpoints as vit_checkpoints
 from recipes import atomic, config_checks, data, distribute, lock, optim, steps
-from recipes.checkpointing import CheckpointManager, NonFiniteError
+from recipes.checkpointing import NonFiniteError
 
 logger = pylogging.getLogger("recipes")
 
@@ -302,60 +303,41 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
         raise ValueError(f"The trainer runs on the tensorflow and jax backends, not {keras.backend.backend()!r}.")
     if distribution is not None:
         raise ValueError("distribution= is for the JAX engine (KERAS_BACKEND=jax); on TensorFlow pass strategy=.")
-    strategy = strategy or tf.distribute.get_strategy()
-    outdir, source, num_classes, steps_total = _prepare(config, workdir, strategy, train_input)
-    with lock.hold(outdir):  # a second live run on this workdir is refused here
-        return _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input,
-                      eval_input, callbacks)
+    from recipes import tf_train
+    return tf_train.train_and_evaluate(config, workdir, strategy=strategy or tf.distribute.get_strategy(),
+                                       train_input=train_input, eval_input=eval_input, callbacks=callbacks)
 
 
-def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
-           callbacks) -> dict:
-    model, net, loss_fn, optimizer = _build(config, strategy.scope(), num_classes, steps_total)
-    manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
-                                {"model": net.variables, "optimizer": optimizer.variables},
-                                keep=config.keep_checkpoints)
-    restored = manager.restore()
-    if restored is None and config.init_weights:
-        init_from_weights(model, config)
-    start = int(optimizer.iterations.numpy())
-    logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
-    ds_cfg, size = config.dataset, config.dataset.image_size
+def train_stream(config, source, train_input: Optional[Callable], start: int, global_batch: int):
+    """The training batches from step `start` on: `train_input`'s, or the config's dataset (keyed by seed and
+    step, so a resumed run sees the batches an uninterrupted one would)."""
+    size, ds_cfg = config.dataset.image_size, config.dataset
+    if train_input is not None:
+        return train_input(global_batch, size, True).skip(start)
+    return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
+                             cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
 
-    def build_train(global_batch):
-        if train_input is not None:
-            return train_input(global_batch, size, True).skip(start)
-        return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
-                                 cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
 
-    replicas = strategy.num_replicas_in_sync
-    multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-    dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
-    step_fn = steps.build_train_step(net, optimizer, num_classes=num_classes, global_batch_size=config.batch_size,
-                                     strategy=strategy, label_smoothing=config.label_smoothing,
-                                     clip_norm=config.optimizer.clip_norm,
-                                     jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
-    chief = outdir == workdir
+def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, callbacks) -> tuple:
+    """(TensorBoard writer, CallbackList): the chief writes `outdir/tb` and runs the few-shot probe."""
     writer = tf.summary.create_file_writer(os.path.join(outdir, "tb")) if chief else tf.summary.create_noop_writer()
     callbacks = list(callbacks or [])
     if config.fewshot.every and chief:
         callbacks.append(_fewshot_callback(config, outdir))
-    cb = keras.callbacks.CallbackList(callbacks, model=model)
-    cb.on_train_begin()
-    history = _loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief)
-    cb.on_train_end()
-    if config.ema_decay:
-        optimizer.finalize_variable_values(net.trainable_variables)
+    return writer, keras.callbacks.CallbackList(callbacks, model=model)
 
-    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes, image_size=size,
-                   replicas=replicas, final_train=history[-1] if history else None)
-    accuracy = _evaluate(config, model, eval_input, writer, steps_total)
+
+def finish(config, model: keras.Model, outdir: str, writer, summary: dict, eval_input, steps_total: int, *,
+           evaluate=None, chief: bool = True) -> dict:
+    """Evaluates, then (the chief) writes `model.keras` and `summary.json` atomically; returns the summary."""
+    accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
     writer.flush()
-    _save_model(model, os.path.join(outdir, "model.keras"))
-    summary["model"] = os.path.join(outdir, "model.keras")
-    atomic.write_json(os.path.join(outdir, "summary.json"), summary)
+    if chief:
+        _save_model(model, os.path.join(outdir, "model.keras"))
+        summary["model"] = os.path.join(outdir, "model.keras")
+        atomic.write_json(os.path.join(outdir, "summary.json"), summary)
     return summary
 
 
@@ -439,5 +421,7 @@ def _parse_flags(argv: List[str]) -> List[str]:
         sys.exit(2)
 
 
-if __name__ == "__main__":
-    run()
+if __name__ == "__main__":  # run the importable module's copy, the one the engines import
+    from recipes.train import run as _run
+
+    _run()
