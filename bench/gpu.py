@@ -20,13 +20,12 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIZES = {"ViT-B/16": (16, 768, 3072, 12, 12, "vit_base_patch16_224"),
-         "ViT-L/16": (16, 1024, 4096, 16, 24, "vit_large_patch16_224")}
+SIZES = {"ViT-B/16": (16, 768, 3072, 12, 12), "ViT-L/16": (16, 1024, 4096, 16, 24)}
 
 
 def forward_flops(name: str, image: int = 224, classes: int = 1000) -> float:
     """Multiply-adds x 2 of one image's forward pass (patch embedding, blocks, head)."""
-    p, d, mlp, _, layers, _ = SIZES[name]
+    p, d, mlp, _, layers = SIZES[name]
     n = (image // p) ** 2 + 1
     block = 2 * n * (4 * d * d + 2 * d * mlp) + 2 * 2 * n * n * d
     return layers * block + 2 * (n - 1) * p * p * 3 * d + 2 * d * classes
@@ -72,34 +71,11 @@ print(json.dumps({"ips": batch / statistics.median(ts), "peak_gb": stats.get("pe
 """
 
 _TORCH = r"""
-import json, statistics, sys, time
-import torch, timm
-arch, mode, batch, compiled, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
-model = timm.create_model(arch, act_layer="gelu_tanh").cuda()
-x = torch.rand(batch, 3, 224, 224, device="cuda") * 2 - 1
-y = torch.randint(0, 1000, (batch,), device="cuda")
-fwd = torch.compile(model) if compiled else model
-auto = torch.autocast("cuda", dtype=torch.bfloat16)
-if mode == "infer":
-    model.eval()
-    def run():
-        with torch.no_grad(), auto:
-            fwd(x)
-        torch.cuda.synchronize()
-else:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
-    def run():
-        opt.zero_grad(set_to_none=True)
-        with auto:
-            loss = torch.nn.functional.cross_entropy(fwd(x), y)
-        loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-for _ in range(3): run()
-ts = []
-for _ in range(iters):
-    t0 = time.perf_counter(); run(); ts.append(time.perf_counter() - t0)
-print(json.dumps({"ips": batch / statistics.median(ts), "peak_gb": torch.cuda.max_memory_allocated() / 1e9}))
+import json, sys, torch
+from bench.throughput import timm_torch
+name, mode, batch, compiled, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
+ips = timm_torch(name, 224, batch, mode, "bf16", compiled, iters, 3, device="cuda")
+print(json.dumps({"ips": ips, "peak_gb": torch.cuda.max_memory_allocated() / 1e9}))
 """
 
 ROWS = ("jax_einsum", "jax_fused", "timm", "timm_compile")
@@ -111,9 +87,8 @@ def row(kind: str, name: str, mode: str, batch: int, iters: int) -> dict:
         env = dict(os.environ, KERAS_BACKEND="jax",
                    PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     else:
-        cmd = [sys.executable, "-c", _TORCH, SIZES[name][5], mode, str(batch), "1" if kind == "timm_compile" else "0",
-               str(iters)]
-        env = dict(os.environ)
+        cmd = [sys.executable, "-c", _TORCH, name, mode, str(batch), "1" if kind == "timm_compile" else "0", str(iters)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
         last = done.stderr.strip().splitlines()[-1][:300] if done.stderr.strip() else f"exit {done.returncode}"

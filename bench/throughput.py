@@ -14,6 +14,7 @@ is that row's peak resident memory (model, optimizer state, activations, framewo
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -25,7 +26,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
+if importlib.util.find_spec("torchvision") is None:  # the stand-in only where no real torchvision is installed
+    sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -133,22 +135,25 @@ def _timm_name(name, size):
             "ViT-Ti/16": "vit_tiny_patch16_224", "ViT-L/16": "vit_large_patch16_224"}[name], size
 
 
-def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup):
+def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: str = "cpu"):
+    """timm's img/s on `device` ("cpu" or "cuda"): eager or `torch.compile`, bf16 by autocast."""
     import timm
     import torch
 
     arch, size = _timm_name(name, size)
-    model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh")
-    x = torch.rand(batch, 3, size, size) * 2 - 1
-    y = torch.randint(0, 1000, (batch,))
+    model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh").to(device)
+    x = torch.rand(batch, 3, size, size, device=device) * 2 - 1
+    y = torch.randint(0, 1000, (batch,), device=device)
     fwd = torch.compile(model) if compiled else model
-    auto = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16")
+    auto = torch.autocast(device, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    done = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if mode == "infer":
         model.eval()
 
         def run():
             with torch.no_grad(), auto:
                 fwd(x)
+            done()
     else:
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
@@ -159,6 +164,7 @@ def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup):
                 loss = torch.nn.functional.cross_entropy(fwd(x), y)
             loss.backward()
             opt.step()
+            done()
     return batch / timed(run, iters, warmup)
 
 

@@ -2,7 +2,6 @@
 their real bit depth; every consumer feeds a model the input range the model itself declares."""
 
 import hashlib
-import json
 import os
 
 import numpy as np
