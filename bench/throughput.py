@@ -74,8 +74,10 @@ def gemm_torch(n: int = 2048) -> float:
 
 # ----------------------------------------------------------------------------- keras_vit (TF)
 
-def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipes", build=None):
-    """keras_vit (or the model `build(name, size)` returns) under the recipes' train step or inference."""
+def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipes", build=None, remat=False,
+             quantize=None):
+    """keras_vit (or the model `build(name, size)` returns) under the recipes' train step or inference;
+    `remat`: the constructor's per-block rematerialization; `quantize`: `model.quantize(mode)` first."""
     import keras
     import tensorflow as tf
 
@@ -84,9 +86,12 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
     try:
         if build is None:
-            model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
+            model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,
+                                           remat=remat)
         else:
             model = build(name, size)
+        if quantize:
+            model.quantize(quantize)
         x = tf.random.uniform((batch, size, size, 3), -1, 1)
         y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
         if mode == "infer":
@@ -135,13 +140,16 @@ def _timm_name(name, size):
             "ViT-Ti/16": "vit_tiny_patch16_224", "ViT-L/16": "vit_large_patch16_224"}[name], size
 
 
-def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: str = "cpu"):
-    """timm's img/s on `device` ("cpu" or "cuda"): eager or `torch.compile`, bf16 by autocast."""
+def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: str = "cpu", int8: bool = False):
+    """timm's img/s on `device` ("cpu" or "cuda"): eager or `torch.compile`, bf16 by autocast; `int8`: PyTorch's
+    dynamic int8 quantization of every nn.Linear (its standard CPU int8 path), inference only."""
     import timm
     import torch
 
     arch, size = _timm_name(name, size)
     model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh").to(device)
+    if int8:
+        model = torch.ao.quantization.quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
     x = torch.rand(batch, 3, size, size, device=device) * 2 - 1
     y = torch.randint(0, 1000, (batch,), device=device)
     fwd = torch.compile(model) if compiled else model
@@ -174,7 +182,7 @@ _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.layers.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
-model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
+model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=sys.argv[8] == "remat")
 x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
 y = np.random.randint(0, 1000, (batch,))
 if mode == "infer":
@@ -196,13 +204,13 @@ print(batch / statistics.median(ts), hwm)
 """
 
 
-def keras_jax(name, size, batch, mode, iters, warmup):
+def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
     from keras_vit.layers import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
     out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup),
-                          fused],
+                          fused, "remat" if remat else "keep"],
                          env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
@@ -215,7 +223,11 @@ def keras_jax(name, size, batch, mode, iters, warmup):
 def measure(f, name, size, mode, batch, dtype, iters, warmup):
     """(img/s or None, forward FLOPs or None, peak RSS GB, error or None) of one row, in this process."""
     ips = flops = error = None
+    remat, f = f.endswith("_remat"), f.removesuffix("_remat")  # keras_tf_remat, keras_jax_remat, ...
+    int8, f = f.endswith("_int8"), f.removesuffix("_int8")  # keras_tf_int8 (model.quantize), timm_int8
     try:
+        if int8 and mode != "infer":
+            raise ValueError("int8 rows are inference only")
         if f in ("keras_tf_fused", "keras_tf_fused_noxla", "keras_jax_fused"):  # keras.ops.dot_product_attention
             from keras_vit.layers import MultiHeadDotProductAttention
 
@@ -226,17 +238,18 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
 
             MultiHeadDotProductAttention.FUSED = False
         if f in ("keras_tf", "keras_tf_noxla"):
-            ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup)
+            ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup, remat=remat,
+                                  quantize="int8" if int8 else None)
         elif f == "keras_tf_naive":
             if mode == "train":  # inference has no naive variant
                 ips, flops = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, variant="naive")
         elif f == "keras_hub":
             ips, _ = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, build=keras_hub_vit)
         elif f == "keras_jax":
-            ips, peak = keras_jax(name, size, batch, mode, iters, warmup)
+            ips, peak = keras_jax(name, size, batch, mode, iters, warmup, remat=remat)
             return ips, None, peak, None
         elif f in ("timm", "timm_compile"):
-            ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup)
+            ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup, int8=int8)
         else:
             error = f"unknown framework {f!r}"
     except Exception as e:
@@ -265,7 +278,9 @@ def main(argv=None) -> None:
                    help="keras_tf (XLA), keras_tf_noxla, keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
                         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
                         "keras_jax, "
-                        "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile")
+                        "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile; suffix _remat "
+                        "(keras_tf, keras_tf_noxla, keras_jax: remat=True) or _int8 (keras_tf, keras_tf_noxla: "
+                        "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-isolate", dest="isolate", action="store_false",

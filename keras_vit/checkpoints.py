@@ -33,6 +33,11 @@ def _check_model(model) -> None:
     if not hasattr(model, "vit_config") or not hasattr(model, "encoder"):
         raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
                          "(build it with keras_vit, or load it with keras_vit.load_model).")
+    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers()
+                        if getattr(layer, "quantization_mode", None) is not None})
+    if quantized:
+        raise ValueError(f"Model {model.name!r} is quantized ({', '.join(quantized)}): official-layout checkpoints "
+                         "hold float weights; load or save them before model.quantize(...).")
 
 
 def _stem_map(stem) -> Dict[str, keras.Variable]:
@@ -62,8 +67,9 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
             out[p + name + "/scale"], out[p + name + "/bias"] = ln.gamma, ln.beta
         att = block.attention
         for part in ("query", "key", "value", "out"):
-            out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = getattr(att, f"{part}_kernel")
-            out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = getattr(att, f"{part}_bias")
+            projection = getattr(att, part)
+            out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = projection.kernel
+            out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = projection.bias
         for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
             out[f"{p}MlpBlock_3/{name}/kernel"], out[f"{p}MlpBlock_3/{name}/bias"] = dense.kernel, dense.bias
     out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma

@@ -115,19 +115,21 @@ class DropPath(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class MultiHeadDotProductAttention(keras.layers.Layer):
-    """Self-attention with the official kernel layout.
+    """Self-attention with the official kernel layout, its projections in Keras `EinsumDense` layers.
 
-    query/key/value kernels (D, heads, D/heads), biases (heads, D/heads); out
-    kernel (heads, D/heads, D), bias (D). The three input projections run as one
-    fused matmul; softmax is computed in float32 (mixed precision safe). Unless the
-    caller asks for the probabilities (or attention dropout is active), the scores go
-    through `keras.ops.dot_product_attention` (the backend's fused kernel, flash where
-    the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md).
+    `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel
+    (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, and layers that
+    `model.quantize("int8")` knows. In float, the three input projections run as one fused matmul over
+    their kernels; once quantized, each projection runs as Keras' int8 layer. Softmax is computed in
+    float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
+    is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
+    flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md).
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
     # and 0.98x on TensorFlow, so it is the default on JAX only; None = per backend, True/False = forced.
     FUSED = None
+    PROJECTIONS = ("query", "key", "value", "out")
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
         super().__init__(**kwargs)
@@ -142,42 +144,52 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         h, dh = self.num_heads, d // self.num_heads
         self.head_dim = dh
         init = _xavier_uniform(d, d)
-        for name in ("query", "key", "value"):
-            setattr(self, f"{name}_kernel", self.add_weight(name=f"{name}_kernel", shape=(d, h, dh),
-                                                           initializer=init))
-            setattr(self, f"{name}_bias", self.add_weight(name=f"{name}_bias", shape=(h, dh),
-                                                         initializer="zeros"))
-        self.out_kernel = self.add_weight(name="out_kernel", shape=(h, dh, d), initializer=init)
-        self.out_bias = self.add_weight(name="out_bias", shape=(d,), initializer="zeros")
+        for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
+            layer = keras.layers.EinsumDense("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk",
+                                             kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer.build(tuple(input_shape))
+            setattr(self, name, layer)
+        self.out = keras.layers.EinsumDense("bthk,hkd->btd", output_shape=(None, d), bias_axes="d",
+                                            kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out.build(tuple(input_shape[:-1]) + (h, dh))
+
+    @property
+    def quantized(self) -> bool:
+        """True once `model.quantize(...)` has replaced the projections' kernels."""
+        return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
     def call(self, x, training=None, return_attention=False):
-        d = ops.shape(x)[-1]
         h, dh = self.num_heads, self.head_dim
-        kernels = [self.query_kernel, self.key_kernel, self.value_kernel]
-        biases = [self.query_bias, self.key_bias, self.value_bias]
-        qkv_kernel = ops.concatenate([ops.reshape(k, (-1, h * dh)) for k in kernels], axis=-1)
-        qkv_bias = ops.concatenate([ops.reshape(b, (h * dh,)) for b in biases], axis=-1)
-        qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
-        qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if self.quantized:
+            q, k, v = self.query(x), self.key(x), self.value(x)
+        else:
+            layers = [self.query, self.key, self.value]
+            qkv_kernel = ops.concatenate([ops.reshape(l.kernel, (-1, h * dh)) for l in layers], axis=-1)
+            qkv_bias = ops.concatenate([ops.reshape(l.bias, (h * dh,)) for l in layers], axis=-1)
+            qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
+            qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
         if fused and precise and not return_attention and not (training and self.dropout_rate):
             y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
-            return self._project(y, x, d)
+            return self._project(y, x)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
         probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         dropped = self.dropout(probs, training=training)
-        y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x, d)
+        y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x)
         return (y, probs) if return_attention else y
 
-    def _project(self, y, x, d):
+    def _project(self, y, x):
         """(batch, tokens, heads, head_dim) -> the out projection, (batch, tokens, D)."""
+        if self.quantized:
+            return self.out(y)
         h, dh = self.num_heads, self.head_dim
+        d = ops.shape(x)[-1]
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
-        y = ops.matmul(y, ops.cast(ops.reshape(self.out_kernel, (h * dh, d)), y.dtype))
-        return y + ops.cast(self.out_bias, y.dtype)
+        y = ops.matmul(y, ops.cast(ops.reshape(self.out.kernel, (h * dh, d)), y.dtype))
+        return y + ops.cast(self.out.bias, y.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -237,11 +249,12 @@ class EncoderBlock(keras.layers.Layer):
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 **kwargs):
+                 remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
         self.gelu_approximate = bool(gelu_approximate)
+        self.remat = bool(remat)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
@@ -256,10 +269,30 @@ class EncoderBlock(keras.layers.Layer):
         self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, self.gelu_approximate, dtype=policy, name="MlpBlock_3")
 
     def build(self, input_shape):
-        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp):
-            layer.build(input_shape)
+        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp, self.drop_path):
+            layer.build(input_shape)  # the weightless DropPath too: model.quantize() wants every layer built
 
     def call(self, x, training=None, return_attention=False):
+        if self.remat and not return_attention:
+            return keras.remat(self._replayable_forward(training))(x)
+        return self._forward(x, training, return_attention)
+
+    def _replayable_forward(self, training):
+        """The block as a function of its input alone (`training` stays a Python value: jax.checkpoint would
+        trace an argument). TensorFlow's recomputation re-runs the dropout draws on stateful seed variables,
+        so the function first rewinds them to their values at the forward pass: the same masks twice."""
+        seeds = [layer.seed_generator.state for layer in self._flatten_layers()
+                 if isinstance(getattr(layer, "seed_generator", None), keras.random.SeedGenerator)]
+        rewind = [ops.copy(s.value) for s in seeds] if training and keras.backend.backend() == "tensorflow" else []
+
+        def forward(tokens):
+            for state, start in zip(seeds, rewind):
+                state.assign(start)
+            return self._forward(tokens, training)
+
+        return forward
+
+    def _forward(self, x, training=None, return_attention=False):
         y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
@@ -275,7 +308,8 @@ class EncoderBlock(keras.layers.Layer):
         return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate}
+                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
+                "remat": self.remat}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -287,9 +321,10 @@ class Encoder(keras.layers.Layer):
 
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 **kwargs):
+                 remat: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.num_layers = int(num_layers)
+        self.remat = bool(remat)
         self.gelu_approximate = bool(gelu_approximate)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
@@ -300,7 +335,7 @@ class Encoder(keras.layers.Layer):
         self.blocks = [
             EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate,
                          self.attention_dropout_rate, self.drop_path_rate * i / steps, self.gelu_approximate,
-                         dtype=self.dtype_policy, name=f"encoderblock_{i}")
+                         self.remat, dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
         self.encoder_norm = _layer_norm("encoder_norm", self.dtype_policy)
@@ -329,7 +364,8 @@ class Encoder(keras.layers.Layer):
                 "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate}
+                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
+                "remat": self.remat}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -11,6 +11,7 @@ that every consumer uses instead of looking layers up by name.
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import keras
@@ -66,6 +67,9 @@ class VisionTransformer(keras.Model):
       name: model name (default: the table name, e.g. "ViT-B_16").
       dtype: dtype policy of every layer (default: the global policy when built).
       trainable: False freezes every weight (a frozen backbone reloads frozen).
+      remat: True recomputes each encoder block's activations in the backward pass instead of keeping
+        them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
+        gradients are unchanged.
     """
 
     def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
@@ -78,14 +82,14 @@ class VisionTransformer(keras.Model):
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
                  include_preprocessing: bool = False, gelu_approximate: bool = True,
                  position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
-                 dtype=None, trainable: bool = True, **kwargs):
+                 dtype=None, trainable: bool = True, remat: bool = False, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
-                 gelu_approximate=gelu_approximate),
+                 gelu_approximate=gelu_approximate, remat=remat),
             classifier, pooling, representation_size, classes, rates)
         vit_config = configs.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         weights = weights_io.check_weights_argument(weights)
@@ -100,7 +104,8 @@ class VisionTransformer(keras.Model):
         dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
         self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
-                              dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic),
+                              dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic,
+                                   remat=bool(remat)),
                               representation_size if has_pre_logits else None,
                               classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
@@ -118,6 +123,7 @@ class VisionTransformer(keras.Model):
         self.drop_path_rate = float(drop_path_rate)
         self.include_preprocessing = bool(include_preprocessing)
         self.gelu_approximate = bool(gelu_approximate)
+        self.remat = bool(remat)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
         self.channels = int(channels)
         self._taps = taps
@@ -139,7 +145,7 @@ class VisionTransformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
         self.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
                                rates["attention_dropout_rate"], rates["drop_path_rate"],
-                               rates["gelu_approximate"], dtype=policy, name="Transformer")
+                               rates["gelu_approximate"], rates["remat"], dtype=policy, name="Transformer")
         self.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
         self.pre_logits = keras.layers.Dense(
             int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
@@ -210,9 +216,12 @@ class VisionTransformer(keras.Model):
                     channels=self.channels, any_input_size=self.dynamic_size)
 
     def get_config(self) -> dict:
-        """Exactly the constructor's keywords (weights live in the saved file, not the config)."""
+        """The constructor's keywords (weights live in the saved file, not the config), plus
+        `quantized_layers` {layer path: mode} once `quantize` has run, so a saved int8 model reloads as one."""
         c = self.vit_config
-        return dict(
+        quantized = self.quantized_layers()
+        extra = {"quantized_layers": quantized} if quantized else {}
+        return dict(**extra,
             patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
             num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
             resnet_width=c.resnet_width, include_top=self.include_top, weights=None,
@@ -222,11 +231,31 @@ class VisionTransformer(keras.Model):
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
             include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate,
             position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
-            dtype=self._layer_policy, trainable=self.trainable)
+            dtype=self._layer_policy, trainable=self.trainable, remat=self.remat)
 
     @classmethod
     def from_config(cls, config: dict) -> "VisionTransformer":
-        return cls(**config)
+        config = dict(config)
+        quantized = config.pop("quantized_layers", None)
+        model = cls(**config)
+        for mode in sorted(set((quantized or {}).values())):  # before Keras loads the saved int8 weights
+            model.quantize(mode, filters=lambda layer, m=mode: quantized.get(layer.path) == m)
+        return model
+
+    # ------------------------------------------------------------------ quantization
+
+    def quantize(self, mode: Optional[str] = None, config=None, filters=None, **kwargs) -> None:
+        """`keras.Model.quantize` (e.g. `model.quantize("int8")`): the attention projections, the MLP's Dense
+        layers, pre-logits and head get Keras' quantized kernels. Layers that hold no matmul weights
+        (patch embedding, norms, tokens) stay float, silently rather than with one warning each."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method implemented")
+            super().quantize(mode, config=config, filters=filters, **kwargs)
+
+    def quantized_layers(self) -> Dict[str, str]:
+        """{layer path: quantization mode} of the layers `quantize` has changed; empty for a float model."""
+        return {layer.path: layer.quantization_mode for layer in self._flatten_layers()
+                if getattr(layer, "quantization_mode", None) is not None}
 
     # ------------------------------------------------------------------ forward pieces (shared)
 

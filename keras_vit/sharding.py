@@ -18,9 +18,9 @@ from keras_vit.configs import ViTConfig, get_config
 # variable-path pattern (re.fullmatch) -> the mesh axis of each dimension, "model" standing for `model_axis`
 _BLOCK = r"(?:.*/)?Transformer/encoderblock_\d+/"
 MEGATRON = {
-    _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)_kernel": (None, "model", None),  # (D, H, Dh)
-    _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)_bias": ("model", None),  # (H, Dh)
-    _BLOCK + r"MultiHeadDotProductAttention_1/out_kernel": ("model", None, None),  # (H, Dh, D)
+    _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)/kernel": (None, "model", None),  # (D, H, Dh)
+    _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)/bias": ("model", None),  # (H, Dh)
+    _BLOCK + r"MultiHeadDotProductAttention_1/out/kernel": ("model", None, None),  # (H, Dh, D)
     _BLOCK + r"MlpBlock_3/Dense_0/kernel": (None, "model"),  # (D, mlp_dim)
     _BLOCK + r"MlpBlock_3/Dense_0/bias": ("model",),
     _BLOCK + r"MlpBlock_3/Dense_1/kernel": ("model", None),  # (mlp_dim, D)

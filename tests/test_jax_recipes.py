@@ -104,9 +104,9 @@ def test_model_parallel_shards_attention_and_mlp_and_their_slots(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     block = "Transformer/encoderblock_1/"
-    expect = {block + "MultiHeadDotProductAttention_1/query_kernel": ["None", "model", "None"],
-              block + "MultiHeadDotProductAttention_1/value_bias": ["model", "None"],
-              block + "MultiHeadDotProductAttention_1/out_kernel": ["model", "None", "None"],
+    expect = {block + "MultiHeadDotProductAttention_1/query/kernel": ["None", "model", "None"],
+              block + "MultiHeadDotProductAttention_1/value/bias": ["model", "None"],
+              block + "MultiHeadDotProductAttention_1/out/kernel": ["model", "None", "None"],
               block + "MlpBlock_3/Dense_0/kernel": ["None", "model"],
               block + "MlpBlock_3/Dense_1/kernel": ["model", "None"],
               block + "LayerNorm_0/gamma": [], "posembed_input/pos_embedding": [], "head/kernel": []}

@@ -17,9 +17,9 @@ def test_every_variable_gets_the_megatron_layout_or_none():
     model = keras_vit.VisionTransformer(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
                                         input_shape=(16, 16, 3), classes=5, representation_size=8)
     layouts = keras_vit.layout_map(model, _mesh(2, 2))
-    expected = {"query_kernel": (None, "model", None), "key_kernel": (None, "model", None),
-                "value_kernel": (None, "model", None), "query_bias": ("model", None), "key_bias": ("model", None),
-                "value_bias": ("model", None), "out_kernel": ("model", None, None),
+    expected = {"query/kernel": (None, "model", None), "key/kernel": (None, "model", None),
+                "value/kernel": (None, "model", None), "query/bias": ("model", None), "key/bias": ("model", None),
+                "value/bias": ("model", None), "out/kernel": ("model", None, None),
                 "Dense_0/kernel": (None, "model"), "Dense_0/bias": ("model",), "Dense_1/kernel": ("model", None)}
     sharded = 0
     for v in model.variables:
