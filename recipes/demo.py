@@ -33,15 +33,28 @@ def _digits(image_size: int):
     return out
 
 
+def _keras_int8(model):
+    """A copy of `model` after Keras' own `quantize("int8")` (the original stays float for the exports)."""
+    import keras_vit
+
+    copy = keras_vit.VisionTransformer.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    copy.quantize("int8")
+    return copy
+
+
 def _runtime_accuracies(model, workdir: str) -> dict:
-    """Held-out accuracy of `model` in Keras and of its LiteRT (float32, int8) and ONNX exports in their runtimes."""
+    """Held-out accuracy of `model` in Keras (float32 and `model.quantize("int8")`) and of its LiteRT (float32,
+    int8) and ONNX exports in their runtimes."""
     import numpy as np
 
     import hub_export
     from hub_export import formats
 
     train_images, _, images, labels = _digits(model.image_size[0])
-    out = {"Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0)}
+    out = {"Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
+           "Keras int8 (model.quantize)": dict(
+               accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0)}
     for name, fmt, kw in (("LiteRT float32", "litert", {}),
                           ("LiteRT int8", "litert", dict(quantize="int8", representative_images=[train_images[:200]])),
                           ("ONNX (onnxruntime)", "onnx", {})):

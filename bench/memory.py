@@ -1,0 +1,155 @@
+"""Where a training step's resident memory goes: keras_vit (TF, JAX) vs timm, each row in a fresh process.
+
+    .venv/bin/python bench/memory.py --model ViT-S/16 --batch 16
+
+For each row the process reports its resident memory (VmRSS, GB) at four points: after importing the
+framework (`runtime`), after building the model and the AdamW slots (`+ weights`), and the peak (VmHWM)
+over two training steps (`step peak`). `step - built` is the step's own working set: activations kept
+for backward, gradients, and the runtime's scratch. On JAX the row also prints XLA's own buffer
+assignment for the compiled step (`XLA temp`, from `memory_analysis()`), which is what the step needs
+beyond its arguments and outputs. Rows: see `--rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROWS = {
+    "timm": "timm eager (fused SDPA attention: no N x N probabilities kept)",
+    "timm_unfused": "timm eager, timm.layers.set_fused_attn(False) (softmax probabilities kept)",
+    "keras_tf": "keras_vit, recipes step, TF + XLA (einsum attention)",
+    "keras_tf_fused": "keras_vit, recipes step, TF + XLA, keras.ops.dot_product_attention",
+    "keras_tf_noxla": "keras_vit, recipes step, TF graph without XLA",
+    "keras_tf_remat": "keras_vit, recipes step, TF + XLA, remat=True",
+    "keras_tf_noxla_remat": "keras_vit, recipes step, TF graph without XLA, remat=True",
+    "keras_jax": "keras_vit, JAX jit of a stateless AdamW step",
+    "keras_jax_fused": "keras_vit, JAX jit, keras.ops.dot_product_attention",
+    "keras_jax_remat": "keras_vit, JAX jit, remat=True",
+}
+
+
+def rss(field: str = "VmRSS") -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1e6
+
+
+def _keras_model(name, size, row):
+    import keras_vit
+    from keras_vit.layers import MultiHeadDotProductAttention
+
+    MultiHeadDotProductAttention.FUSED = "fused" in row
+    return keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,
+                                  remat="remat" in row)
+
+
+def run_row(row: str, name: str, size: int, batch: int) -> dict:
+    """The four readings of one row, in this process."""
+    out = {}
+    if row.startswith("timm"):
+        sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
+        import timm
+        import torch
+
+        out["runtime"] = rss()
+        if row == "timm_unfused":
+            timm.layers.set_fused_attn(False)
+        arch = {"ViT-S/16": "vit_small_patch16_224", "ViT-B/16": "vit_base_patch16_224"}[name]
+        model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
+        for p in model.parameters():  # the slots exist before the first step, as Keras builds them
+            opt.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                            "exp_avg_sq": torch.zeros_like(p)}
+        out["built"] = rss()
+        x, y = torch.rand(batch, 3, size, size) * 2 - 1, torch.randint(0, 1000, (batch,))
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    elif row.startswith("keras_jax"):
+        import jax
+        import keras
+        import numpy as np
+
+        out["runtime"] = rss()
+        model = _keras_model(name, size, row)
+        opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
+        opt.build(model.trainable_variables)
+        out["built"] = rss()
+        x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
+        y = np.random.randint(0, 1000, (batch,))
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def step(tv, ntv, ov):
+            def loss(tv):
+                logits, ntv2 = model.stateless_call(tv, ntv, x, training=True)
+                return loss_fn(y, logits), ntv2
+            (value, ntv2), grads = jax.value_and_grad(loss, has_aux=True)(tv)
+            tv2, ov2 = opt.stateless_apply(ov, grads, tv)
+            return value, tv2, ntv2, ov2
+
+        state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+                 [v.value for v in opt.variables])
+        compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(*state).compile()
+        out["xla_temp"] = compiled.memory_analysis().temp_size_in_bytes / 1e9
+        for _ in range(2):
+            value, *state = compiled(*state)
+            value.block_until_ready()
+    else:
+        import keras
+        import tensorflow as tf
+
+        from recipes import steps
+
+        out["runtime"] = rss()
+        model = _keras_model(name, size, row)
+        opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
+        opt.build(model.trainable_variables)
+        out["built"] = rss()
+        x = tf.random.uniform((batch, size, size, 3), -1, 1)
+        y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
+        step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch,
+                                      jit_compile="noxla" not in row)
+        for _ in range(2):
+            step((x, y))["loss"].numpy()
+    out["peak"] = rss("VmHWM")
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="ViT-S/16")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--rows", default="timm,timm_unfused,keras_tf,keras_tf_fused,keras_tf_noxla,keras_tf_remat,"
+                                     "keras_jax,keras_jax_fused,keras_jax_remat", help=", ".join(ROWS))
+    p.add_argument("--row", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.row:
+        print(json.dumps(run_row(args.row, args.model, args.size, args.batch)))
+        return
+    print(f"# {args.model} @ {args.size}, batch {args.batch}, fp32, AdamW; GB of resident memory")
+    print(f"{'row':<22} {'runtime':>8} {'built':>7} {'peak':>7} {'step-built':>10} {'XLA temp':>9} {'vs timm':>8}")
+    timm_peak = None
+    for row in args.rows.split(","):
+        backend = "jax" if row.startswith("keras_jax") else "tensorflow"
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--row", row, "--model", args.model,
+                               "--size", str(args.size), "--batch", str(args.batch)], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2"))
+        if done.returncode:
+            print(f"# {row}: exited {done.returncode}: {done.stderr[-300:]}")
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        timm_peak = r["peak"] if row == "timm" else timm_peak
+        temp = f"{r['xla_temp']:>9.2f}" if "xla_temp" in r else f"{'':>9}"
+        ratio = f"{r['peak'] / timm_peak:>7.2f}x" if timm_peak else f"{'':>8}"
+        print(f"{row:<22} {r['runtime']:>8.2f} {r['built']:>7.2f} {r['peak']:>7.2f} {r['peak'] - r['built']:>10.2f} "
+              f"{temp} {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
