@@ -191,6 +191,13 @@ if mode == "infer":
     f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
     tvv, nvv = [v.value for v in tv], [v.value for v in ntv]
     run = lambda: f(tvv, nvv, x).block_until_ready()
+elif mode == "step":  # the bare jitted AdamW step (bench/jax_step.py), no Keras trainer around it
+    from bench.jax_step import adamw_step
+    compiled, state = adamw_step(model, x, y)
+    def run():
+        global state
+        loss, *state = compiled(*state)
+        loss.block_until_ready()
 else:
     model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
@@ -233,10 +240,13 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
 
             MultiHeadDotProductAttention.FUSED = True
             f = f.replace("_fused", "")
-        elif f in ("keras_tf", "keras_tf_noxla", "keras_jax"):
+        elif f in ("keras_tf", "keras_tf_noxla", "keras_jax", "keras_jax_step"):
             from keras_vit.layers import MultiHeadDotProductAttention
 
             MultiHeadDotProductAttention.FUSED = False
+        if f == "keras_tf_fusible":  # TF auto-clustering: XLA fuses the element-wise ops, matmuls stay on oneDNN
+            os.environ["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
+            f = "keras_tf_noxla"
         if f in ("keras_tf", "keras_tf_noxla"):
             ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup, remat=remat,
                                   quantize="int8" if int8 else None)
@@ -245,8 +255,9 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
                 ips, flops = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, variant="naive")
         elif f == "keras_hub":
             ips, _ = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, build=keras_hub_vit)
-        elif f == "keras_jax":
-            ips, peak = keras_jax(name, size, batch, mode, iters, warmup, remat=remat)
+        elif f in ("keras_jax", "keras_jax_step"):  # Keras' train_on_batch, or the bare jitted step
+            jax_mode = "step" if f == "keras_jax_step" and mode == "train" else mode
+            ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat)
             return ips, None, peak, None
         elif f in ("timm", "timm_compile"):
             ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup, int8=int8)
@@ -275,9 +286,10 @@ def main(argv=None) -> None:
     p.add_argument("--modes", default="infer,train")
     p.add_argument("--dtypes", default="fp32")
     p.add_argument("--frameworks", default="keras_tf,keras_tf_naive,timm",
-                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
+                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_fusible (no jit_compile; TF's auto-clustering "
+                        "hands only element-wise ops to XLA), keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
                         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
-                        "keras_jax, "
+                        "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
                         "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile; suffix _remat "
                         "(keras_tf, keras_tf_noxla, keras_jax: remat=True) or _int8 (keras_tf, keras_tf_noxla: "
                         "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8")

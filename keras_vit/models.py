@@ -11,6 +11,7 @@ that every consumer uses instead of looking layers up by name.
 from __future__ import annotations
 
 import re
+import types
 import warnings
 from typing import Dict, Optional, Sequence, Tuple, Union
 
@@ -103,16 +104,18 @@ class VisionTransformer(keras.Model):
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
-        self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
-                              dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic,
-                                   remat=bool(remat)),
-                              representation_size if has_pre_logits else None,
-                              classes if include_top else None, classifier_activation, policy)
-        outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy)
+        parts = self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
+                                      dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic,
+                                           remat=bool(remat)),
+                                      representation_size if has_pre_logits else None,
+                                      classes if include_top else None, classifier_activation, policy)
+        outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         if name is None:
             name = (re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in configs.MODELS
                     else "vision_transformer")
         super().__init__(inputs, outputs, name=name, trainable=trainable, **kwargs)
+        for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
+            setattr(self, component, layer)
 
         # === the description ===
         self.vit_config = vit_config
@@ -132,39 +135,42 @@ class VisionTransformer(keras.Model):
             weights_io.load_weights(self, weights)
 
     def _make_components(self, c, resnet_width, include_preprocessing, prefix, grid, rates, representation_size,
-                         classes, classifier_activation, policy) -> None:
-        """The layers, named after the official checkpoint tree; None where the model has no such part."""
-        self.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
-                                                name="rescaling") if include_preprocessing else None
-        self.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
-        self.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
-        self.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
-        self.position_embedding = AddPositionEmbedding(
+                         classes, classifier_activation, policy) -> types.SimpleNamespace:
+        """The layers, named after the official checkpoint tree; None where the model has no such part. Returned
+        as a namespace (they become attributes after `keras.Model.__init__`)."""
+        p = types.SimpleNamespace()
+        p.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
+                                             name="rescaling") if include_preprocessing else None
+        p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
+        p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
+        p.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
+        p.position_embedding = AddPositionEmbedding(
             grid, prefix, stride=c.effective_patch_size if rates["dynamic"] else None, dtype=policy,
             name="posembed_input")
-        self.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
-        self.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
-                               rates["attention_dropout_rate"], rates["drop_path_rate"],
-                               rates["gelu_approximate"], rates["remat"], dtype=policy, name="Transformer")
-        self.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
-        self.pre_logits = keras.layers.Dense(
+        p.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
+        p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
+                            rates["attention_dropout_rate"], rates["drop_path_rate"],
+                            rates["gelu_approximate"], rates["remat"], dtype=policy, name="Transformer")
+        p.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
+        p.pre_logits = keras.layers.Dense(
             int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
             dtype=policy, name="pre_logits") if representation_size is not None else None
-        self.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
-                                       name="head") if classes is not None else None
-        self.predictions = keras.layers.Activation(
+        p.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
+                                    name="head") if classes is not None else None
+        p.predictions = keras.layers.Activation(
             classifier_activation, dtype="float32",
             name="predictions") if classes is not None and classifier_activation is not None else None
+        return p
 
-    def _make_graph(self, inputs, include_top, pooling, prefix, policy) -> tuple:
-        """(outputs, taps): the functional graph and its named feature taps."""
-        tokens = self.encoder(self._embed(inputs))
+    def _make_graph(self, inputs, include_top, pooling, prefix, policy, parts) -> tuple:
+        """(outputs, taps): the functional graph on the components `parts`, and its named feature taps."""
+        tokens = parts.encoder(self._embed(inputs, parts=parts))
         taps = {"sequence": tokens}
         if include_top or pooling is None:
-            taps["pre_logits"] = self._pool(tokens)
+            taps["pre_logits"] = self._pool(tokens, parts)
         if include_top:
-            taps["logits"] = self.head(taps["pre_logits"])
-            return (self.predictions(taps["logits"]) if self.predictions is not None else taps["logits"]), taps
+            taps["logits"] = parts.head(taps["pre_logits"])
+            return (parts.predictions(taps["logits"]) if parts.predictions is not None else taps["logits"]), taps
         if pooling == "sequence":
             return tokens, taps
         if pooling is not None:
@@ -259,30 +265,33 @@ class VisionTransformer(keras.Model):
 
     # ------------------------------------------------------------------ forward pieces (shared)
 
-    def _embed(self, images, training=None, patch_transform=None):
-        """Images -> tokens entering the encoder; `patch_transform` may rewrite the patch embeddings."""
+    def _embed(self, images, training=None, patch_transform=None, parts=None):
+        """Images -> tokens entering the encoder; `patch_transform` may rewrite the patch embeddings. `parts`: the
+        components (default: this model's own)."""
+        p = self if parts is None else parts
         x = images
-        if self.rescaling is not None:
-            x = self.rescaling(x)
-        if self.stem is not None:
-            x = self.stem(x, training=training)
-        x = self.patch_embedding(x)
+        if p.rescaling is not None:
+            x = p.rescaling(x)
+        if p.stem is not None:
+            x = p.stem(x, training=training)
+        x = p.patch_embedding(x)
         extras = ()
         if patch_transform is not None:
             x = patch_transform(x)
             if isinstance(x, (tuple, list)):
                 x, extras = x[0], tuple(x[1:])
-        if self.class_token is not None:
-            x = self.class_token(x)
-        x = (self.position_embedding(x, images) if self.position_embedding.stride is not None
-             else self.position_embedding(x))
-        x = self.embedding_dropout(x, training=training)
+        if p.class_token is not None:
+            x = p.class_token(x)
+        x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
+             else p.position_embedding(x))
+        x = p.embedding_dropout(x, training=training)
         return (x, extras) if patch_transform is not None else x
 
-    def _pool(self, tokens):
+    def _pool(self, tokens, parts=None):
         """Encoded tokens -> the pre-logits vector (pooled per `classifier`, then the representation)."""
-        x = self.token_pooling(tokens)
-        return self.pre_logits(x) if self.pre_logits is not None else x
+        p = self if parts is None else parts
+        x = p.token_pooling(tokens)
+        return p.pre_logits(x) if p.pre_logits is not None else x
 
     # ------------------------------------------------------------------ feature API
 

@@ -68,7 +68,7 @@ def build_model(config, image_size: int, num_classes: int) -> keras.Model:
     kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
                   classifier=m.classifier, representation_size=m.representation_size or None,
                   dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
-                  drop_path_rate=m.drop_path_rate, gelu_approximate=m.gelu_approximate)
+                  drop_path_rate=m.drop_path_rate, gelu_approximate=m.gelu_approximate, remat=m.remat)
     overrides = {f: int(m[f]) for f in SIZE_FIELDS if m[f]}
     if m.resnet_layers:
         overrides.update(resnet_layers=tuple(int(n) for n in m.resnet_layers), resnet_width=m.resnet_width)

@@ -13,7 +13,8 @@ def base_config() -> ml_collections.ConfigDict:
         name="ViT-B/16", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0,
         resnet_layers=(), resnet_width=1.0,  # hybrid stem of a custom model (table hybrids have their own)
         classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
-        drop_path_rate=0.0, gelu_approximate=True))  # False: exact GELU, as timm / transformers weights need
+        drop_path_rate=0.0, gelu_approximate=True,  # False: exact GELU, as timm / transformers weights need
+        remat=False))  # True: recompute each encoder block in the backward pass (less memory, more compute)
     c.init_weights = ""        # fine-tuning: .npz / .keras / .weights.h5 to start from
     c.init_image_size = 0      # resolution the .keras/.weights.h5 was trained at (0: same as now)
     c.init_classes = 0         # classes of that file's head (0: same as now)
