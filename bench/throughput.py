@@ -235,15 +235,11 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
     try:
         if int8 and mode != "infer":
             raise ValueError("int8 rows are inference only")
-        if f in ("keras_tf_fused", "keras_tf_fused_noxla", "keras_jax_fused"):  # keras.ops.dot_product_attention
+        if f.startswith("keras_tf") or f.startswith("keras_jax"):  # "_fused": keras.ops.dot_product_attention
             from keras_vit.layers import MultiHeadDotProductAttention
 
-            MultiHeadDotProductAttention.FUSED = True
+            MultiHeadDotProductAttention.FUSED = "_fused" in f
             f = f.replace("_fused", "")
-        elif f in ("keras_tf", "keras_tf_noxla", "keras_jax", "keras_jax_step"):
-            from keras_vit.layers import MultiHeadDotProductAttention
-
-            MultiHeadDotProductAttention.FUSED = False
         if f == "keras_tf_fusible":  # TF auto-clustering: XLA fuses the element-wise ops, matmuls stay on oneDNN
             os.environ["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
             f = "keras_tf_noxla"

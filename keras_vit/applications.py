@@ -31,7 +31,7 @@ def _constructor(model_name: str, function_name: str):
               representation_size: Optional[int] = None, dropout_rate: float = 0.0,
               attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
               include_preprocessing: bool = False, gelu_approximate: bool = True, position_grid=None,
-              name: Optional[str] = None) -> VisionTransformer:
+              name: Optional[str] = None, remat: bool = False) -> VisionTransformer:
         return create_model(
             model_name, include_top=include_top, weights=weights, input_shape=input_shape,
             input_tensor=input_tensor, pooling=pooling, classes=classes,
@@ -39,7 +39,7 @@ def _constructor(model_name: str, function_name: str):
             representation_size=representation_size, dropout_rate=dropout_rate,
             attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate,
             include_preprocessing=include_preprocessing, gelu_approximate=gelu_approximate,
-            position_grid=position_grid, name=name)
+            position_grid=position_grid, name=name, remat=remat)
 
     hybrid = f" on a BiT-ResNet stem with stages {config.resnet_layers}" if config.is_hybrid else ""
     build.__doc__ = (
