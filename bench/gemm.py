@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.throughput import timed  # noqa: E402
 
 
 def shapes(model: str, batch: int, size: int = 224) -> dict:
@@ -29,17 +29,6 @@ def shapes(model: str, batch: int, size: int = 224) -> dict:
     return {"qkv": ((), m, d, 3 * d), "attn out": ((), m, d, d), "mlp in": ((), m, d, c.mlp_dim),
             "mlp out": ((), m, c.mlp_dim, d), "q k^T": ((batch * h,), n, d // h, n),
             "probs v": ((batch * h,), n, n, d // h)}
-
-
-def best(fn, reps: int = 10, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def rates(batch_dims, m, k, n) -> dict:
@@ -58,6 +47,7 @@ def rates(batch_dims, m, k, n) -> dict:
     tf_xla = tf.function(lambda: tf.matmul(fa, fb), jit_compile=True)
     ja, jb = jax.device_put(a), jax.device_put(b)
     jmm = jax.jit(lambda x, y: x @ y)
+    best = lambda fn: timed(fn, 10, 3, best=True)
     out = {"torch": best(lambda: torch.matmul(ta, tb)), "tf": best(lambda: tf_plain().numpy()),
            "tf_xla": best(lambda: tf_xla().numpy()), "jax": best(lambda: jmm(ja, jb).block_until_ready())}
     return {k: flops / v / 1e9 for k, v in out.items()}
