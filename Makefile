@@ -41,9 +41,11 @@ test-slow: bench-setup
 # the headline rows of BENCHMARKS.md (bench/throughput.py --help for the full grid)
 bench: bench-setup
 	$(PY) bench/throughput.py --models ViT-S/16 --modes train --batch_sizes 16 \
-	    --frameworks timm,keras_tf,keras_hub,keras_tf_naive,keras_tf_noxla,keras_jax,timm_compile
+	    --frameworks timm,keras_tf,keras_tf_remat,keras_jax_fused,keras_jax_step_fused
 	$(PY) bench/throughput.py --models ViT-B/16 --modes infer --batch_sizes 1,16 \
-	    --frameworks timm,keras_tf,keras_hub,keras_tf_noxla,keras_jax,timm_compile
+	    --frameworks timm,keras_tf,keras_jax_fused,keras_tf_int8,timm_int8
+	$(PY) bench/memory.py --model ViT-S/16 --batch 16
+	$(PY) bench/gemm.py --model ViT-S/16 --batch 16
 	$(PY) bench/pipeline.py
 	$(PY) bench/fewshot.py
 
