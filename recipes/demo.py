@@ -122,7 +122,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
             *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
                if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
             ("wall time", f"{summary['seconds']:.0f} s")]
-    print("\n" + "\n".join(f"  {k:<38} {v}" for k, v in rows))
+    print("\n" + "\n".join(f"  {k:<47} {v}" for k, v in rows))
     print(f"\noutputs in {os.path.abspath(workdir)}: pretrain/ finetune/ (model.keras, checkpoints, tb, "
           f"summary.json), hub_feature_vector/, litert/, litert_int8/, onnx/, demo_summary.json")
     return summary
