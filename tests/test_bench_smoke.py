@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -29,6 +31,7 @@ def test_pipeline_and_fewshot_smoke():
     assert "solve / extraction" in out
 
 
+@pytest.mark.slow  # ~5 fresh TF/JAX processes; `make test-slow`
 def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
     out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
                "--frameworks", "keras_tf_int8,keras_tf_remat,keras_jax_step", "--iters", "1", "--warmup", "1")
@@ -37,6 +40,7 @@ def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
     assert len(rows) == 5, out
 
 
+@pytest.mark.slow  # three fresh TF/JAX processes; `make test-slow`
 def test_memory_smoke():
     out = _run("bench/memory.py", "--model", "ViT-Ti/16", "--size", "32", "--batch", "2",
                "--rows", "keras_tf,keras_tf_remat,keras_jax")
