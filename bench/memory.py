@@ -13,13 +13,14 @@ beyond its arguments and outputs. Rows: see `--rows`.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench.throughput import _timm_name, rss_gb  # noqa: E402  (also puts the torchvision stand-in on the path)
 ROWS = {
     "timm": "timm eager (fused SDPA attention: no N x N probabilities kept)",
     "timm_unfused": "timm eager, timm.layers.set_fused_attn(False) (softmax probabilities kept)",
@@ -32,11 +33,6 @@ ROWS = {
     "keras_jax_fused": "keras_vit, JAX jit, keras.ops.dot_product_attention",
     "keras_jax_remat": "keras_vit, JAX jit, remat=True",
 }
-
-
-def rss(field: str = "VmRSS") -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1e6
 
 
 def _keras_model(name, size, row):
@@ -52,21 +48,19 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
     """The four readings of one row, in this process."""
     out = {}
     if row.startswith("timm"):
-        if importlib.util.find_spec("torchvision") is None:  # the stand-in only where no real one is installed
-            sys.path.insert(0, os.path.join(ROOT, "tools", "torchvision_stub"))
-        import timm
+        import timm  # through the torchvision stand-in where no real one is installed (bench.throughput)
         import torch
 
-        out["runtime"] = rss()
+        out["runtime"] = rss_gb("VmRSS")
         if row == "timm_unfused":
             timm.layers.set_fused_attn(False)
-        arch = {"ViT-S/16": "vit_small_patch16_224", "ViT-B/16": "vit_base_patch16_224"}[name]
+        arch, size = _timm_name(name, size)
         model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh")
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
         for p in model.parameters():  # the slots exist before the first step, as Keras builds them
             opt.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
                             "exp_avg_sq": torch.zeros_like(p)}
-        out["built"] = rss()
+        out["built"] = rss_gb("VmRSS")
         x, y = torch.rand(batch, 3, size, size) * 2 - 1, torch.randint(0, 1000, (batch,))
         for _ in range(2):
             opt.zero_grad(set_to_none=True)
@@ -78,12 +72,12 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
 
         from bench.jax_step import adamw_step
 
-        out["runtime"] = rss()
+        out["runtime"] = rss_gb("VmRSS")
         model = _keras_model(name, size, row)
         x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
         y = np.random.randint(0, 1000, (batch,))
         compiled, state = adamw_step(model, x, y)  # the AdamW slots are built here, before "built" is read
-        out["built"] = rss()
+        out["built"] = rss_gb("VmRSS")
         out["xla_temp"] = compiled.memory_analysis().temp_size_in_bytes / 1e9
         for _ in range(2):
             value, *state = compiled(*state)
@@ -94,18 +88,18 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
 
         from recipes import steps
 
-        out["runtime"] = rss()
+        out["runtime"] = rss_gb("VmRSS")
         model = _keras_model(name, size, row)
         opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
         opt.build(model.trainable_variables)
-        out["built"] = rss()
+        out["built"] = rss_gb("VmRSS")
         x = tf.random.uniform((batch, size, size, 3), -1, 1)
         y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
         step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch,
                                       jit_compile="noxla" not in row)
         for _ in range(2):
             step((x, y))["loss"].numpy()
-    out["peak"] = rss("VmHWM")
+    out["peak"] = rss_gb()
     return out
 
 

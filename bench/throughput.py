@@ -45,12 +45,12 @@ def timed(fn, iters: int, warmup: int, best: bool = False) -> float:
     return min(times) if best else statistics.median(times)
 
 
-def rss_gb() -> float:
-    """Peak resident memory (GB) of this process image: VmHWM, which (unlike ru_maxrss) does not carry the
-    parent's peak over fork + exec."""
+def rss_gb(field: str = "VmHWM") -> float:
+    """Resident memory (GB) of this process image: by default the peak, VmHWM, which (unlike ru_maxrss) does not
+    carry the parent's peak over fork + exec; "VmRSS" for the current size."""
     try:
         with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1e6
+            return next(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1e6
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 

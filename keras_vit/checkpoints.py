@@ -33,8 +33,7 @@ def _check_model(model) -> None:
     if not hasattr(model, "vit_config") or not hasattr(model, "encoder"):
         raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
                          "(build it with keras_vit, or load it with keras_vit.load_model).")
-    quantized = sorted({layer.quantization_mode for layer in model._flatten_layers()
-                        if getattr(layer, "quantization_mode", None) is not None})
+    quantized = sorted(set(model.quantized_layers().values()))
     if quantized:
         raise ValueError(f"Model {model.name!r} is quantized ({', '.join(quantized)}): official-layout checkpoints "
                          "hold float weights; load or save them before model.quantize(...).")

@@ -126,7 +126,6 @@ class VisionTransformer(keras.Model):
         self.drop_path_rate = float(drop_path_rate)
         self.include_preprocessing = bool(include_preprocessing)
         self.gelu_approximate = bool(gelu_approximate)
-        self.remat = bool(remat)
         self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
         self.channels = int(channels)
         self._taps = taps
@@ -183,6 +182,11 @@ class VisionTransformer(keras.Model):
     def effective_patch_size(self) -> int:
         """Pixels per token side (patch size times the ResNet stem's stride)."""
         return self.vit_config.effective_patch_size
+
+    @property
+    def remat(self) -> bool:
+        """Whether the encoder blocks are recomputed in the backward pass (the constructor's `remat`)."""
+        return self.encoder.remat
 
     @property
     def num_tokens(self) -> int:
