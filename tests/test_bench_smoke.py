@@ -16,12 +16,14 @@ def _run(*args):
     return done.stdout
 
 
+@pytest.mark.slow  # ~120 s of fresh TF processes; `make test-slow`
 def test_throughput_smoke():
     out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
                "--frameworks", "keras_tf,keras_tf_naive", "--iters", "1", "--warmup", "1")
     assert "GEMM" in out and out.count("ViT-Ti/16") == 3  # infer keras_tf; train keras_tf + naive
 
 
+@pytest.mark.slow  # ~60 s; `make test-slow`
 def test_pipeline_and_fewshot_smoke():
     out = _run("bench/pipeline.py", "--image_sizes", "32", "--model", "ViT-Ti/16", "--batch", "4",
                "--batches", "2", "--iters", "1")

@@ -179,6 +179,7 @@ def test_sigkill_mid_export_leaves_previous_module(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["m.keras", "module"], "the killed exports' temporaries were left"
 
 
+@pytest.mark.slow  # ~40 s; the plain-ViT CLI test stays in the default suite; `make test-slow`
 def test_cli_hybrid_keras_file_stays_hybrid_and_overwrite_replaces_only_exports(tmp_path):
     hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
                                          input_shape=(64, 64, 3), classes=3)

@@ -63,6 +63,7 @@ def _assert_same(a, b, atol):
         np.testing.assert_allclose(x, y, atol=atol, rtol=0)
 
 
+@pytest.mark.slow  # ~150 s (`make test-slow`); the sharding itself: test_model_parallel_shards_attention_and_mlp_*
 def test_one_device_data_parallel_and_model_parallel_end_equal(tmp_path):
     flags = ["--config.total_steps=12", "--config.checkpoint_every=6"]
     runs = {"one": (1, "none"), "data2": (2, "data"), "data4": (4, "data"), "model2x2": (4, "model")}
@@ -125,6 +126,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # ~80 s, two JAX processes; `make test-slow`
 def test_two_processes_equal_one_process(tmp_path):
     flags = ["--config.total_steps=12", "--config.checkpoint_every=6", "--distribution=data"]
     single = _train(tmp_path / "single", *flags, devices=2)
@@ -172,6 +174,7 @@ def test_sigkill_on_two_devices_then_resume_on_four_equals_uninterrupted(tmp_pat
     _assert_same(a, b, atol=1e-5)
 
 
+@pytest.mark.slow  # ~80 s; the TF trainer's fallback is in test_faults_train; `make test-slow`
 def test_damaged_orbax_checkpoint_falls_back_and_another_config_is_refused(tmp_path):
     flags = ["--config.total_steps=30", "--config.checkpoint_every=10"]
     done = _train(tmp_path, *flags)
@@ -215,6 +218,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # ~185 s; the JAX SIGKILL-resume test stays in the default suite; `make test-slow`
 def test_every_kind_of_config_runs_on_jax(tmp_path):
     """SGD fine-tuning, Polyak EMA, masked patch prediction, a hybrid and a VTAB row, two steps each."""
     done = subprocess.run([sys.executable, "-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), capture_output=True,

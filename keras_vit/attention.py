@@ -1,0 +1,96 @@
+"""Multi-head dot-product self-attention (paper eq. 2), with the official checkpoints' kernel layout."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from keras_vit.initializers import PACKAGE, xavier_uniform
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MultiHeadDotProductAttention(keras.layers.Layer):
+    """Self-attention with the official kernel layout, its projections in Keras `EinsumDense` layers.
+
+    `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel
+    (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, and layers that
+    `model.quantize("int8")` knows. In float, the three input projections run as one fused matmul over
+    their kernels; once quantized, each projection runs as Keras' int8 layer. Softmax is computed in
+    float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
+    is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
+    flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md).
+    """
+
+    # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
+    # and 0.98x on TensorFlow, so it is the default on JAX only; None = per backend, True/False = forced.
+    FUSED = None
+    PROJECTIONS = ("query", "key", "value", "out")
+
+    def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.dropout_rate = float(dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        if d % self.num_heads:
+            raise ValueError(f"hidden_size {d} is not divisible by num_heads {self.num_heads}.")
+        h, dh = self.num_heads, d // self.num_heads
+        self.head_dim = dh
+        init = xavier_uniform(d, d)
+        for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
+            layer = keras.layers.EinsumDense("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk",
+                                             kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer.build(tuple(input_shape))
+            setattr(self, name, layer)
+        self.out = keras.layers.EinsumDense("bthk,hkd->btd", output_shape=(None, d), bias_axes="d",
+                                            kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out.build(tuple(input_shape[:-1]) + (h, dh))
+
+    @property
+    def quantized(self) -> bool:
+        """True once `model.quantize(...)` has replaced the projections' kernels."""
+        return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
+
+    def call(self, x, training=None, return_attention=False):
+        h, dh = self.num_heads, self.head_dim
+        if self.quantized:
+            q, k, v = self.query(x), self.key(x), self.value(x)
+        else:
+            layers = [self.query, self.key, self.value]
+            qkv_kernel = ops.concatenate([ops.reshape(l.kernel, (-1, h * dh)) for l in layers], axis=-1)
+            qkv_bias = ops.concatenate([ops.reshape(l.bias, (h * dh,)) for l in layers], axis=-1)
+            qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
+            qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
+        # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
+        precise = x.dtype == "float32" or self.FUSED is True
+        if fused and precise and not return_attention and not (training and self.dropout_rate):
+            y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
+            return self._project(y, x)
+        logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
+        probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+        dropped = self.dropout(probs, training=training)
+        y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x)
+        return (y, probs) if return_attention else y
+
+    def _project(self, y, x):
+        """(batch, tokens, heads, head_dim) -> the out projection, (batch, tokens, D)."""
+        if self.quantized:
+            return self.out(y)
+        h, dh = self.num_heads, self.head_dim
+        d = ops.shape(x)[-1]
+        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
+        y = ops.matmul(y, ops.cast(ops.reshape(self.out.kernel, (h * dh, d)), y.dtype))
+        return y + ops.cast(self.out.bias, y.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads,
+                "dropout_rate": self.dropout_rate}
