@@ -8,6 +8,9 @@ import pytest
 
 from conftest import ROOT
 
+# every smoke test here starts fresh TF/JAX processes (1-5 min each): `make test-slow` runs them
+pytestmark = pytest.mark.slow
+
 
 def _run(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
@@ -16,14 +19,12 @@ def _run(*args):
     return done.stdout
 
 
-@pytest.mark.slow  # ~120 s of fresh TF processes; `make test-slow`
 def test_throughput_smoke():
     out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
                "--frameworks", "keras_tf,keras_tf_naive", "--iters", "1", "--warmup", "1")
     assert "GEMM" in out and out.count("ViT-Ti/16") == 3  # infer keras_tf; train keras_tf + naive
 
 
-@pytest.mark.slow  # ~60 s; `make test-slow`
 def test_pipeline_and_fewshot_smoke():
     out = _run("bench/pipeline.py", "--image_sizes", "32", "--model", "ViT-Ti/16", "--batch", "4",
                "--batches", "2", "--iters", "1")
@@ -33,7 +34,6 @@ def test_pipeline_and_fewshot_smoke():
     assert "solve / extraction" in out
 
 
-@pytest.mark.slow  # ~5 fresh TF/JAX processes; `make test-slow`
 def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
     out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
                "--frameworks", "keras_tf_int8,keras_tf_remat,keras_jax_step", "--iters", "1", "--warmup", "1")
@@ -42,7 +42,6 @@ def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
     assert len(rows) == 5, out
 
 
-@pytest.mark.slow  # three fresh TF/JAX processes; `make test-slow`
 def test_memory_smoke():
     out = _run("bench/memory.py", "--model", "ViT-Ti/16", "--size", "32", "--batch", "2",
                "--rows", "keras_tf,keras_tf_remat,keras_jax")
