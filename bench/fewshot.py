@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fewshot.py --classes 1000 --shots 25 --dim 1024 --model ViT-L/16
 
-Solve: keras_vit.fewshot on random features (25,000 x 1,024 for 25 shots x 1,000 classes).
+Solve: keras_vit.analysis.fewshot on random features (25,000 x 1,024 for 25 shots x 1,000 classes).
 Extraction: a measured batch of the model at 224 px, scaled to the same 25,000 images.
 """
 
@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def solve_seconds(classes: int, shots: int, dim: int, repeats: int = 3) -> float:
-    from keras_vit import fewshot
+    from keras_vit.analysis import fewshot
 
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(classes), shots)

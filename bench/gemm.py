@@ -23,7 +23,7 @@ def shapes(model: str, batch: int, size: int = 224) -> dict:
     """{name: (batch dims, M, K, N)} of the model's products."""
     import keras_vit
 
-    c = keras_vit.get_config(model)
+    c = keras_vit.vit_config(model)
     n = (size // c.patch_size) ** 2 + 1
     m, d, h = batch * n, c.hidden_size, c.num_heads
     return {"qkv": ((), m, d, 3 * d), "attn out": ((), m, d, d), "mlp in": ((), m, d, c.mlp_dim),

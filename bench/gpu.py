@@ -35,7 +35,7 @@ _JAX = r"""
 import json, statistics, sys, time
 import jax, jax.numpy as jnp, numpy as np, keras, keras_vit
 name, mode, batch, path, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-keras_vit.layers.MultiHeadDotProductAttention.FUSED = path == "fused"
+keras_vit.MultiHeadDotProductAttention.FUSED = path == "fused"
 keras.mixed_precision.set_global_policy("mixed_bfloat16")
 model = keras_vit.create_model(name, classifier_activation=None)
 x = jnp.asarray(np.random.uniform(-1, 1, (batch, 224, 224, 3)).astype("float32"))

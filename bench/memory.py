@@ -37,7 +37,7 @@ ROWS = {
 
 def _keras_model(name, size, row):
     import keras_vit
-    from keras_vit.layers import MultiHeadDotProductAttention
+    from keras_vit.vit.attention import MultiHeadDotProductAttention
 
     MultiHeadDotProductAttention.FUSED = "fused" in row
     return keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,

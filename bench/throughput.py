@@ -4,7 +4,7 @@
     .venv/bin/python bench/throughput.py --models ViT-B/16 --modes infer --batch_sizes 1,16
 
 Rows: framework variants on the same model/batch/dtype; `vs timm` is the ratio to timm eager
-in the same run; GFLOP/s uses keras_vit.summary.forward_flops (training counted as 3x forward)
+in the same run; GFLOP/s uses keras_vit.analysis.summary.forward_flops (training counted as 3x forward)
 and `%GEMM` compares it with a 2048^3 fp32 matmul measured in the same run by the same
 framework. Rows run back to back, each in a fresh process (`--no-isolate`: all in this one), so `peak GB`
 is that row's peak resident memory (model, optimizer state, activations, framework runtime). torch/timm come from the
@@ -110,7 +110,7 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
             sec = timed(lambda: model.train_on_batch(x, y), iters, warmup)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    from keras_vit.summary import forward_flops
+    from keras_vit.analysis.summary import forward_flops
 
     return batch / sec, forward_flops(model) if build is None else None
 
@@ -124,7 +124,7 @@ def keras_hub_vit(name: str, size: int):
 
     import keras_vit
 
-    c = keras_vit.get_config(name)
+    c = keras_vit.vit_config(name)
     backbone = keras_hub.models.ViTBackbone(
         image_shape=(size, size, 3), patch_size=c.patch_size, num_layers=c.num_layers,
         num_heads=c.num_heads, hidden_dim=c.hidden_size, mlp_dim=c.mlp_dim)
@@ -181,7 +181,7 @@ def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: 
 _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-keras_vit.layers.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
+keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=sys.argv[8] == "remat")
 x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
 y = np.random.randint(0, 1000, (batch,))
@@ -212,7 +212,7 @@ print(batch / statistics.median(ts), hwm)
 
 
 def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
-    from keras_vit.layers import MultiHeadDotProductAttention
+    from keras_vit.vit.attention import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
@@ -236,7 +236,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
         if int8 and mode != "infer":
             raise ValueError("int8 rows are inference only")
         if f.startswith("keras_tf") or f.startswith("keras_jax"):  # "_fused": keras.ops.dot_product_attention
-            from keras_vit.layers import MultiHeadDotProductAttention
+            from keras_vit.vit.attention import MultiHeadDotProductAttention
 
             MultiHeadDotProductAttention.FUSED = "_fused" in f
             f = f.replace("_fused", "")

@@ -46,8 +46,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m hub_export", description=__doc__)
     p.add_argument("--model", default=None,
                    help="table name, e.g. ViT-B/16: needed for .weights.h5 files and release dataset names; "
-                        ".keras and .npz files say what they hold")
-    p.add_argument("--weights", required=True, help=".npz, .keras or .weights.h5 file, or a release name")
+                        "the other sources say what they hold")
+    p.add_argument("--weights", required=True, help="the weight source: a release name, an official .npz, a .keras "
+                   "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
+                   ".weights.h5 file (with --model)")
     p.add_argument("--image_size", type=int, default=0, help="resolution (default: the file's)")
     p.add_argument("--variant", default="feature_vector", help=f"one of {VARIANTS}")
     p.add_argument("--out", required=True)
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
         representative = _representative(args.representative) if args.representative else None
         if os.path.lexists(args.out) and not args.overwrite:
             raise FileExistsError(f"--out {args.out} already exists; pass --overwrite to replace it.")
-        from keras_vit.atomic import check_writable
+        from keras_vit.utils.atomic import check_writable
 
         if not os.path.lexists(args.out):  # an existing one is judged by export(): ours to replace or not
             check_writable(args.out, "--out", directory=True)  # before minutes of building and tracing

@@ -17,8 +17,8 @@ import keras
 import tensorflow as tf
 
 from hub_export import formats, model_card, serving
-from keras_vit import atomic
-from keras_vit.models import ensure_vit
+from keras_vit.utils import atomic
+from keras_vit.vit.model import ensure_vit
 
 VARIANTS = ("feature_vector", "classification")
 

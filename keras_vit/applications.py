@@ -1,70 +1,261 @@
-"""The `keras.applications`-style constructors (ViT_B16, ...) and `create_model` by name.
+"""The `keras.applications`-style constructors (`ViT_B16`, ...) and `create_model` by name.
 
-Each is `VisionTransformer` with one row of `keras_vit.configs.MODELS`; they return
-`VisionTransformer` instances.
+Each constructor builds one row of the model table (`keras_vit.vit.table.MODELS`) as a
+`keras_vit.VisionTransformer`, then applies `weights=` through `keras_vit.weights` (the model
+class itself does no file I/O). A release's own head size is resolved here, before building.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional, Sequence, Tuple, Union
 
-from keras_vit import configs
-from keras_vit.models import VisionTransformer
+from keras_vit.vit import table
+from keras_vit.vit.model import VisionTransformer
+from keras_vit.weights import load, releases
+
+_ARGS = """
+    Reference: "An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale" (Dosovitskiy et
+    al., ICLR 2021); AugReg variants from "How to train your ViT?" (Steiner et al., 2022).
+
+    Args:
+      include_top: whether to end with the classification head.
+      weights: None (random initialisation) or a weight source: a release name ("imagenet21k",
+        "imagenet21k+imagenet2012", "augreg_in21k", "augreg_in21k_ft_in1k", "augreg_in21k_ft_in1k_384",
+        "sam"; all: `keras_vit.weights.releases.release_names()`) or an AugReg filename, an official or
+        big_vision `.npz`, a `.keras` model, a `.weights.h5` file, a timm `.safetensors` state dict, or a
+        `transformers` ViT directory. Position embeddings are resized to `input_shape`; a head of another
+        size is zero-initialised (with a warning).
+      input_shape: (height, width, channels), default (224, 224, 3); height and width multiples of the
+        effective patch size. None height/width: any size at call time. Any channel count; RGB weights
+        are adapted to it.
+      input_tensor: optional Keras tensor to use as the model's input.
+      pooling: with `include_top=False`: None (the pre-logits vector), "token", "avg", "max" or "sequence".
+      classes: head size; unset: 1000, or with a released checkpoint its own head.
+      classifier_activation: the head's activation ("softmax"; None for logits).
+      classifier: "token" (class token) or "gap" (global average pooling, no class token).
+      representation_size: width of a Dense+tanh pre-logits layer; None for none.
+      dropout_rate: dropout after the embeddings and each dense layer.
+      attention_dropout_rate: dropout on the attention probabilities.
+      drop_path_rate: stochastic depth of the last block (linear from 0 over the blocks).
+      include_preprocessing: True: inputs are pixels in [0, 255], rescaled inside to [-1, 1].
+      gelu_approximate: the MLP's GELU in tanh form (True, the original code) or exact (False, timm).
+      position_grid: (rows, cols) of the stored position embeddings of an any-size model.
+      name: the model's name (default: the table name, e.g. "ViT-B_16").
+      dtype: dtype policy of every layer (e.g. "mixed_bfloat16"; default: the global policy).
+      trainable: False freezes every weight.
+      remat: True recomputes each encoder block in the backward pass (`keras.remat`): less training
+        memory, same gradients.
+
+    Returns:
+      A `keras_vit.VisionTransformer` (a `keras.Model`).
+"""
 
 
-def create_model(model_name: str, **kwargs) -> VisionTransformer:
+def create_model(model_name: str, *, weights=None, classes: Optional[int] = None,
+                 representation_size: Optional[int] = None, **kwargs) -> VisionTransformer:
     """Builds a model of the table by name: `create_model("ViT-B/16", classes=10)`.
 
-    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16");
-    keywords as in `VisionTransformer`.
+    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16"); `weights` and the
+    other keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
     """
-    config = configs.get_config(model_name)
-    return VisionTransformer(**config.model_kwargs(), **kwargs)
+    config = table.vit_config(model_name)
+    release = load.release_of(weights, config.name)
+    classes, representation_size = releases.head_size(classes, representation_size, release)
+    model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
+                              **kwargs)
+    return load.load_weights(model, weights)
 
 
-def _constructor(model_name: str, function_name: str):
-    config = configs.MODELS[model_name]
+def _variant(model_name: str):
+    """Gives the constructor below it the docstring of `model_name`'s row of the table."""
+    config = table.MODELS[model_name]
 
-    def build(include_top: bool = True, weights: Optional[str] = None, input_shape=None,
-              input_tensor=None, pooling: Optional[str] = None, classes: Optional[int] = None,
-              classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-              include_preprocessing: bool = False, gelu_approximate: bool = True, position_grid=None,
-              name: Optional[str] = None, remat: bool = False) -> VisionTransformer:
-        return create_model(
-            model_name, include_top=include_top, weights=weights, input_shape=input_shape,
-            input_tensor=input_tensor, pooling=pooling, classes=classes,
-            classifier_activation=classifier_activation, classifier=classifier,
-            representation_size=representation_size, dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate,
-            include_preprocessing=include_preprocessing, gelu_approximate=gelu_approximate,
-            position_grid=position_grid, name=name, remat=remat)
+    def document(function):
+        hybrid = f" on a BiT-ResNet stem with stages {config.resnet_layers}" if config.is_hybrid else ""
+        function.__doc__ = (
+            f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, MLP {config.mlp_dim}, "
+            f"{config.num_heads} heads, {config.effective_patch_size}x{config.effective_patch_size} pixels per "
+            f"token{hybrid}.\n" + _ARGS)
+        return function
 
-    hybrid = f" on a BiT-ResNet stem with stages {config.resnet_layers}" if config.is_hybrid else ""
-    build.__doc__ = (
-        f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, "
-        f"MLP {config.mlp_dim}, {config.num_heads} heads, {config.effective_patch_size}x"
-        f"{config.effective_patch_size} pixels per token{hybrid}.\n\n"
-        "Keywords as in `keras_vit.VisionTransformer` (keras.applications vocabulary). "
-        "Inputs are images in [-1, 1] unless include_preprocessing=True.")
-    build.__name__ = build.__qualname__ = function_name
-    return build
+    return document
 
 
-ViT_Ti16 = _constructor("ViT-Ti/16", "ViT_Ti16")
-ViT_S16 = _constructor("ViT-S/16", "ViT_S16")
-ViT_S32 = _constructor("ViT-S/32", "ViT_S32")
-ViT_B8 = _constructor("ViT-B/8", "ViT_B8")
-ViT_B16 = _constructor("ViT-B/16", "ViT_B16")
-ViT_B32 = _constructor("ViT-B/32", "ViT_B32")
-ViT_L16 = _constructor("ViT-L/16", "ViT_L16")
-ViT_L32 = _constructor("ViT-L/32", "ViT_L32")
-ViT_H14 = _constructor("ViT-H/14", "ViT_H14")
-R50_ViT_B16 = _constructor("R50+ViT-B/16", "R50_ViT_B16")
-R50_ViT_B32 = _constructor("R50+ViT-B/32", "R50_ViT_B32")
-R50_ViT_L16 = _constructor("R50+ViT-L/16", "R50_ViT_L16")
-R50_ViT_L32 = _constructor("R50+ViT-L/32", "R50_ViT_L32")
-R26_ViT_S32 = _constructor("R26+ViT-S/32", "R26_ViT_S32")
-R26_ViT_B32 = _constructor("R26+ViT-B/32", "R26_ViT_B32")
-R_ViT_Ti16 = _constructor("R+ViT-Ti/16", "R_ViT_Ti16")
+Shape = Optional[Tuple[Optional[int], Optional[int], int]]
+Grid = Optional[Sequence[int]]
+
+
+@_variant("ViT-Ti/16")
+def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+             pooling: Optional[str] = None, classes: Optional[int] = None,
+             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+             trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-Ti/16", **locals())
+
+
+@_variant("ViT-S/16")
+def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-S/16", **locals())
+
+
+@_variant("ViT-S/32")
+def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-S/32", **locals())
+
+
+@_variant("ViT-B/8")
+def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+           pooling: Optional[str] = None, classes: Optional[int] = None,
+           classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+           representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+           attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+           gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+           trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-B/8", **locals())
+
+
+@_variant("ViT-B/16")
+def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-B/16", **locals())
+
+
+@_variant("ViT-B/32")
+def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-B/32", **locals())
+
+
+@_variant("ViT-L/16")
+def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-L/16", **locals())
+
+
+@_variant("ViT-L/32")
+def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-L/32", **locals())
+
+
+@_variant("ViT-H/14")
+def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+            pooling: Optional[str] = None, classes: Optional[int] = None,
+            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("ViT-H/14", **locals())
+
+
+@_variant("R50+ViT-B/16")
+def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R50+ViT-B/16", **locals())
+
+
+@_variant("R50+ViT-B/32")
+def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R50+ViT-B/32", **locals())
+
+
+@_variant("R50+ViT-L/16")
+def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R50+ViT-L/16", **locals())
+
+
+@_variant("R50+ViT-L/32")
+def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R50+ViT-L/32", **locals())
+
+
+@_variant("R26+ViT-S/32")
+def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R26+ViT-S/32", **locals())
+
+
+@_variant("R26+ViT-B/32")
+def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+                pooling: Optional[str] = None, classes: Optional[int] = None,
+                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R26+ViT-B/32", **locals())
+
+
+@_variant("R+ViT-Ti/16")
+def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
+               pooling: Optional[str] = None, classes: Optional[int] = None,
+               classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
+               representation_size: Optional[int] = None, dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
+               gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+               trainable: bool = True, remat: bool = False) -> VisionTransformer:
+    return create_model("R+ViT-Ti/16", **locals())

@@ -6,7 +6,7 @@ silently round (`batch_size=63.5`) is refused here with the field's full name.
 
 from __future__ import annotations
 
-from keras_vit import validate
+from keras_vit.utils import validate
 
 
 def _get(config, name: str):

@@ -72,7 +72,8 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     import tensorflow as tf
 
     import hub_export
-    from keras_vit import atomic, fewshot
+    from keras_vit.analysis import fewshot
+    from keras_vit.utils import atomic
     from recipes import train
     from recipes.configs import demo
 

@@ -1,6 +1,6 @@
 """Linear few-shot evaluation: `python -m recipes.fewshot --weights=W --model=ViT-B/16 --datasets=...`.
 
-The paper's protocol (keras_vit.fewshot) on big_vision's standard datasets; features
+The paper's protocol (keras_vit.analysis.fewshot) on big_vision's standard datasets; features
 are extracted batch by batch (resize to 256/224 x the resolution, central crop), so
 large datasets never sit in memory as images.
 """
@@ -53,7 +53,7 @@ def extract(feature_fn, source, size: int, batch: int = 64, raw_pixels: bool = F
 
 def _shots(text: str) -> list:
     """"1,5,10" -> [1, 5, 10]; "2.7", "0" or "" are refused with the flag's name."""
-    from keras_vit import validate
+    from keras_vit.utils import validate
 
     try:
         values = [float(s) for s in text.split(",") if s.strip()]
@@ -64,8 +64,9 @@ def _shots(text: str) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m recipes.fewshot", description=__doc__)
-    p.add_argument("--weights", default="", help=".keras / .npz file (the file says what model it is), "
-                   ".weights.h5 (with --model) or a release name; empty: random ViT-B/16 weights")
+    p.add_argument("--weights", default="", help="the weight source: a release name, an official .npz, a .keras "
+                   "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
+                   ".weights.h5 file (with --model); empty: random ViT-B/16 weights")
     p.add_argument("--model", default="", help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--datasets", default="caltech101,cars196,cifar100,dtd,oxford_iiit_pet,uc_merced")
     p.add_argument("--image_size", type=int, default=0, help="resolution (default: the file's, else 224)")
@@ -75,8 +76,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="", help="optional JSON file for the results")
     args = p.parse_args(argv)
     try:
-        from keras_vit import create_model, fewshot, load_model, validate
-        from keras_vit.atomic import check_writable
+        from keras_vit import create_model, load_model
+        from keras_vit.analysis import fewshot
+        from keras_vit.utils import validate
+        from keras_vit.utils.atomic import check_writable
         from recipes import atomic
         from recipes.data import load_source
 

@@ -8,7 +8,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from keras_vit.fewshot import FewShotEvaluator
+from keras_vit.analysis.fewshot import FewShotEvaluator
 
 logger = logging.getLogger("recipes")
 

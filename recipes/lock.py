@@ -16,7 +16,7 @@ import socket
 import time
 from typing import Iterator
 
-from keras_vit.atomic import process_alive
+from keras_vit.utils.atomic import process_alive
 
 logger = logging.getLogger("recipes")
 LOCK_NAME = ".lock"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import io
 import json
 import os
@@ -25,15 +24,15 @@ from recipes.vtab_tasks import GROUPS, TASKS, Task, get_tasks  # noqa: E402
 
 
 def task_config(task: Task, args):
-    """The task's protocol config; `--weights` (through `config.init_weights`, i.e. `keras_vit.load_model`)
-    decides the architecture when it is a .keras or .npz file."""
+    """The task's protocol config; `--weights` decides the architecture when the source describes one (every
+    kind but a bare `.weights.h5` file): `args.checkpoint`, read once per run by `main`."""
     from recipes.configs import vtab as vtab_configs
 
     c = vtab_configs.get_config(task.name)
     c.model.name = args.model or c.model.name
     c.init_weights = args.weights or ""
-    if args.weights and (args.weights.endswith(".keras") or args.weights.endswith(".npz")):
-        c.model.update(**_model_fields(args.weights, args.model or None))
+    if getattr(args, "checkpoint", None) is not None:
+        c.model.update(**_model_fields(args.checkpoint, args.model or None))
     for field, value in (("total_steps", args.steps), ("batch_size", args.batch_size)):
         if value:
             c[field] = value
@@ -47,27 +46,45 @@ def task_config(task: Task, args):
     return c
 
 
-@functools.lru_cache(maxsize=4)
-def _model_fields(weights: str, model_name: Optional[str]) -> dict:
-    """`config.model` fields that rebuild the architecture of `weights` (table name when it is a table row);
-    read once per run, not once per task."""
-    import keras_vit
+def read_source(weights: str, model_name: Optional[str]):
+    """`--weights` read once for the whole run (`keras_vit.weights.Checkpoint`), or None when it is a bare
+    `.weights.h5` file, which each task's trainer reads into its own config's model."""
+    from keras_vit import weights as vit_weights
 
-    model = keras_vit.load_model(weights, model=model_name)
-    v = model.vit_config
-    table = v.name in keras_vit.MODELS
-    fields = dict(name=v.name if table else "", classifier=model.classifier,
-                  representation_size=model.representation_size or 0, gelu_approximate=model.gelu_approximate)
-    fields.update({f: 0 if table else getattr(v, f) for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads",
-                                                             "num_layers")})
-    if v.is_hybrid and not table:
+    if not weights or vit_weights.source_kind(weights) == "weights_h5":
+        return None
+    name = None
+    if model_name:
+        from keras_vit import vit_config
+
+        name = vit_config(model_name).name
+    return vit_weights.read_checkpoint(weights, model_name=name)
+
+
+def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
+    """`config.model` fields that rebuild the architecture of `checkpoint` (table name when it is a table row)."""
+    from keras_vit.vit import table
+    from recipes.trainer.common import TRANSFORMER_FIELDS
+
+    arch = checkpoint.architecture()
+    v = table.custom_config(**{f: arch[f] for f in table.SIZE_FIELDS if f in arch})
+    if model_name and v.model_kwargs() != table.vit_config(model_name).model_kwargs():
+        raise ValueError(f"{checkpoint.source!r} holds {v.name}, not {model_name!r}; leave --model out to take "
+                         "the file's architecture.")
+    in_table = v.name in table.MODELS
+    fields = dict(name=v.name if in_table else "", classifier=arch.get("classifier", "token"),
+                  representation_size=arch.get("representation_size") or 0,
+                  gelu_approximate=arch.get("gelu_approximate", True))
+    fields.update({f: 0 if in_table else getattr(v, f) for f in TRANSFORMER_FIELDS})
+    if v.is_hybrid and not in_table:
         fields.update(resnet_layers=tuple(v.resnet_layers), resnet_width=float(v.resnet_width))
     return fields
 
 
 def run_task(task: Task, args) -> dict:
     """Fine-tunes and evaluates one task (or returns its finished result)."""
-    from recipes import data, train
+    from recipes import data
+    from recipes.trainer import train_and_evaluate
 
     out = os.path.join(args.workdir, task.name)
     result_path = os.path.join(out, "result.json")
@@ -87,7 +104,8 @@ def run_task(task: Task, args) -> dict:
         return data.make_dataset(src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image)
 
     print(f"{task.name}: fine-tuning {config.total_steps} steps at {config.dataset.image_size} px", flush=True)
-    summary = train.train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input)
+    summary = train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input,
+                                 init_checkpoint=getattr(args, "checkpoint", None))
     result = dict(task=task.name, group=task.group, accuracy=summary["eval_accuracy"], steps=summary["steps"],
                   tfds=task.tfds_name, train_split=task.train800val200, test_split=task.test)
     atomic.write_json(result_path, result)
@@ -166,8 +184,9 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
 def main(argv: Optional[list] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m recipes.vtab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--weights", default="", help=".npz / .keras (the file says what model it is), .weights.h5 "
-                   "(with --model) or a release name to fine-tune from")
+    p.add_argument("--weights", default="", help="the source to fine-tune from: a release name, an official "
+                   ".npz, a .keras model, a timm .safetensors file or a transformers directory (each says what "
+                   "model it is), or a .weights.h5 file (with --model)")
     p.add_argument("--model", default="", help="table name (default ViT-B/16 unless the file says otherwise)")
     p.add_argument("--tasks", default="all", help="all, or comma-separated names")
     p.add_argument("--workdir", required=True)
@@ -179,8 +198,8 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--warmup_steps", type=int, default=None)
     args = p.parse_args(argv)
     try:
-        from keras_vit import validate
-        from keras_vit.atomic import check_writable
+        from keras_vit.utils import validate
+        from keras_vit.utils.atomic import check_writable
         from keras_vit.weights import check_weights_argument
 
         tasks = get_tasks(args.tasks)
@@ -189,10 +208,9 @@ def main(argv: Optional[list] = None) -> int:
         validate.number("--learning_rate", args.learning_rate, minimum=0.0)
         if args.warmup_steps is not None:
             validate.integer("--warmup_steps", args.warmup_steps, minimum=0)
-        if args.weights:
-            check_weights_argument(args.weights)
         check_writable(args.workdir, "--workdir", directory=True)
         collect(args.workdir)  # a damaged result.json is reported before hours of fine-tuning
+        args.checkpoint = read_source(args.weights, args.model or None)  # once per run, not once per task
         os.makedirs(args.workdir, exist_ok=True)
         for task in tasks:
             run_task(task, args)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import checkpoints
+from keras_vit.weights import official as checkpoints
 from conftest import ROOT
 
 T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classifier_activation=None)
@@ -137,7 +137,7 @@ def test_every_constructor_takes_the_keywords_of_the_class():
 def test_inspection_and_cli_defaults_follow_an_any_size_models_input(tmp_path):
     from PIL import Image
 
-    from keras_vit import inspect
+    from keras_vit.analysis import inspect
 
     model = _random(keras_vit.VisionTransformer(**T, input_shape=(None, None, 3), classes=3, position_grid=(4, 4)))
     assert model.base_image_size == (16, 16)

@@ -40,7 +40,7 @@ def test_write_with_copies_whole_files_and_leaves_nothing_on_failure(tmp_path):
 
 
 def test_keras_vit_atomic_files_and_directories(tmp_path):
-    from keras_vit import atomic as local
+    from keras_vit.utils import atomic as local
 
     path = tmp_path / "sub" / "w.npz"
     local.write_file(path, b"old")

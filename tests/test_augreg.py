@@ -4,7 +4,7 @@ names resolving through `weights=`, unknown names refused with close matches. No
 import pytest
 
 import keras_vit
-from keras_vit import releases
+from keras_vit.weights import releases
 
 # Real filenames: the vision_transformer README's recommended table, timm's pretrained configs, and papers' code
 # that cites them.
@@ -47,7 +47,7 @@ def test_real_filenames_parse_field_by_field(stem):
     r = releases.parse_augreg(f"gs://vit_models/augreg/{stem}.npz")
     assert r.name == stem and r.model == MODELS[code] and r.representation_size is None
     assert r.url.endswith(f"/augreg/{stem}.npz")
-    fields = keras_vit.augreg.parse_name(stem)
+    fields = keras_vit.weights.augreg.parse_name(stem)
     assert (fields.pretrain, fields.aug, fields.lr, fields.wd, fields.dropout, fields.stochastic_depth) == (
         pretrain, aug[4:], float(lr[3:]), float(wd[3:]), float(do[3:]), float(sd[3:]))
     if "--" in stem:
@@ -74,12 +74,12 @@ def test_short_names_resolve_per_model(short, resolution, classes):
     for model in ("ViT-B/16", "ViT-B/32"):
         r = releases.find_release(short, model)
         assert (r.model, r.resolution, r.classes) == (model, resolution, classes)
-    assert keras_vit.weights.check_weights_argument(short) == short
+    assert keras_vit.weights.check_source(short) == short
 
 
 def test_full_filenames_resolve_as_weights_and_name_their_model():
     stem = REAL[3]
-    assert keras_vit.weights.check_weights_argument(stem + ".npz") == stem + ".npz"
+    assert keras_vit.weights.check_source(stem + ".npz") == stem + ".npz"
     assert releases.find_release(stem + ".npz", "ViT-B/16").top1 == 85.49
     with pytest.raises(ValueError, match="holds ViT-B/16, not ViT-S/16"):
         releases.find_release(stem, "ViT-S/16")
@@ -100,7 +100,7 @@ def test_unknown_names_are_refused_with_close_matches(bad, message):
 
 
 def test_new_table_rows_and_the_finetune_class_gap():
-    assert keras_vit.get_config("R+ViT-Ti/16").effective_patch_size == 32
+    assert keras_vit.vit_config("R+ViT-Ti/16").effective_patch_size == 32
     unknown = releases.parse_augreg(REAL[0] + "--kitti-steps_1k-lr_0.01-res_384")
     assert unknown.classes is None
     releases.register_release(unknown)

@@ -10,7 +10,7 @@ import pytest
 import scipy.ndimage
 
 import keras_vit
-from keras_vit import checkpoints
+from keras_vit.weights import official as checkpoints, releases
 
 from conftest import FLAX_FIXTURES
 
@@ -203,9 +203,9 @@ def test_bad_checkpoints_leave_model_unchanged(tmp_path):
 
 
 def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
-    names = {r.name for r in checkpoints.available()}
+    names = {r.name for r in releases.available()}
     assert {"ViT-B_16/imagenet21k", "ViT-L_16/imagenet21k+imagenet2012", "R50+ViT-B_16/imagenet21k"} <= names
-    rel = next(r for r in checkpoints.available() if r.name == "ViT-B_16/imagenet21k")
+    rel = next(r for r in releases.available() if r.name == "ViT-B_16/imagenet21k")
     assert rel.url == "https://storage.googleapis.com/vit_models/imagenet21k/ViT-B_16.npz" and rel.classes == 21843
     import hashlib
 
@@ -213,13 +213,13 @@ def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
     d, kwargs, shape = _flax_case("vit_tiny")
     src = os.path.join(d, "weights.npz")
     digest = hashlib.sha256(open(src, "rb").read()).hexdigest()
-    checkpoints.register_release(checkpoints.Release(
+    releases.register_release(releases.Release(
         "tiny/test", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), digest))
     model = keras_vit.VisionTransformer(input_shape=shape, weights="tiny/test", **kwargs)
     logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
     assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
     assert os.path.exists(tmp_path / "keras_home" / "keras_vit" / "tiny_test.npz")
-    checkpoints.register_release(checkpoints.Release(
+    releases.register_release(releases.Release(
         "tiny/badhash", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), "0" * 64))
     with pytest.raises(ValueError, match="hash"):
         keras_vit.VisionTransformer(input_shape=shape, weights="tiny/badhash", **kwargs)

@@ -32,7 +32,7 @@ def hybrid_file(tmp_path_factory):
 def test_inspect_cli(hybrid_file, tmp_path):
     pixels = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
     Image.fromarray(pixels).save(tmp_path / "x.png")
-    done = subprocess.run([sys.executable, "-m", "keras_vit.inspect", f"--weights={hybrid_file}",
+    done = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect", f"--weights={hybrid_file}",
                            f"--image={tmp_path / 'x.png'}", f"--out={tmp_path / 'figs'}"], cwd=ROOT,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT), capture_output=True,
                           text=True, timeout=300)
@@ -53,6 +53,7 @@ def test_vtab_task_config_and_trainer_init(hybrid_file, tmp_path):
     class Args:
         weights, model, steps, batch_size, image_size = hybrid_file, "", 0, 0, 32
         learning_rate, warmup_steps, data_dir = 0.0, None, ""
+        checkpoint = vtab.read_source(hybrid_file, None)  # what main reads once per run
 
     c = vtab.task_config(vtab.TASKS["cifar100"], Args)
     assert tuple(c.model.resnet_layers) == (1, 1) and c.model.resnet_width == 0.5 and c.model.name == ""

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 import keras_vit
-from keras_vit import fewshot, images, inspect
+from keras_vit.analysis import fewshot, images, inspect
 from recipes import fewshot as fewshot_cli, vtab
 
 TINY = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3))

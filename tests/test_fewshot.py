@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from keras_vit import fewshot
+from keras_vit.analysis import fewshot
 
 
 def _whiten_augment(x):

@@ -1,4 +1,4 @@
-"""keras_vit.inspect: closed-form checks, figures from a trained tiny model, hybrids, GAP, bad input."""
+"""keras_vit.analysis.inspect: closed-form checks, figures from a trained tiny model, hybrids, GAP, bad input."""
 
 import itertools
 import os
@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import keras_vit
-from keras_vit import inspect
+from keras_vit.analysis import inspect
 from conftest import ROOT
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, input_shape=(32, 32, 3))
@@ -107,13 +107,13 @@ def test_figures_and_cli(trained_tiny, tmp_path):
     model.save(tmp_path / "tiny.keras")
     Image.fromarray(((images[1] + 1) * 127.5).astype("uint8")).save(tmp_path / "digit.png")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "keras_vit.inspect",
+    done = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect",
                            f"--weights={tmp_path / 'tiny.keras'}", f"--image={tmp_path / 'digit.png'}",
                            f"--out={tmp_path / 'cli'}"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(os.listdir(tmp_path / "cli")) == 4
-    bad = subprocess.run([sys.executable, "-m", "keras_vit.inspect", f"--image={tmp_path / 'nope.png'}",
+    bad = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect", f"--image={tmp_path / 'nope.png'}",
                           f"--weights={tmp_path / 'tiny.keras'}", f"--out={tmp_path / 'x'}"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "does not exist" in bad.stderr

@@ -83,12 +83,14 @@ def test_one_device_data_parallel_and_model_parallel_end_equal(tmp_path):
 
 _SHARDS = """
 import json, keras, numpy as np
-from recipes import jax_engine, train
+import keras_vit
+from recipes import jax_engine
 from recipes.configs import demo
+from recipes.trainer import common
 c = demo.get_config("pretrain")
 c.model.update(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
-dist = jax_engine.make_distribution("model", train.keras_vit.ViTConfig("t", 8, 32, 64, 4, 2), 2)
-model, net, loss_fn, optimizer = train._build(c, dist.scope(), 10, 10)
+dist = jax_engine.make_distribution("model", keras_vit.ViTConfig("t", 8, 32, 64, 4, 2), 2)
+model, net, loss_fn, optimizer = common.build(c, dist.scope(), 10, 10)
 engine = jax_engine.JaxEngine(net, optimizer, dist, num_classes=10, global_batch_size=8)
 engine((np.zeros((8, 32, 32, 3), "float32"), np.zeros((8,), "int32")))
 spec = lambda a: [str(s) for s in a.sharding.spec] + [str(dict(a.sharding.mesh.shape))]
@@ -201,7 +203,7 @@ out = {}
 for i, (row, module) in enumerate(rows.items()):
     c = module.get_config(row.split(":")[1])
     name = c.model.name
-    patch = keras_vit.get_config(name).effective_patch_size if name else c.model.patch_size
+    patch = keras_vit.vit_config(name).effective_patch_size if name else c.model.patch_size
     c.model.num_layers = 2
     c.dataset.image_size = 2 * patch if name else c.dataset.image_size
     c.update(batch_size=4, total_steps=2, log_every=1, checkpoint_every=2, init_weights="")

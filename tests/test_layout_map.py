@@ -37,7 +37,7 @@ def test_every_variable_gets_the_megatron_layout_or_none():
 def test_names_configs_and_the_model_axis():
     layouts = keras_vit.layout_map("ViT-H/14", _mesh(1, 8, ("data", "tp")), model_axis="tp")
     assert tuple(layouts["Transformer/encoderblock_31/MlpBlock_3/Dense_0/kernel"].axes) == (None, "tp")
-    assert keras_vit.layout_map(keras_vit.get_config("ViT-B/16"), _mesh(2, 4)) is not None
+    assert keras_vit.layout_map(keras_vit.vit_config("ViT-B/16"), _mesh(2, 4)) is not None
 
 
 @pytest.mark.parametrize("source,ways,message", [

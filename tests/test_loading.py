@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit import checkpoints, releases
+from keras_vit.weights import official as checkpoints, releases
 from conftest import FLAX_FIXTURES
 
 
@@ -150,17 +150,17 @@ def test_source_params_reads_files_as_they_are(tmp_path):
     path = os.path.join(d, "weights.npz")
     with np.load(path) as raw:  # numpy's own reader is the reference
         expected = {k: raw[k] for k in raw.files}
-    params = keras_vit.loading.source_params(path)
+    params = keras_vit.weights.source_params(path)
     assert set(params) == set(expected)
     for key, value in expected.items():
         np.testing.assert_array_equal(params[key], value)
     model = keras_vit.load_model(path)
     model.save(tmp_path / "h.keras")
-    from_keras = keras_vit.loading.source_params(str(tmp_path / "h.keras"))
+    from_keras = keras_vit.weights.source_params(str(tmp_path / "h.keras"))
     for key, value in expected.items():
         np.testing.assert_array_equal(from_keras[key], value.reshape(from_keras[key].shape))
     with pytest.raises(ValueError, match="needs a source"):
-        keras_vit.loading.source_params(None)
+        keras_vit.weights.source_params(None)
 
 
 def test_files_that_hold_no_vit_are_named(tmp_path):

@@ -117,7 +117,7 @@ def test_feature_model_equals_the_constructor_backbone(pooling):
     _randomize(full)
     backbone = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), include_top=False, pooling=pooling,
                                            representation_size=8)
-    keras_vit.checkpoints.load_params(backbone, keras_vit.checkpoints.model_params(full))
+    keras_vit.weights.official.load_params(backbone, keras_vit.weights.official.model_params(full))
     features = full.feature_model(pooling)
     assert features.count_params() <= full.count_params()
     x = _images((2, 32, 32, 3))
@@ -142,7 +142,7 @@ def test_layer_name_probes_live_only_in_the_anatomy_module():
               r"AddPositionEmbedding|ResNetStem|TokenPooling)|model\.layers|\"rescaling\"|'rescaling'|\"posembed_input\""
     found = subprocess.run(["grep", "-rnE", pattern, "keras_vit", "recipes", "hub_export", "bench", "tools",
                             "--include=*.py"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
-    outside = [line for line in found if not line.startswith("keras_vit/models.py:")]
+    outside = [line for line in found if not line.startswith("keras_vit/vit/model.py:")]
     assert outside == []
 
 

@@ -76,8 +76,8 @@ def test_create_model_names_and_list():
     names = keras_vit.list_models()
     assert len(names) == 16 and {"R50+ViT-B/16", "R50+ViT-B/32", "R50+ViT-L/16", "R+ViT-Ti/16", "R26+ViT-B/32"} <= set(names)
     for alias in ("ViT-B/16", "ViT-B_16", "vit_b16"):
-        assert keras_vit.get_config(alias).name == "ViT-B/16"
-    assert keras_vit.get_config("R50+ViT-B_16").resnet_layers == (3, 4, 9)
+        assert keras_vit.vit_config(alias).name == "ViT-B/16"
+    assert keras_vit.vit_config("R50+ViT-B_16").resnet_layers == (3, 4, 9)
     model = keras_vit.create_model("ViT-Ti/16", input_shape=(32, 32, 3), classes=3)
     assert model.output_shape == (None, 3)
 
@@ -208,7 +208,7 @@ def test_drop_path_rates_and_training_behaviour():
 
 
 def test_gelu_is_tanh_approximation():
-    from keras_vit.layers import gelu
+    from keras_vit.vit.layers import gelu
     x = np.linspace(-4, 4, 101).astype("float32")
     tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gelu(x)), tanh_gelu, atol=1e-6)

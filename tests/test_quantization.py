@@ -20,7 +20,7 @@ def _flax_model():
 
 def test_int8_takes_every_projection_and_stays_near_the_flax_logits():
     model, x, flax_logits = _flax_model()
-    floats = {k: np.asarray(v) for k, v in keras_vit.checkpoints.weight_map(model).items()}
+    floats = {k: np.asarray(v) for k, v in keras_vit.weights.official.weight_map(model).items()}
     model.quantize("int8")
     n = model.vit_config.num_layers
     block = "Transformer/encoderblock_{}/"

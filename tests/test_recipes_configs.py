@@ -62,7 +62,7 @@ def test_every_table_3_row():
         assert c.dataset.image_size == 224 and c.optimizer.name == "adamw"
         assert c.optimizer.clip_norm == (1.0 if data == "imagenet2012" else 0.0)
         # pre-training heads carry a representation layer of width D, hybrids included
-        assert c.model.representation_size == keras_vit.get_config(model).hidden_size
+        assert c.model.representation_size == keras_vit.vit_config(model).hidden_size
 
 
 def test_every_table_4_row():
@@ -158,7 +158,7 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
 
     c = module.get_config(variant)
     name = c.model.name
-    patch = keras_vit.get_config(name).effective_patch_size if name else c.model.patch_size
+    patch = keras_vit.vit_config(name).effective_patch_size if name else c.model.patch_size
     c.model.num_layers = 2
     c.dataset.image_size = 2 * patch if name else c.dataset.image_size
     c.update(batch_size=4, total_steps=2, log_every=1, checkpoint_every=2, jit_compile=False, init_weights="")
@@ -170,7 +170,7 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
     model = keras_vit.load_model(summary["model"])
     assert model.vit_config.num_layers == 2 and model.classes == c.dataset.num_classes
     if name:
-        table = keras_vit.get_config(name)
+        table = keras_vit.vit_config(name)
         assert (model.vit_config.hidden_size, model.vit_config.resnet_layers) == (table.hidden_size,
                                                                                   table.resnet_layers)
         assert model.representation_size == (c.model.representation_size or None)

@@ -24,7 +24,7 @@ model = keras_vit.ViT_B16(weights="imagenet21k+imagenet2012", input_shape=(384, 
     new_code_cell("""import json, os, tempfile
 import numpy as np
 import keras, keras_vit
-from keras_vit import inspect
+from keras_vit.analysis import inspect
 from IPython.display import Image, display
 
 root = "." if os.path.exists("tests/fixtures") else ".."   # repo root or examples/
@@ -70,7 +70,7 @@ def main() -> None:
     nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "quickstart.ipynb")
-    from keras_vit import atomic
+    from keras_vit.utils import atomic
 
     atomic.write_file(path, nbformat.writes(nb))
     print(f"wrote {os.path.normpath(path)}")

@@ -29,7 +29,7 @@ from timm.models.vision_transformer import VisionTransformer, _load_weights  # n
 from timm.models.vision_transformer_hybrid import HybridEmbed  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from keras_vit import atomic  # noqa: E402
+from keras_vit.utils import atomic  # noqa: E402
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -8,7 +8,7 @@ ImageNet rows also clip the global gradient norm at 1. Weight decay is decoupled
 (AdamW); dropout after every dense layer except qkv and after the position embeddings.
 """
 
-from keras_vit.configs import get_config as get_model_config
+from keras_vit import vit_config
 from recipes.configs.base import base_config, pick
 
 JFT = dict(name="jft300m", num_classes=18291, train_examples=303_000_000)   # not public
@@ -45,7 +45,7 @@ def get_config(arg: str = "vit_b16_i21k"):
     model, data, epochs, lr, decay, wd, dropout = pick(ROWS, arg, "pretrain.py")
     c = base_config()
     c.model.name = model
-    c.model.representation_size = get_model_config(model).hidden_size  # pre-training heads carry pre-logits
+    c.model.representation_size = vit_config(model).hidden_size  # pre-training heads carry pre-logits
     c.model.dropout_rate = dropout
     c.dataset.update(name=data["name"], num_classes=data["num_classes"], train_examples=data["train_examples"],
                      train_split="train", eval_split="validation" if data is I1K else "", image_size=224)

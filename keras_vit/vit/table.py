@@ -1,4 +1,4 @@
-"""The model table: one frozen record per ViT variant of the paper (Table 1, appendix).
+"""The model table: one frozen record per ViT variant of the paper (Table 1, appendix) and of AugReg.
 
 This file is the single source of truth for model sizes. Names follow the paper
 ("ViT-B/16", "R50+ViT-B/16"); the released-checkpoint spelling ("ViT-B_16") is
@@ -52,6 +52,15 @@ class ViTConfig:
 
 
 SIZE_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "resnet_layers", "resnet_width")
+
+
+def get_config(name: str) -> ViTConfig:
+    """Deprecated alias of `vit_config` (the name collides with Keras' `get_config`)."""
+    import warnings
+
+    warnings.warn("keras_vit.get_config(name) is deprecated; use keras_vit.vit_config(name).", DeprecationWarning,
+                  stacklevel=2)
+    return vit_config(name)
 
 
 def resnet_stride(resnet_layers: Optional[Tuple[int, ...]]) -> int:
@@ -108,8 +117,12 @@ def list_models() -> list:
     return list(MODELS)
 
 
-def get_config(name: str) -> ViTConfig:
-    """Looks up a variant by the paper's name ("ViT-B/16") or the checkpoint's ("ViT-B_16")."""
+def vit_config(name: str) -> ViTConfig:
+    """The table row of a variant, by the paper's name ("ViT-B/16") or the checkpoint's ("ViT-B_16").
+
+    The same record a built model carries as `model.vit_config`. (Named `get_config` before 0.3;
+    that name is Keras' for a layer's constructor keywords.)
+    """
     if isinstance(name, ViTConfig):
         return name
     if not isinstance(name, str):

@@ -2,7 +2,7 @@
 
 Sources (public): google-research/vision_transformer README, "Available ViT models" (the recommended
 pre-trained files, their 384 px ImageNet fine-tunes and the top-1 it publishes for them), and the
-`gs://vit_models/augreg/index.csv` naming scheme (REFERENCE §8). AugReg files have no pre_logits.
+`gs://vit_models/augreg/index.csv` naming scheme (docs/reference.md, "AugReg file names"). AugReg files have no pre_logits.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each quantity has a pure-numpy core that takes arrays (so the maths can be checked
 in closed form) and a model-level function that runs a keras_vit model. Plots live
-in `keras_vit.plots`; `python -m keras_vit.inspect` writes all four figures.
+in `keras_vit.analysis.plots`; `python -m keras_vit.analysis.inspect` writes all four figures.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import List, Sequence, Tuple
 import keras
 import numpy as np
 
-from keras_vit.models import ensure_vit
+from keras_vit.vit.model import ensure_vit
 
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -180,7 +180,7 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 
 def _load_image(path: str, model: keras.Model) -> np.ndarray:
     """The image file in the model's input range, at its real bit depth (16-bit scans are not clipped)."""
-    from keras_vit import images
+    from keras_vit.analysis import images
 
     pixels = images.resize(images.read_image(path, "--image"), *model.base_image_size)
     return model.to_input_range(pixels)
@@ -188,7 +188,7 @@ def _load_image(path: str, model: keras.Model) -> np.ndarray:
 
 def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
     """Writes the four figures for one image ([H, W, 3] in the model's range); returns their paths."""
-    from keras_vit import plots
+    from keras_vit.analysis import plots
 
     os.makedirs(out_dir, exist_ok=True)
     image = check_images(model, image)
@@ -211,19 +211,20 @@ def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
 def main(argv=None) -> int:
     import sys
 
-    from keras_vit.loading import load_model
+    from keras_vit.weights.load import load_model
 
-    p = argparse.ArgumentParser(prog="python -m keras_vit.inspect", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m keras_vit.analysis.inspect", description=__doc__)
     p.add_argument("--weights", default=None,
-                   help=".keras / official .npz file (the file says what model it is), a .weights.h5 file "
-                        "(with --model), or a release name; none: random weights")
+                   help="the weight source: a release name, an official .npz, a .keras model, a timm .safetensors "
+                        "file or a transformers directory (each says what model it is), or a .weights.h5 file (with "
+                        "--model); none: random weights")
     p.add_argument("--model", default=None, help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--image", required=True)
     p.add_argument("--image_size", type=int, default=0, help="resolution to run at (default: the file's)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     try:
-        from keras_vit.atomic import check_writable
+        from keras_vit.utils.atomic import check_writable
 
         check_writable(args.out, "--out", directory=True)
         kwargs = {"input_shape": (args.image_size, args.image_size, 3)} if args.image_size else {}

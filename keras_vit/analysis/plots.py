@@ -15,7 +15,7 @@ def _pyplot():
 
 
 def _save(fig, path: str) -> str:
-    from keras_vit import atomic
+    from keras_vit.utils import atomic
 
     try:
         return atomic.write_file(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight"))

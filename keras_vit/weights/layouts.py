@@ -1,8 +1,9 @@
 """Other layouts <-> the official one: big_vision / vit_jax train states, timm `vit_*` state dicts and
 Hugging Face `transformers` ViT.
 
-Everything keras_vit reads is first brought to the official `.npz` keys (REFERENCE §2), so
-one architecture reader and one all-or-nothing loader serve every source. Facts (REFERENCE §8):
+Everything keras_vit reads is first brought to the official `.npz` keys (docs/reference.md), so
+one architecture reader and one all-or-nothing loader serve every source. Facts (docs/reference.md,
+"Other layouts"):
 PyTorch Linear weights are (out, in) and convolutions (O, I, kh, kw); timm fuses q, k, v into
 one `qkv` Linear; `transformers` keeps `query` / `key` / `value`; both use exact GELU.
 """
@@ -153,7 +154,7 @@ def _unstack_scan(params: Params) -> Params:
 
 
 def jax_to_official(params: Params) -> Params:
-    """The official layout from the others keras_vit reads (REFERENCE §8): `opt/target/` and `params/`
+    """The official layout from the others keras_vit reads (docs/reference.md, "Other layouts"): `opt/target/` and `params/`
     prefixes, big_vision's block names, scan-stacked blocks, and its top-level `pos_embedding`, which
     covers the patches only (the class token is added after it, i.e. with a zero position embedding)."""
     out = {}

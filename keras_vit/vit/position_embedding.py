@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 import keras
 from keras import ops
 
-from keras_vit import validate
-from keras_vit.layers import _PACKAGE
+from keras_vit.utils import validate
+from keras_vit.vit.initializers import PACKAGE as _PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -11,7 +11,8 @@ from typing import Callable, List, Optional
 import keras
 import tensorflow as tf
 
-from recipes import data, lock, steps, train
+from recipes import data, lock, steps
+from recipes.trainer import common
 from recipes.checkpointing import CheckpointManager
 
 logger = logging.getLogger("recipes")
@@ -19,28 +20,28 @@ logger = logging.getLogger("recipes")
 
 def train_and_evaluate(config, workdir: str, *, strategy: tf.distribute.Strategy,
                        train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
-    """`recipes.train.train_and_evaluate` on the TensorFlow engine."""
-    outdir, source, num_classes, steps_total = train._prepare(config, workdir, strategy, train_input)
+                       callbacks: Optional[List[keras.callbacks.Callback]] = None, init_checkpoint=None) -> dict:
+    """`recipes.trainer.train_and_evaluate` on the TensorFlow engine."""
+    outdir, source, num_classes, steps_total = common.prepare(config, workdir, strategy, train_input)
     with lock.hold(outdir):  # a second live run on this workdir is refused here
         return _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input,
-                      eval_input, callbacks)
+                      eval_input, callbacks, init_checkpoint)
 
 
 def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
-           callbacks) -> dict:
-    model, net, loss_fn, optimizer = train._build(config, strategy.scope(), num_classes, steps_total)
+           callbacks, init_checkpoint) -> dict:
+    model, net, loss_fn, optimizer = common.build(config, strategy.scope(), num_classes, steps_total)
     manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
                                 {"model": net.variables, "optimizer": optimizer.variables},
                                 keep=config.keep_checkpoints)
     restored = manager.restore()
     if restored is None and config.init_weights:
-        train.init_from_weights(model, config)
+        common.init_from_weights(model, config, init_checkpoint)
     start = int(optimizer.iterations.numpy())
     logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
 
     def build_train(global_batch):
-        return train.train_stream(config, source, train_input, start, global_batch)
+        return common.train_stream(config, source, train_input, start, global_batch)
 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
@@ -50,13 +51,13 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
                                      clip_norm=config.optimizer.clip_norm,
                                      jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
     chief = outdir == workdir
-    writer, cb = train.logging_and_callbacks(config, outdir, chief, model, callbacks)
+    writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
-    history = train._loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief)
+    history = common.loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief)
     cb.on_train_end()
     if config.ema_decay:
         optimizer.finalize_variable_values(net.trainable_variables)
     summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes,
                    image_size=config.dataset.image_size, replicas=replicas,
                    final_train=history[-1] if history else None)
-    return train.finish(config, model, outdir, writer, summary, eval_input, steps_total)
+    return common.finish(config, model, outdir, writer, summary, eval_input, steps_total)

@@ -13,7 +13,7 @@ from typing import Union
 
 import keras
 
-from keras_vit.configs import ViTConfig, get_config
+from keras_vit.vit.table import ViTConfig, vit_config
 
 # variable-path pattern (re.fullmatch) -> the mesh axis of each dimension, "model" standing for `model_axis`
 _BLOCK = r"(?:.*/)?Transformer/encoderblock_\d+/"
@@ -30,7 +30,7 @@ MEGATRON = {
 def _sizes(model_or_config) -> tuple:
     """(num_heads, mlp_dim) of a model, a `ViTConfig` or a model-table name."""
     if isinstance(model_or_config, str):
-        model_or_config = get_config(model_or_config)
+        model_or_config = vit_config(model_or_config)
     if isinstance(model_or_config, ViTConfig):
         return model_or_config.num_heads, model_or_config.mlp_dim
     config = getattr(model_or_config, "vit_config", None)

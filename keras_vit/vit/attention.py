@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.initializers import PACKAGE, xavier_uniform
+from keras_vit.vit.initializers import PACKAGE, xavier_uniform
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

@@ -4,8 +4,9 @@ This is the one module that knows the model's anatomy. The graph is built
 functionally in `__init__` (as keras-hub's backbones are); the model keeps its
 components (`stem`, `patch_embedding`, `class_token`, `position_embedding`,
 `encoder`, `pre_logits`, `head`), its description (`vit_config`, `classifier`,
-`grid_size`, ...) and the feature API (`feature_model`, `intermediates`, `logits_model`)
-that every consumer uses instead of looking layers up by name.
+`grid_size`, ...) and the feature API (`keras_vit.vit.features`: `feature_model`,
+`intermediates`, `logits_model`) that every consumer uses instead of looking layers up
+by name. It does no file I/O: `weights=` goes to the loader `keras_vit.weights` registers.
 """
 
 from __future__ import annotations
@@ -18,13 +19,34 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import keras
 import numpy as np
 
-from keras_vit import configs, releases, validate, weights as weights_io
-from keras_vit.arguments import POOLINGS, check_arguments, head_size, model_inputs, position_grid_for
-from keras_vit.layers import _PACKAGE, ClassToken, Encoder, PatchEmbedding, TokenPooling
-from keras_vit.position_embedding import AddPositionEmbedding
-from keras_vit.resnet import ResNetStem
+from keras_vit.vit import table
+from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
+from keras_vit.vit.features import POOLING_MODES, FeatureAPI
+from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit.vit.position_embedding import AddPositionEmbedding
+from keras_vit.vit.resnet import ResNetStem
 
-_POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
+
+# The loader behind `VisionTransformer(weights=...)`, registered by `keras_vit.weights` when it is imported:
+# this module does no file I/O and imports nothing of the weights room.
+_weights_loader = None
+
+
+def register_weights_loader(loader) -> None:
+    """Installs `loader` (an object with `head_size(weights, model_name, classes, representation_size)` and
+    `load_weights(model, weights)`) for the `weights=` keyword of `VisionTransformer`."""
+    global _weights_loader
+    _weights_loader = loader
+
+
+def _weights_room(weights, vit_config, classes, representation_size) -> tuple:
+    """(loader, classes, representation_size) for `VisionTransformer(weights=...)`: the release's own head is
+    resolved before the model is built."""
+    if _weights_loader is None:
+        raise ValueError("VisionTransformer(weights=...) needs keras_vit.weights imported (import keras_vit).")
+    classes, representation_size = _weights_loader.head_size(weights, vit_config.name, classes, representation_size)
+    return _weights_loader, classes, representation_size
 
 
 def preprocess_input(x):
@@ -34,8 +56,8 @@ def preprocess_input(x):
     return keras.ops.cast(x, "float32") / 127.5 - 1.0
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class VisionTransformer(keras.Model):
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class VisionTransformer(FeatureAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
@@ -44,8 +66,9 @@ class VisionTransformer(keras.Model):
       resnet_layers: units per BiT-ResNet stage, e.g. (3, 4, 9); None for a plain ViT.
       resnet_width: ResNet width factor (root width 64 * factor).
       include_top: whether to end with the classification head.
-      weights: None (random init), a `.keras` / `.weights.h5` / official `.npz` path, or a
-        release name (`keras_vit.releases.release_names()`).
+      weights: None (random init) or any weight source of `keras_vit.load_weights` (a release name, `.npz`,
+        `.keras`, `.weights.h5`, timm `.safetensors`, a transformers directory), applied after building by
+        the loader `keras_vit.weights` registers here (this class does no file I/O itself).
       input_shape: (height, width, channels); default (224, 224, 3); multiples of the effective patch. None
         height/width: any size at call time, position embeddings resized to each input's grid. Any channel
         count; RGB weights loaded into a C-channel model adapt the first kernel (timm's `in_chans` rule).
@@ -92,10 +115,11 @@ class VisionTransformer(keras.Model):
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
                  gelu_approximate=gelu_approximate, remat=remat),
             classifier, pooling, representation_size, classes, rates)
-        vit_config = configs.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
-        weights = weights_io.check_weights_argument(weights)
-        release = releases.find_release(weights, vit_config.name) if releases.is_release_name(weights) else None
-        classes, representation_size = head_size(classes, representation_size, release)
+        vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
+        loader = None
+        if weights is not None:
+            loader, classes, representation_size = _weights_room(weights, vit_config, classes, representation_size)
+        classes = DEFAULT_CLASSES if classes is None else classes
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
@@ -111,7 +135,7 @@ class VisionTransformer(keras.Model):
                                       classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         if name is None:
-            name = (re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in configs.MODELS
+            name = (re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in table.MODELS
                     else "vision_transformer")
         super().__init__(inputs, outputs, name=name, trainable=trainable, **kwargs)
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
@@ -130,10 +154,10 @@ class VisionTransformer(keras.Model):
         self.channels = int(channels)
         self._taps = taps
         self._layer_policy = policy
-        if weights is not None:
-            weights_io.load_weights(self, weights)
+        if loader is not None:
+            loader.load_weights(self, weights)
 
-    def _make_components(self, c, resnet_width, include_preprocessing, prefix, grid, rates, representation_size,
+    def _make_components(self, c, resnet_width, include_preprocessing, prefix, grid, options, representation_size,
                          classes, classifier_activation, policy) -> types.SimpleNamespace:
         """The layers, named after the official checkpoint tree; None where the model has no such part. Returned
         as a namespace (they become attributes after `keras.Model.__init__`)."""
@@ -144,12 +168,12 @@ class VisionTransformer(keras.Model):
         p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
         p.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
         p.position_embedding = AddPositionEmbedding(
-            grid, prefix, stride=c.effective_patch_size if rates["dynamic"] else None, dtype=policy,
+            grid, prefix, stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy,
             name="posembed_input")
-        p.embedding_dropout = keras.layers.Dropout(rates["dropout_rate"], dtype=policy, name="dropout")
-        p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, rates["dropout_rate"],
-                            rates["attention_dropout_rate"], rates["drop_path_rate"],
-                            rates["gelu_approximate"], rates["remat"], dtype=policy, name="Transformer")
+        p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
+        p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
+                            options["attention_dropout_rate"], options["drop_path_rate"],
+                            options["gelu_approximate"], options["remat"], dtype=policy, name="Transformer")
         p.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
         p.pre_logits = keras.layers.Dense(
             int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
@@ -173,7 +197,7 @@ class VisionTransformer(keras.Model):
         if pooling == "sequence":
             return tokens, taps
         if pooling is not None:
-            return TokenPooling(_POOLING_MODES[pooling], prefix, dtype=policy, name="feature_pooling")(tokens), taps
+            return TokenPooling(POOLING_MODES[pooling], prefix, dtype=policy, name="feature_pooling")(tokens), taps
         return taps["pre_logits"], taps
 
     # ------------------------------------------------------------------ description
@@ -297,119 +321,6 @@ class VisionTransformer(keras.Model):
         x = p.token_pooling(tokens)
         return p.pre_logits(x) if p.pre_logits is not None else x
 
-    # ------------------------------------------------------------------ feature API
-
-    def feature_model(self, pooling: Optional[str] = None, *, patch_transform=None) -> keras.Model:
-        """A `keras.Model` on the same inputs and weights ending at a feature tap.
-
-        `pooling` as in the constructor: None -> pre-logits, "token", "avg", "max", "sequence".
-        `patch_transform`: a layer applied to the patch embeddings (batch, grid tokens, D) before
-        the class token and position embeddings (masked patch prediction corrupts them there);
-        when it returns a tuple, the first item flows on and the others become extra outputs.
-        """
-        if pooling not in POOLINGS:
-            raise ValueError(f"Unknown pooling {pooling!r}; expected one of {POOLINGS}.")
-        if pooling == "token" and not self.num_prefix_tokens:
-            raise ValueError("pooling='token' needs a class token; this is a classifier='gap' model.")
-        extras = ()
-        if patch_transform is None:
-            tokens = self._taps["sequence"]
-        else:
-            x, extras = self._embed(self.inputs[0], patch_transform=patch_transform)
-            tokens = self.encoder(x)
-        if pooling is None:
-            if "pre_logits" not in self._taps:
-                raise ValueError(f"Model {self.name!r} was built with include_top=False, pooling={self.pooling!r}: "
-                                 "it has no pre-logits; ask for pooling='sequence', 'avg', 'max' or 'token'.")
-            out = self._taps["pre_logits"] if patch_transform is None else self._pool(tokens)
-        elif pooling == "sequence":
-            out = tokens
-        else:
-            out = TokenPooling(_POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self._layer_policy)(tokens)
-        outputs = [out, *extras] if extras else out
-        return keras.Model(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}")
-
-    def logits_model(self) -> keras.Model:
-        """The classifier without its activation: images -> logits (batch, classes)."""
-        if not self.include_top:
-            raise ValueError(f"Model {self.name!r} has no head (include_top=False).")
-        if self.predictions is None:
-            return self
-        return keras.Model(self.inputs, self._taps["logits"], name=f"{self.name}_logits")
-
-    def _block_indices(self, blocks) -> list:
-        n = self.vit_config.num_layers
-        if blocks is None:
-            return list(range(n))
-        blocks = [blocks] if isinstance(blocks, int) else list(blocks)
-        bad = [b for b in blocks if not isinstance(b, (int, np.integer)) or not -n <= b < n]
-        if bad:
-            raise ValueError(f"blocks {bad} out of range for a {n}-block model (use 0..{n - 1} or negatives).")
-        return sorted({int(b) % n for b in blocks})
-
-    def check_images(self, images: "np.ndarray | keras.KerasTensor"):
-        """`images` as a (batch, H, W, 3) array of the model's size, or a ValueError naming the shapes."""
-        shape = tuple(keras.ops.shape(images))
-        if len(shape) == 3:
-            images, shape = keras.ops.expand_dims(images, 0), (1, *shape)
-        want = (*self.image_size, self.channels)
-        fits = len(shape) == 4 and all(w is None or s == w for s, w in zip(shape[1:], want))
-        if not fits:
-            hint = (" (channels first? move the channel axis last)"
-                    if len(shape) == 4 and shape[1] == self.channels else "")
-            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {self.name!r}, "
-                             f"got {shape}{hint}.")
-        p = self.effective_patch_size
-        bad = [(axis, s) for axis, s in (("height", shape[1]), ("width", shape[2])) if s is not None and s % p]
-        if bad:
-            raise ValueError(f"images {shape} for model {self.name!r}: " + "; ".join(
-                f"{axis} {s} is not a multiple of the effective patch size {p} (try {validate.nearest_multiples(s, p)})"
-                for axis, s in bad) + ".")
-        if shape[0] == 0:
-            raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
-        return images
-
-    def predict(self, x, *args, **kwargs):
-        """`keras.Model.predict`; an empty array gives an empty result of the output's shape instead of
-        failing inside Keras."""
-        if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == 0:
-            if x.shape[1:] != (*self.image_size, self.channels):
-                self.check_images(x)
-            return np.zeros((0, *self.output.shape[1:]), dtype=self.output.dtype)
-        if isinstance(x, np.ndarray) and self.dynamic_size:
-            self.check_images(x)  # an indivisible size fails here, naming sizes that work
-        return super().predict(x, *args, **kwargs)
-
-    def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
-                      training: bool = False) -> Dict[str, object]:
-        """Runs `images` and returns the model's taps (big_vision's `out` dict).
-
-        Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"
-        {index: (batch, heads, tokens, tokens) float32 probabilities} when `attention=True`,
-        "encoded" (after the final LayerNorm), "pre_logits" (when the model has them) and
-        "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
-        """
-        wanted = set(self._block_indices(blocks))
-        x = self._embed(keras.ops.convert_to_tensor(self.check_images(images), "float32"), training=training)
-        out: Dict[str, object] = {"blocks": {}}
-        if attention:
-            out["attention"] = {}
-        for i, block in enumerate(self.encoder.blocks):
-            if attention:
-                x, probs = block(x, training=training, return_attention=True)
-            else:
-                x = block(x, training=training)
-            if i in wanted:
-                out["blocks"][i] = x
-                if attention:
-                    out["attention"][i] = probs
-        out["encoded"] = self.encoder.encoder_norm(x)
-        if "pre_logits" in self._taps:
-            out["pre_logits"] = self._pool(out["encoded"])
-        if self.head is not None:
-            out["logits"] = self.head(out["pre_logits"])
-        return out
-
 
 def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> VisionTransformer:
     """`model` itself when it is a `VisionTransformer`, else a ValueError naming it (and `hint`)."""
@@ -417,11 +328,3 @@ def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> Vision
         raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer ({hint}).")
     return model
 
-
-def __getattr__(name: str):
-    """`keras_vit.models.create_model` / `ViT_B16` / ... still resolve (they moved to `keras_vit.applications`)."""
-    from keras_vit import applications
-
-    if name == "create_model" or name.startswith(("ViT_", "R50_", "R26_")):
-        return getattr(applications, name)
-    raise AttributeError(f"module 'keras_vit.models' has no attribute {name!r}")

@@ -13,7 +13,8 @@ from typing import Dict, Optional
 
 import keras
 
-from keras_vit import configs
+from keras_vit.vit import table
+from keras_vit.vit.arguments import DEFAULT_CLASSES
 
 BASE_URL = os.environ.get("KERAS_VIT_BASE_URL", "https://storage.googleapis.com/vit_models")
 
@@ -38,17 +39,17 @@ _RELEASES: Dict[str, Release] = {}
 
 def register_release(release: Release) -> None:
     """Adds (or replaces) a downloadable checkpoint, e.g. an AugReg file or a mirror."""
-    configs.get_config(release.model)
+    table.vit_config(release.model)
     _RELEASES[release.name] = release
 
 
 def _register_official() -> None:
     for model in ("ViT-B/16", "ViT-B/32", "ViT-L/16", "ViT-L/32", "ViT-H/14", "R50+ViT-B/16"):
-        file = configs.get_config(model).name.replace("/", "_") + ".npz"
-        # the ImageNet-21k pre-training heads sit on a Dense+tanh pre-logits layer of width D (REFERENCE §2)
+        file = table.vit_config(model).name.replace("/", "_") + ".npz"
+        # the ImageNet-21k pre-training heads sit on a Dense+tanh pre-logits layer of width D
         register_release(Release(f"{file[:-4]}/imagenet21k", model, "imagenet21k", 224, 21843,
                                  f"{BASE_URL}/imagenet21k/{file}",
-                                 representation_size=configs.get_config(model).hidden_size))
+                                 representation_size=table.vit_config(model).hidden_size))
         register_release(Release(f"{file[:-4]}/imagenet21k+imagenet2012", model,
                                  "imagenet21k+imagenet2012", 384, 1000,
                                  f"{BASE_URL}/imagenet21k+imagenet2012/{file}"))
@@ -59,7 +60,7 @@ _register_official()
 
 def parse_augreg(filename: str) -> Release:
     """The release of any AugReg filename of `gs://vit_models/augreg/index.csv` (path, URL or bare name)."""
-    from keras_vit import augreg
+    from keras_vit.weights import augreg
 
     fields = augreg.parse_name(filename)
     stem = os.path.basename(str(filename))
@@ -73,19 +74,19 @@ def parse_augreg(filename: str) -> Release:
 
 
 def _register_augreg_and_sam() -> None:
-    from keras_vit import augreg
+    from keras_vit.weights import augreg
 
     for code, files in augreg.recommended_files().items():
         for short, stem in files.items():
             r = parse_augreg(stem)
-            register_release(dataclasses.replace(r, name=f"{configs.get_config(r.model).name.replace('/', '_')}/"
+            register_release(dataclasses.replace(r, name=f"{table.vit_config(r.model).name.replace('/', '_')}/"
                                                          f"{short}", dataset=short))
     # SAM (Chen et al. 2021, "When Vision Transformers Outperform ResNets...", Table 2: ImageNet-1k from scratch
     # with SAM, 224 px); timm notes the release carries a D-wide representation layer
     for model, top1 in (("ViT-B/16", 79.9), ("ViT-B/32", 73.6)):
-        file = configs.get_config(model).name.replace("/", "_")
+        file = table.vit_config(model).name.replace("/", "_")
         register_release(Release(f"{file}/sam", model, "sam", 224, 1000, f"{BASE_URL}/sam/{file}.npz",
-                                 representation_size=configs.get_config(model).hidden_size, top1=top1))
+                                 representation_size=table.vit_config(model).hidden_size, top1=top1))
 
 
 _register_augreg_and_sam()
@@ -131,12 +132,12 @@ def find_release(weights: str, model_name: Optional[str]) -> Release:
         return _RELEASES[weights]
     parsed = _augreg_or_none(weights)
     if parsed is not None:
-        if model_name is not None and configs.get_config(parsed.model).name != configs.get_config(model_name).name:
+        if model_name is not None and table.vit_config(parsed.model).name != table.vit_config(model_name).name:
             raise ValueError(f"{weights!r} holds {parsed.model}, not {model_name}.")
         return parsed
     matches = [r for r in _RELEASES.values()
                if r.dataset == weights and model_name is not None
-               and configs.get_config(r.model).name == model_name]
+               and table.vit_config(r.model).name == model_name]
     if not matches:
         have = sorted(r.name for r in _RELEASES.values() if r.dataset == weights)
         raise ValueError(f"No {weights!r} checkpoint is released for model {model_name!r}; "
@@ -158,3 +159,17 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
         os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp for a missing directory
     return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
                                 file_hash=release.sha256, hash_algorithm="sha256")
+
+
+def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:
+    """(classes, representation_size) of a model built for `release`: unset `classes` takes the release's own
+    head and pre-logits; another number is a new head (zero-initialised, with a warning, when loaded)."""
+    if release is None:
+        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
+    if classes is None:  # the released classifier itself, pre-logits included
+        rep = release.representation_size if representation_size is None else representation_size
+        if release.classes is None:
+            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
+                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
+        return release.classes, rep
+    return int(classes), representation_size

@@ -12,7 +12,7 @@ from typing import Sequence
 import keras
 from keras import ops
 
-from keras_vit.layers import _PACKAGE
+from keras_vit.vit.initializers import PACKAGE as _PACKAGE
 
 GROUP_NORM_GROUPS = 32
 GROUP_NORM_EPSILON = 1e-6

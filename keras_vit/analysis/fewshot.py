@@ -15,7 +15,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from keras_vit import validate
+from keras_vit.utils import validate
 
 BIAS_FEATURE = 100.0
 WHITEN_EPSILON = 1e-5
@@ -113,7 +113,7 @@ def feature_extractor(model_or_fn) -> Callable[[np.ndarray], np.ndarray]:
         if not callable(model_or_fn):
             raise ValueError("model_or_feature_fn must be a keras.Model or a callable images -> features.")
         return lambda images: np.asarray(keras.ops.convert_to_numpy(model_or_fn(images)))
-    from keras_vit.models import ensure_vit
+    from keras_vit.vit.model import ensure_vit
 
     model = ensure_vit(model_or_fn, "pass a feature function images -> features instead")
     if model.pooling == "sequence" and not model.include_top:

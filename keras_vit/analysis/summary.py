@@ -11,9 +11,9 @@ from typing import Optional
 
 import keras
 
-from keras_vit import configs
+from keras_vit.vit import table
 from keras_vit.applications import create_model
-from keras_vit.resnet import StdConv2D
+from keras_vit.vit.resnet import StdConv2D
 
 
 def _conv_flops(conv: StdConv2D, input_shape) -> tuple:
@@ -55,7 +55,7 @@ def forward_flops(model: keras.Model) -> int:
 def model_table(image_size: int = 224, names: Optional[list] = None) -> list:
     """Rows (name, parameters, GFLOPs, output shape) for the models of the table."""
     rows = []
-    for name in names or configs.list_models():
+    for name in names or table.list_models():
         model = create_model(name, input_shape=(image_size, image_size, 3))
         rows.append((name, model.count_params(), forward_flops(model) / 1e9, tuple(model.output_shape)))
         del model

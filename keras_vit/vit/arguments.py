@@ -1,7 +1,7 @@
 """The `VisionTransformer` constructor's arguments: types, ranges and the rules that derive the rest.
 
-Checked before any layer is built (issue 13's "validation at the door"); the model class keeps only
-the anatomy. Errors name the keyword and what would work.
+Checked before any layer is built, so a bad keyword fails at the door instead of deep in the graph; the
+model class keeps only the anatomy. Errors name the keyword and what would work.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 import keras
 
-from keras_vit import validate
+from keras_vit.utils import validate
 
 CLASSIFIERS = ("token", "gap")
 POOLINGS = (None, "token", "avg", "max", "sequence")
@@ -65,7 +65,7 @@ def model_inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
 
 
 def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
-              classes, rates: dict) -> tuple:
+                    classes, rates: dict) -> tuple:
     """The constructor's keywords after type and range checks."""
     sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
     if resnet_layers is not None:
@@ -83,16 +83,3 @@ def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, class
         raise ValueError(f"hidden_size {sizes['hidden_size']} must be divisible by num_heads {sizes['num_heads']}.")
     rates = {field: validate.rate(field, r) for field, r in rates.items()}
     return sizes, resnet_layers, resnet_width, representation_size, classes, rates
-
-
-def head_size(classes, representation_size, release) -> Tuple[int, Optional[int]]:
-    """`classes` and `representation_size` after the release rules (see `VisionTransformer`)."""
-    if release is None:
-        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
-    if classes is None:  # the released classifier itself, pre-logits included
-        rep = release.representation_size if representation_size is None else representation_size
-        if release.classes is None:
-            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
-                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
-        return release.classes, rep
-    return int(classes), representation_size  # a different head size is zeroed (and warned) by load_npz

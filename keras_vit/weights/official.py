@@ -1,7 +1,8 @@
 """Official `.npz` checkpoints <-> Keras models, and position-embedding resizing.
 
 The key names are those of the released google-research/vision_transformer
-files (REFERENCE §2), e.g. `Transformer/encoderblock_3/MlpBlock_3/Dense_0/kernel`.
+files (docs/reference.md, "The official checkpoint layout"), e.g.
+`Transformer/encoderblock_3/MlpBlock_3/Dense_0/kernel`.
 Our layers keep the same shapes, so a conversion is a rename, except that old
 hybrid files store GroupNorm parameters as (1, 1, 1, C).
 """
@@ -18,7 +19,9 @@ from typing import Dict, Optional, Sequence
 import keras
 import numpy as np
 
-from keras_vit import atomic, configs, layouts
+from keras_vit.utils import atomic
+from keras_vit.vit import table
+from keras_vit.weights import layouts
 
 logger = logging.getLogger("keras_vit")
 
@@ -153,7 +156,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     n = params[POSEMB_KEY].shape[1] - prefix
     side = int(round(np.sqrt(n)))
     if side * side == n:
-        stride = p * configs.resnet_stride(kw.get("resnet_layers"))
+        stride = p * table.resnet_stride(kw.get("resnet_layers"))
         first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
         kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
     return kw
@@ -216,8 +219,6 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
     Everything is validated before the first weight is assigned, so a failed load leaves
     the model unchanged.
     """
-    if reset_head not in ("auto", True, False):
-        raise ValueError(f"reset_head must be 'auto', True or False, got {reset_head!r}.")
     return load_params(model, read_npz(path), os.fspath(path), resize_posemb=resize_posemb,
                        reset_head=reset_head, old_grid=old_grid)
 
@@ -226,6 +227,8 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
                 resize_posemb: bool = True, reset_head="auto",
                 old_grid: Optional[Sequence[int]] = None) -> keras.Model:
     """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`)."""
+    if reset_head not in ("auto", True, False):
+        raise ValueError(f"reset_head must be 'auto', True or False, got {reset_head!r}.")
     targets = weight_map(model)
     stem_in_model, stem_in_file = "conv_root/kernel" in targets, "conv_root/kernel" in params
     if stem_in_model != stem_in_file:
@@ -363,9 +366,3 @@ def save_npz(model: keras.Model, path: str) -> str:
         raise ValueError(f"save_npz writes .npz files; got {path!r}.")
     arrays = model_params(model)
     return atomic.write_file(path, lambda tmp: np.savez(tmp, **arrays))
-
-
-# The release registry lives in keras_vit.releases; its names stay reachable here (the documented
-# `keras_vit.checkpoints.available()`).
-from keras_vit.releases import (  # noqa: E402,F401
-    BASE_URL, Release, available, fetch, find_release, is_release_name, register_release, release_names)

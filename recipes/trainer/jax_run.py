@@ -15,7 +15,8 @@ from typing import Callable, List, Optional
 
 import jax
 import keras
-from recipes import jax_engine, lock, train
+from recipes import config_checks, jax_engine, lock
+from recipes.trainer import common
 from recipes.orbax_checkpointing import OrbaxCheckpoints
 
 logger = logging.getLogger("recipes")
@@ -38,9 +39,9 @@ def model_sizes(config):
     import keras_vit
 
     m = config.model
-    sizes = keras_vit.get_config(m.name).model_kwargs() if m.name else {}
-    sizes.update({f: int(m[f]) for f in train.SIZE_FIELDS if m[f]})
-    return keras_vit.ViTConfig(name=m.name or "custom", **{f: sizes[f] for f in train.SIZE_FIELDS})
+    sizes = keras_vit.vit_config(m.name).model_kwargs() if m.name else {}
+    sizes.update({f: int(m[f]) for f in common.TRANSFORMER_FIELDS if m[f]})
+    return keras_vit.ViTConfig(name=m.name or "custom", **{f: sizes[f] for f in common.TRANSFORMER_FIELDS})
 
 
 def _distribution(spec, config):
@@ -51,38 +52,38 @@ def _distribution(spec, config):
 
 def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input: Optional[Callable] = None,
                        eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None) -> dict:
-    """`recipes.train.train_and_evaluate` on the JAX engine."""
-    train.config_checks.check(config)  # before the mesh is built from config.model_parallel
+                       callbacks: Optional[List[keras.callbacks.Callback]] = None, init_checkpoint=None) -> dict:
+    """`recipes.trainer.train_and_evaluate` on the JAX engine."""
+    config_checks.check(config)  # before the mesh is built from config.model_parallel
     dist = _distribution(distribution, config)
     ways = jax_engine.data_ways(dist)
-    outdir, source, num_classes, steps_total = train._prepare(config, workdir, None, train_input, data_ways=ways)
+    outdir, source, num_classes, steps_total = common.prepare(config, workdir, None, train_input, data_ways=ways)
     chief = jax.process_index() == 0
     held = lock.hold(outdir) if chief else contextlib.nullcontext()
     with held:
         return _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input,
-                      callbacks, chief)
+                      callbacks, chief, init_checkpoint)
 
 
 def _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input, callbacks,
-           chief) -> dict:
+           chief, init_checkpoint) -> dict:
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
-    model, net, loss_fn, optimizer = train._build(config, scope, num_classes, steps_total)
+    model, net, loss_fn, optimizer = common.build(config, scope, num_classes, steps_total)
     engine = jax_engine.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
                                   label_smoothing=config.label_smoothing, clip_norm=config.optimizer.clip_norm,
                                   loss_fn=loss_fn)
     manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
     restored = manager.restore()
     if restored is None and config.init_weights:
-        train.init_from_weights(model, config)
+        common.init_from_weights(model, config, init_checkpoint)
         engine.reload()
     start = engine.step()
     logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
                 start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
-    dataset = train.train_stream(config, source, train_input, start, config.batch_size)
-    writer, cb = train.logging_and_callbacks(config, outdir, chief, model, callbacks)
+    dataset = common.train_stream(config, source, train_input, start, config.batch_size)
+    writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
-    history = train._loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
+    history = common.loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
                           before_callbacks=engine.sync)
     manager.close()
     engine.sync()
@@ -95,5 +96,5 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
                    image_size=config.dataset.image_size, replicas=jax_engine.data_ways(dist),
                    devices=jax.device_count(), processes=jax.process_count(), engine="jax",
                    distribution=type(dist).__name__ if dist else "none", final_train=history[-1] if history else None)
-    return train.finish(config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate,
+    return common.finish(config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate,
                         chief=chief)

@@ -15,7 +15,10 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from keras_vit import atomic, configs, layouts
+from keras_vit.utils import atomic
+from keras_vit.vit import table
+from keras_vit.vit.model import ensure_vit
+from keras_vit.weights import layouts, official
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
@@ -40,7 +43,7 @@ def _read_tensors(path: str) -> Dict[str, np.ndarray]:
 def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
     if num_heads:
         return int(num_heads)
-    rows = {c.num_heads for c in configs.MODELS.values() if c.hidden_size == width}
+    rows = {c.num_heads for c in table.MODELS.values() if c.hidden_size == width}
     if len(rows) != 1:
         raise ValueError(f"{source}: a state dict does not say its number of heads and width {width} is not a "
                          "table width; pass num_heads=.")
@@ -88,8 +91,6 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
     `ViTForImageClassification.from_pretrained`. Returns the path written."""
     from safetensors.numpy import save_file
 
-    from keras_vit import checkpoints
-    from keras_vit.models import ensure_vit
 
     model = ensure_vit(model, "save_safetensors writes keras_vit models")
     if layout not in ("timm", "transformers"):
@@ -99,7 +100,7 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
     if model.pre_logits is not None:
         raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
                          "classifier lacks; rebuild it without one (representation_size=None) to export.")
-    params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in checkpoints.model_params(model).items()}
+    params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in official.model_params(model).items()}
     n = model.vit_config.num_layers
     if layout == "timm":
         if not str(path).endswith(".safetensors"):

@@ -12,9 +12,9 @@ from typing import Optional
 import keras
 from keras import ops
 
-from keras_vit.attention import MultiHeadDotProductAttention
-from keras_vit.initializers import PACKAGE as _PACKAGE
-from keras_vit.initializers import mlp_bias_init, xavier_uniform
+from keras_vit.vit.attention import MultiHeadDotProductAttention
+from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.initializers import mlp_bias_init, xavier_uniform
 
 LAYER_NORM_EPSILON = 1e-6
 __all__ = ["LAYER_NORM_EPSILON", "gelu", "PatchEmbedding", "ClassToken", "DropPath", "MultiHeadDotProductAttention",

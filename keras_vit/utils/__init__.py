@@ -1,0 +1,1 @@
+"""Infrastructure every room uses: atomic writes (`atomic`) and argument checks (`validate`)."""

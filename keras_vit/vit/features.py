@@ -1,0 +1,134 @@
+"""The feature API of `VisionTransformer`: feature models, taps (big_vision's `out` dict) and input checks.
+
+A mixin over the model's own components and description (`encoder`, `head`, `_taps`, `image_size`, ...):
+what every consumer (few-shot, inspection, export, masked patch prediction) uses instead of looking layers
+up by name.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import keras
+import numpy as np
+
+from keras_vit.utils import validate
+from keras_vit.vit.arguments import POOLINGS
+from keras_vit.vit.layers import TokenPooling
+
+POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
+
+
+class FeatureAPI:
+    """Feature taps of a `VisionTransformer` (mixed into it; needs its components and description)."""
+
+    def feature_model(self, pooling: Optional[str] = None, *, patch_transform=None) -> keras.Model:
+        """A `keras.Model` on the same inputs and weights ending at a feature tap.
+
+        `pooling` as in the constructor: None -> pre-logits, "token", "avg", "max", "sequence".
+        `patch_transform`: a layer applied to the patch embeddings (batch, grid tokens, D) before
+        the class token and position embeddings (masked patch prediction corrupts them there);
+        when it returns a tuple, the first item flows on and the others become extra outputs.
+        """
+        if pooling not in POOLINGS:
+            raise ValueError(f"Unknown pooling {pooling!r}; expected one of {POOLINGS}.")
+        if pooling == "token" and not self.num_prefix_tokens:
+            raise ValueError("pooling='token' needs a class token; this is a classifier='gap' model.")
+        extras = ()
+        if patch_transform is None:
+            tokens = self._taps["sequence"]
+        else:
+            x, extras = self._embed(self.inputs[0], patch_transform=patch_transform)
+            tokens = self.encoder(x)
+        if pooling is None:
+            if "pre_logits" not in self._taps:
+                raise ValueError(f"Model {self.name!r} was built with include_top=False, pooling={self.pooling!r}: "
+                                 "it has no pre-logits; ask for pooling='sequence', 'avg', 'max' or 'token'.")
+            out = self._taps["pre_logits"] if patch_transform is None else self._pool(tokens)
+        elif pooling == "sequence":
+            out = tokens
+        else:
+            out = TokenPooling(POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self._layer_policy)(tokens)
+        outputs = [out, *extras] if extras else out
+        return keras.Model(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}")
+
+    def logits_model(self) -> keras.Model:
+        """The classifier without its activation: images -> logits (batch, classes)."""
+        if not self.include_top:
+            raise ValueError(f"Model {self.name!r} has no head (include_top=False).")
+        if self.predictions is None:
+            return self
+        return keras.Model(self.inputs, self._taps["logits"], name=f"{self.name}_logits")
+
+    def _block_indices(self, blocks) -> list:
+        n = self.vit_config.num_layers
+        if blocks is None:
+            return list(range(n))
+        blocks = [blocks] if isinstance(blocks, int) else list(blocks)
+        bad = [b for b in blocks if not isinstance(b, (int, np.integer)) or not -n <= b < n]
+        if bad:
+            raise ValueError(f"blocks {bad} out of range for a {n}-block model (use 0..{n - 1} or negatives).")
+        return sorted({int(b) % n for b in blocks})
+
+    def check_images(self, images: "np.ndarray | keras.KerasTensor"):
+        """`images` as a (batch, H, W, 3) array of the model's size, or a ValueError naming the shapes."""
+        shape = tuple(keras.ops.shape(images))
+        if len(shape) == 3:
+            images, shape = keras.ops.expand_dims(images, 0), (1, *shape)
+        want = (*self.image_size, self.channels)
+        fits = len(shape) == 4 and all(w is None or s == w for s, w in zip(shape[1:], want))
+        if not fits:
+            hint = (" (channels first? move the channel axis last)"
+                    if len(shape) == 4 and shape[1] == self.channels else "")
+            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {self.name!r}, "
+                             f"got {shape}{hint}.")
+        p = self.effective_patch_size
+        bad = [(axis, s) for axis, s in (("height", shape[1]), ("width", shape[2])) if s is not None and s % p]
+        if bad:
+            raise ValueError(f"images {shape} for model {self.name!r}: " + "; ".join(
+                f"{axis} {s} is not a multiple of the effective patch size {p} (try {validate.nearest_multiples(s, p)})"
+                for axis, s in bad) + ".")
+        if shape[0] == 0:
+            raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
+        return images
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`; an empty array gives an empty result of the output's shape instead of
+        failing inside Keras."""
+        if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == 0:
+            if x.shape[1:] != (*self.image_size, self.channels):
+                self.check_images(x)
+            return np.zeros((0, *self.output.shape[1:]), dtype=self.output.dtype)
+        if isinstance(x, np.ndarray) and self.dynamic_size:
+            self.check_images(x)  # an indivisible size fails here, naming sizes that work
+        return super().predict(x, *args, **kwargs)
+
+    def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
+                      training: bool = False) -> Dict[str, object]:
+        """Runs `images` and returns the model's taps (big_vision's `out` dict).
+
+        Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"
+        {index: (batch, heads, tokens, tokens) float32 probabilities} when `attention=True`,
+        "encoded" (after the final LayerNorm), "pre_logits" (when the model has them) and
+        "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
+        """
+        wanted = set(self._block_indices(blocks))
+        x = self._embed(keras.ops.convert_to_tensor(self.check_images(images), "float32"), training=training)
+        out: Dict[str, object] = {"blocks": {}}
+        if attention:
+            out["attention"] = {}
+        for i, block in enumerate(self.encoder.blocks):
+            if attention:
+                x, probs = block(x, training=training, return_attention=True)
+            else:
+                x = block(x, training=training)
+            if i in wanted:
+                out["blocks"][i] = x
+                if attention:
+                    out["attention"][i] = probs
+        out["encoded"] = self.encoder.encoder_norm(x)
+        if "pre_logits" in self._taps:
+            out["pre_logits"] = self._pool(out["encoded"])
+        if self.head is not None:
+            out["logits"] = self.head(out["pre_logits"])
+        return out

@@ -1,0 +1,65 @@
+"""File or name -> variables: every weight source keras_vit reads or writes.
+
+- `releases` / `augreg`: the released checkpoints (2020, AugReg, SAM), their names and download.
+- `layouts`: other frameworks' keys (big_vision, timm, `transformers`) -> the official keys.
+- `official`: the official `.npz` layout <-> a model's variables, the architecture read off a file's shapes,
+  the fine-tuning rules (position embeddings resized, head re-initialised).
+- `safetensors_files`: timm state dicts and `transformers` directories, in and out.
+- `keras_files`: Keras' own `.keras` and `.weights.h5` files.
+- `load`: the one place that tells sources apart: `load_weights`, `load_model`, `source_params`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from keras_vit.vit import model as _model
+from keras_vit.weights import load as _load
+from keras_vit.weights import releases as _releases
+from keras_vit.weights.load import (SOURCE_KINDS, Checkpoint, check_source, load_model, load_weights,
+                                    read_checkpoint, source_kind, source_params)
+
+
+class _Loader:
+    """What `keras_vit.vit.model` needs for its `weights=` keyword (it imports nothing of this room)."""
+
+    @staticmethod
+    def head_size(weights, model_name, classes, representation_size) -> tuple:
+        return _releases.head_size(classes, representation_size, _load.release_of(weights, model_name))
+
+    @staticmethod
+    def load_weights(model, weights):
+        return _load.load_weights(model, weights)
+
+
+_model.register_weights_loader(_Loader())
+
+# names this module had when it was one file (keras_vit/weights.py), kept for one release
+_OLD_NAMES = {"check_weights_argument": "check_source", "read_keras_file": None, "read_foreign": None,
+              "KERAS_SUFFIXES": None}
+
+
+def _read_foreign(path, num_heads=None) -> tuple:
+    checkpoint = read_checkpoint(path, num_heads=num_heads)
+    return checkpoint.params, checkpoint.implied
+
+
+def __getattr__(name: str):
+    if name not in _OLD_NAMES:
+        raise AttributeError(f"module 'keras_vit.weights' has no attribute {name!r}")
+    new = _OLD_NAMES[name]
+    warnings.warn(f"keras_vit.weights.{name} is deprecated" + (f"; use keras_vit.weights.{new}." if new else "."),
+                  DeprecationWarning, stacklevel=2)
+    if name == "read_keras_file":
+        from keras_vit.weights.keras_files import read_keras_file
+
+        return read_keras_file
+    if name == "read_foreign":
+        return _read_foreign
+    if name == "KERAS_SUFFIXES":
+        return (".keras", ".weights.h5")
+    return check_source
+
+
+__all__ = ["SOURCE_KINDS", "Checkpoint", "check_source", "load_model", "load_weights", "read_checkpoint",
+           "source_kind", "source_params"]

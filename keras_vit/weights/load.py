@@ -1,0 +1,250 @@
+"""Where a weight source is told apart: the one module that branches on what a source is.
+
+A source is a release name (the 2020 files, AugReg, SAM: `keras_vit.weights.releases`), an official or
+big_vision `.npz`, a `.keras` model, a Keras `.weights.h5` file, a timm `.safetensors` state dict, or a
+Hugging Face `transformers` ViT directory (`config.json` + `model.safetensors`). `read_checkpoint` reads
+any of them once into a `Checkpoint` (official keys -> arrays, plus the architecture the source
+implies); `load_weights`, `load_model` and `source_params` are built on it, and so is every CLI and
+recipe. Every load is all-or-nothing: a source that does not fit leaves every weight as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import warnings
+from typing import Callable, Dict, Optional, Union
+
+import keras
+import numpy as np
+
+from keras_vit.vit import table
+from keras_vit.vit.model import VisionTransformer
+from keras_vit.weights import keras_files, official, releases, safetensors_files
+
+SOURCE_KINDS = ("a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
+                "or big_vision .npz, a .keras model, a .weights.h5 file (with the model's name), a timm "
+                ".safetensors state dict, or a transformers ViT directory (config.json + model.safetensors)")
+_FILE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
+PathLike = Union[str, os.PathLike]
+
+
+def source_kind(source: Optional[PathLike]) -> Optional[str]:
+    """The kind of `source` (see `Checkpoint.kind`), None for None; a clear error for anything else."""
+    if source is None:
+        return None
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"weights must be None, a file path or a release name, got {type(source).__name__}.")
+    source = os.fspath(source)
+    if not os.path.exists(source):
+        if releases.is_release_name(source):
+            return "release"
+        _refuse_missing(source)
+    if os.path.isdir(source):
+        if not safetensors_files.is_transformers_dir(source):
+            raise ValueError(f"weights directory {source!r} is not a transformers ViT directory (no config.json).")
+        return "transformers"
+    for suffix, kind in ((".npz", "npz"), (".keras", "keras"), (".weights.h5", "weights_h5"),
+                         (".safetensors", "safetensors")):
+        if source.endswith(suffix):
+            return kind
+    raise ValueError(f"Unsupported weights file {source!r}: expected {SOURCE_KINDS}.")
+
+
+def _refuse_missing(source: str) -> None:
+    """A clear error for a source that is neither an existing path nor a release name."""
+    if re.match(r"^[A-Za-z0-9_]+_\d+-i(1k|21k)", os.path.basename(source)):  # an AugReg name, misspelt
+        from keras_vit.weights import augreg
+
+        augreg.parse_name(source)  # raises, naming the scheme and the close recommended names
+    if not source.endswith(_FILE_SUFFIXES):  # meant as a name, not a file
+        close = releases.close_matches(source)
+        hint = (f"did you mean {', '.join(map(repr, close))}?" if close else
+                f"dataset-style names: {', '.join(releases.dataset_names())} (all: keras_vit.releases."
+                "release_names()).")
+        raise ValueError(f"weights={source!r} is neither a file nor a release name; {hint}")
+    raise FileNotFoundError(f"weights file {source!r} does not exist (expected None, {SOURCE_KINDS}).")
+
+
+def check_source(source: Optional[PathLike]) -> Optional[str]:
+    """`source` as a string after checking it names a release or a readable kind of file (None stays None)."""
+    return None if source_kind(source) is None else os.fspath(source)
+
+
+def release_of(source: Optional[PathLike], model_name: Optional[str]) -> Optional[releases.Release]:
+    """The release `source` names for the model `model_name` (its `vit_config.name`), or None when `source` is
+    a file or None."""
+    if source_kind(source) != "release":
+        return None
+    return releases.find_release(os.fspath(source), model_name)
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A weight source read once: what it is, its arrays under the official keys, and what it implies.
+
+    Attributes:
+      source: the path or name as given; `path`: the local file or directory read (a release's download).
+      kind: "release", "npz", "keras", "weights_h5", "safetensors" or "transformers".
+      params: {official key: float array}.
+      implied: `VisionTransformer` keywords the source states beyond its shapes (a timm file's exact GELU, a
+        transformers config's heads and image size; a `.keras` file's whole config).
+      old_grid: the position grid the arrays were trained at, where the source records it (`.keras`).
+      model: the model a `.keras` or `.weights.h5` source was read through (None for the others).
+      release: the release a release name resolved to.
+    """
+
+    source: str
+    kind: str
+    path: str
+    params: Dict[str, np.ndarray]
+    implied: dict = dataclasses.field(default_factory=dict)
+    old_grid: Optional[tuple] = None
+    model: Optional[VisionTransformer] = None
+    release: Optional[releases.Release] = None
+
+    def architecture(self) -> dict:
+        """`VisionTransformer` keywords that rebuild the source's model (read off the arrays' shapes where the
+        source keeps no config)."""
+        if self.model is not None:
+            return {k: v for k, v in self.model.get_config().items() if k not in ("weights", "name")}
+        arch = official.architecture_from_npz(self.params, self.path)
+        arch.update(self.implied)
+        return arch
+
+
+def read_checkpoint(source: PathLike, *, model_name: Optional[str] = None, num_heads: Optional[int] = None,
+                    build: Optional[Callable[[], VisionTransformer]] = None) -> Checkpoint:
+    """Reads `source` once (see the module docstring for the kinds).
+
+    Args:
+      source: the weight source.
+      model_name: the table name of the model the weights are for: picks the file of a dataset-style release
+        name ("imagenet21k") and builds the model a `.weights.h5` file is read into.
+      num_heads: heads of a timm state dict whose width is not a table width (the file does not say).
+      build: for a `.weights.h5` file, a function returning the model to read it into (default: the table
+        model `model_name`).
+    """
+    kind = source_kind(source)
+    if kind is None:
+        raise ValueError(f"No weight source given: expected {SOURCE_KINDS}.")
+    path = os.fspath(source)
+    if kind == "release":
+        release = releases.find_release(path, model_name)
+        local = releases.fetch(release.name)
+        return Checkpoint(path, kind, local, official.read_npz(local), release=release)
+    if kind == "npz":
+        return Checkpoint(path, kind, path, official.read_npz(path))
+    if kind in ("safetensors", "transformers"):
+        heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
+        reader = safetensors_files.read_timm if kind == "safetensors" else safetensors_files.read_transformers
+        params, implied = reader(path, heads) if kind == "safetensors" else reader(path)
+        return Checkpoint(path, kind, path, params, implied=implied)
+    if kind == "keras":
+        model = keras_files.read_keras_file(path)  # its own grid is known: a (8, 2) file never lands raw in (2, 8)
+        return Checkpoint(path, kind, path, official.model_params(model), old_grid=model.grid_size, model=model)
+    if build is None and model_name is None:
+        raise ValueError(f"{path!r} holds weights only: pass model='<table name>' (and the keywords it was "
+                         "built with) so keras_vit knows what to build.")
+    model = build() if build is not None else VisionTransformer(**table.vit_config(model_name).model_kwargs())
+    keras_files.load_weights_h5(model, path)
+    return Checkpoint(path, kind, path, official.model_params(model), model=model)
+
+
+def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) -> keras.Model:
+    """Loads `weights` (any source kind, see the module docstring) into `model`; all-or-nothing.
+
+    Official-layout sources (`.npz`, releases, safetensors, transformers directories, `.keras`) go through the
+    official fine-tuning rules: position embeddings resized, a different head zero-initialised with a warning.
+    A `.weights.h5` file must match the model exactly. `npz_kwargs` (`resize_posemb`, `reset_head`,
+    `old_grid`) go to `keras_vit.load_npz`'s rules and apply to the official-layout arrays only.
+    """
+    kind = source_kind(weights)
+    if kind is None:
+        return model
+    if npz_kwargs and kind in ("keras", "weights_h5"):
+        raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {os.fspath(weights)!r}.")
+    if kind == "weights_h5":
+        return keras_files.load_weights_h5(model, os.fspath(weights))
+    vit = model.vit_config
+    checkpoint = read_checkpoint(weights, model_name=vit.name, num_heads=vit.num_heads)
+    _warn_gelu(checkpoint, model)
+    npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
+    return official.load_params(model, checkpoint.params, checkpoint.path, **npz_kwargs)
+
+
+def _warn_gelu(checkpoint: Checkpoint, model: keras.Model) -> None:
+    """A warning when a source trained with one GELU form goes into a model of the other."""
+    exact = checkpoint.implied.get("gelu_approximate")
+    if checkpoint.model is None and exact is not None and exact != model.gelu_approximate:
+        warnings.warn(f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
+                      f"{model.name!r} uses the other form; build it with gelu_approximate={exact} "
+                      "(keras_vit.load_model does) for the source's logits.")
+
+
+def _check_name(checkpoint: Checkpoint, arch: dict, model_name: Optional[str]) -> None:
+    if model_name is None:
+        return
+    have = table.custom_config(**{k: arch[k] for k in table.SIZE_FIELDS if k in arch})
+    if have.model_kwargs() != table.vit_config(model_name).model_kwargs():
+        raise ValueError(f"{checkpoint.source!r} holds {have.name}, not {model_name!r}; leave the model name out "
+                         "to take the file's architecture.")
+
+
+def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_keywords) -> VisionTransformer:
+    """A `VisionTransformer` with the weights of `source`, its architecture read from the source.
+
+    Args:
+      source: any source kind (see the module docstring). Official files and safetensors say their
+        architecture through their shapes and config; a `.keras` file keeps its whole config.
+      model: the table name ("ViT-B/16"); needed for `.weights.h5` files and dataset-style release names
+        ("imagenet21k"); checked against the source's architecture when given.
+      constructor_keywords: `VisionTransformer` keywords to build with instead of the source's (another
+        resolution, head size, `include_top=False`, ...); the weights then follow the official rules
+        (position embeddings resized, a new head zero-initialised). A hybrid source stays a hybrid.
+    """
+    if source_kind(source) is None:
+        raise ValueError(f"load_model needs a source: {SOURCE_KINDS}.")
+    kwargs = {k: v for k, v in constructor_keywords.items() if k != "weights"}
+    name = table.vit_config(model).name if model else None
+    checkpoint = read_checkpoint(source, model_name=name, num_heads=kwargs.get("num_heads"),
+                                 build=(lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs))
+                                 if model else None)
+    if checkpoint.kind == "weights_h5":
+        return checkpoint.model
+    if checkpoint.release is not None:
+        arch = _release_architecture(checkpoint.release, kwargs)
+    else:
+        arch = checkpoint.architecture()
+        _check_name(checkpoint, arch, name)
+        if checkpoint.kind == "keras" and all(
+                arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
+            return checkpoint.model
+        arch.update(kwargs)
+    if "input_shape" not in arch:
+        raise ValueError(f"{checkpoint.path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
+    return official.load_params(VisionTransformer(**arch), checkpoint.params, checkpoint.path,
+                                old_grid=checkpoint.old_grid)
+
+
+def _release_architecture(release: releases.Release, kwargs: dict) -> dict:
+    """The table model of `release` at its resolution, with the release's own head unless told otherwise."""
+    arch = dict(table.vit_config(release.model).model_kwargs(),
+                input_shape=(release.resolution, release.resolution, 3))
+    arch.update(kwargs)
+    arch["classes"], arch["representation_size"] = releases.head_size(
+        kwargs.get("classes"), kwargs.get("representation_size"), release)
+    return arch
+
+
+def source_params(source: PathLike, *, model: Optional[str] = None,
+                  build: Optional[Callable[[], VisionTransformer]] = None) -> Dict[str, np.ndarray]:
+    """{official key: array} of `source`: what fine-tuning starts from (`config.init_weights`).
+
+    `model` as in `load_model`; `build` makes the model a `.weights.h5` file is read into.
+    """
+    if source_kind(source) is None:
+        raise ValueError(f"source_params needs a source: {SOURCE_KINDS}.")
+    name = table.vit_config(model).name if model else None
+    return read_checkpoint(source, model_name=name, build=build).params
