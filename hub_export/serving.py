@@ -12,6 +12,8 @@ from typing import Sequence
 
 import keras
 
+from keras_vit.vit.model import rescale_pixels
+
 
 def read_labels(path: str, classes: int) -> list:
     """One label per line, exactly `classes` of them."""
@@ -50,7 +52,7 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
         def serve(self, images):
             pixels = tf.map_fn(lambda encoded: decode(encoded, (h, w), channels), images,
                                fn_output_signature=tf.TensorSpec([h, w, channels], tf.float32))
-            logits = tf.cast(self.net(pixels if raw else pixels / 127.5 - 1.0, training=False), tf.float32)
+            logits = tf.cast(self.net(pixels if raw else rescale_pixels(pixels), training=False), tf.float32)
             scores, classes = tf.math.top_k(tf.nn.softmax(logits), k=top_k)
             return {"classes": classes, "scores": scores, "labels": tf.gather(self.labels, classes)}
 

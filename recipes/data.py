@@ -1,7 +1,7 @@
 """Input pipelines: TFDS datasets by name (or the bundled digits), the paper's pre-processing.
 
 Train: inception crop (area 0.05-1), resize, random flip; eval: plain resize;
-pixels to [-1, 1]; grayscale tiled to RGB (REFERENCE §3). Augmentation randomness
+pixels to [-1, 1]; grayscale tiled to RGB (docs/reference.md, "Pre-processing"). Augmentation randomness
 is stateless and keyed by (seed, example counter), so the stream of batches is a
 pure function of the seed and the step: a resumed run sees exactly the batches an
 uninterrupted one would.
@@ -14,6 +14,8 @@ from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+from keras_vit.vit.model import rescale_pixels
 
 LOCAL_DATASETS = ("mnist5k", "digits")
 
@@ -115,13 +117,13 @@ def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: 
     image = tf.image.resize(image, (image_size, image_size), method="bilinear")
     if flip:
         image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
-    return (image - 127.5) / 127.5
+    return rescale_pixels(image)
 
 
 def preprocess_eval(image, image_size: int):
     """Plain square resize (the original fine-tuning eval); -> [-1, 1]."""
     image = tf.image.resize(_to_rgb_float(image), (image_size, image_size), method="bilinear")
-    return (image - 127.5) / 127.5
+    return rescale_pixels(image)
 
 
 def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,

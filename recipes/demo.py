@@ -66,6 +66,22 @@ def _runtime_accuracies(model, workdir: str) -> dict:
     return out
 
 
+def _print_summary(summary: dict, workdir: str) -> None:
+    """The demo's closing table and where its outputs are."""
+    runtimes = summary["runtimes"]
+    rows = [("pre-train test accuracy (32 px)", f"{100 * summary['pretrain_test_accuracy']:.2f} %"),
+            *((f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f} %")
+              for k, v in summary["fewshot"].items()),
+            ("fine-tune test accuracy (48 px)", f"{100 * summary['finetune_test_accuracy']:.2f} %"),
+            ("TF Hub module vs Keras, max |diff|", f"{summary['hub_max_abs_diff']:.1e}"),
+            *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
+               if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
+            ("wall time", f"{summary['seconds']:.0f} s")]
+    print("\n" + "\n".join(f"  {k:<47} {v}" for k, v in rows))
+    print(f"\noutputs in {os.path.abspath(workdir)}: pretrain/ finetune/ (model.keras, checkpoints, tb, "
+          f"summary.json), hub_feature_vector/, litert/, litert_int8/, onnx/, demo_summary.json")
+
+
 def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     import keras
     import numpy as np
@@ -115,17 +131,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
                    hub_module=module, hub_max_abs_diff=diff, runtimes=runtimes, seconds=time.time() - t0,
                    pretrain_model=pre["model"], finetune_model=ft["model"])
     atomic.write_json(os.path.join(workdir, "demo_summary.json"), summary)
-    rows = [("pre-train test accuracy (32 px)", f"{100 * pre['eval_accuracy']:.2f} %"),
-            *((f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * m:.2f} ± {100 * s:.2f} %")
-              for k, (m, s) in shots.items()),
-            ("fine-tune test accuracy (48 px)", f"{100 * ft['eval_accuracy']:.2f} %"),
-            ("TF Hub module vs Keras, max |diff|", f"{diff:.1e}"),
-            *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
-               if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
-            ("wall time", f"{summary['seconds']:.0f} s")]
-    print("\n" + "\n".join(f"  {k:<47} {v}" for k, v in rows))
-    print(f"\noutputs in {os.path.abspath(workdir)}: pretrain/ finetune/ (model.keras, checkpoints, tb, "
-          f"summary.json), hub_feature_vector/, litert/, litert_int8/, onnx/, demo_summary.json")
+    _print_summary(summary, workdir)
     return summary
 
 

@@ -31,12 +31,13 @@ STANDARD = {
 def _pipeline(source, size: int, batch: int, raw_pixels: bool = False):
     import tensorflow as tf
 
+    from keras_vit.vit.model import rescale_pixels
     from recipes.data import _to_rgb_float
 
     def pp(ex):
         image = tf.image.resize(_to_rgb_float(ex["image"]), (size * 256 // 224, size * 256 // 224))
         image = tf.image.resize_with_crop_or_pad(image, size, size)
-        return (image if raw_pixels else (image - 127.5) / 127.5), ex["label"]
+        return (image if raw_pixels else rescale_pixels(image)), ex["label"]
 
     return source.dataset.map(pp, num_parallel_calls=tf.data.AUTOTUNE).batch(batch).prefetch(2)
 

@@ -14,16 +14,19 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from recipes import losses
+
 logger = logging.getLogger("recipes")
 
 
-def cross_entropy(labels, logits, num_classes: int, label_smoothing: float = 0.0):
-    """Per-example softmax cross-entropy on (optionally smoothed) one-hot targets, in float32."""
-    logits = tf.cast(logits, tf.float32)
-    targets = tf.one_hot(labels, num_classes)
-    if label_smoothing:
-        targets = targets * (1.0 - label_smoothing) + label_smoothing / num_classes
-    return -tf.reduce_sum(targets * tf.nn.log_softmax(logits), axis=-1)
+def _statistics(per_example, logits, targets, norm, replicas: int) -> dict:
+    """One replica's sums for the log: loss, correct predictions, examples, gradient norm, non-finite flag."""
+    predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=targets.dtype)
+    loss_sum = tf.reduce_sum(per_example)
+    finite = tf.logical_and(tf.math.is_finite(tf.cast(loss_sum, tf.float32)), tf.math.is_finite(norm))
+    return {"loss": loss_sum, "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32)),
+            "count": tf.cast(tf.size(targets), tf.float32), "grad_norm": norm / replicas,
+            "nonfinite": 1.0 - tf.cast(finite, tf.float32)}
 
 
 def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, *, num_classes: int,
@@ -49,7 +52,7 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
 
     def classification(images, labels):
         logits = model(images, training=True)
-        return cross_entropy(labels, logits, num_classes, label_smoothing), logits, labels
+        return losses.cross_entropy(labels, logits, num_classes, label_smoothing), logits, labels
 
     def replica_step(images, labels):
         with tf.GradientTape() as tape:
@@ -69,13 +72,7 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
         if replicas > 1:  # Keras' optimizer sums over replicas again: hand it 1/N of the full gradient
             grads = [g / replicas for g in grads]
         optimizer.apply(grads, variables)
-        predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=targets.dtype)
-        correct = tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32))
-        count = tf.cast(tf.size(targets), tf.float32)
-        loss_sum = tf.reduce_sum(per_example)
-        finite = tf.logical_and(tf.math.is_finite(tf.cast(loss_sum, tf.float32)), tf.math.is_finite(norm))
-        return {"loss": loss_sum, "correct": correct, "count": count,
-                "grad_norm": norm / replicas, "nonfinite": 1.0 - tf.cast(finite, tf.float32)}
+        return _statistics(per_example, logits, targets, norm, replicas)
 
     def step(inputs):
         out = strategy.run(replica_step, args=inputs)

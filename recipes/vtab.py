@@ -200,7 +200,6 @@ def main(argv: Optional[list] = None) -> int:
     try:
         from keras_vit.utils import validate
         from keras_vit.utils.atomic import check_writable
-        from keras_vit.weights import check_weights_argument
 
         tasks = get_tasks(args.tasks)
         for flag in ("steps", "batch_size", "image_size"):

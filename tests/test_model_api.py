@@ -1,8 +1,6 @@
 """`VisionTransformer` as a model that describes itself: class, config, attributes, feature API."""
 
 import inspect
-import os
-import re
 import subprocess
 
 import keras
@@ -144,19 +142,3 @@ def test_layer_name_probes_live_only_in_the_anatomy_module():
                             "--include=*.py"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
     outside = [line for line in found if not line.startswith("keras_vit/vit/model.py:")]
     assert outside == []
-
-
-def test_no_import_cycle_between_library_modules():
-    imports = {}
-    for name in os.listdir(os.path.join(ROOT, "keras_vit")):
-        if name.endswith(".py"):
-            text = open(os.path.join(ROOT, "keras_vit", name)).read()
-            imports[name[:-3]] = set(re.findall(r"^from keras_vit(?:\.(\w+))? import ([\w, ]+)", text, re.M))
-    graph = {m: {sub or n.strip() for sub, names in deps for n in ([None] if sub else names.split(","))}
-             for m, deps in imports.items()}
-    graph = {m: {d for d in deps if d in imports and d != m} for m, deps in graph.items()}
-
-    def reaches(start, target, seen=()):
-        return any(d == target or (d not in seen and reaches(d, target, seen + (d,))) for d in graph[start])
-
-    assert [m for m in graph if m != "__init__" and reaches(m, m)] == []

@@ -49,11 +49,17 @@ def _weights_room(weights, vit_config, classes, representation_size) -> tuple:
     return _weights_loader, classes, representation_size
 
 
+def rescale_pixels(x):
+    """Float pixels in [0, 255] -> [-1, 1], the range the official checkpoints were trained on: the one
+    input-range rule (arithmetic only, so numpy arrays, any backend's tensors and tf.data graphs take it)."""
+    return (x - 127.5) / 127.5
+
+
 def preprocess_input(x):
     """Maps pixels in [0, 255] (uint8 or float) to [-1, 1], the models' input range."""
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
-        return np.asarray(x, dtype="float32") / 127.5 - 1.0
-    return keras.ops.cast(x, "float32") / 127.5 - 1.0
+        return rescale_pixels(np.asarray(x, dtype="float32"))
+    return rescale_pixels(keras.ops.cast(x, "float32"))
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -235,7 +241,7 @@ class VisionTransformer(FeatureAPI, keras.Model):
 
     def to_input_range(self, pixels):
         """Pixels in [0, 255] mapped into `input_range` (what every CLI and recipe feeds the model)."""
-        return pixels if self.include_preprocessing else pixels / 127.5 - 1.0
+        return pixels if self.include_preprocessing else rescale_pixels(pixels)
 
     def describe(self) -> dict:
         """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""

@@ -4,7 +4,7 @@ SGD momentum 0.9, batch 512, cosine decay, no weight decay, global-norm clip 1,
 resolution 384, zero-initialised new head, warmup 500 steps. The paper swept the
 learning rates in ROWS (pick one with --config.optimizer.learning_rate) on a held-out
 part of train (the dev %), which the train split here leaves out. Dropout 0.1 was used
-for ViT-L/16, ViT-H/14, R50+ViT-B/16 and R50+ViT-L/32 (REFERENCE §3): set it with
+for ViT-L/16, ViT-H/14, R50+ViT-B/16 and R50+ViT-L/32 (docs/reference.md): set it with
 --config.model.dropout_rate=0.1 together with --config.model.name.
 """
 
