@@ -103,9 +103,8 @@ def _leaves(config, prefix=""):
 def test_every_config_field_is_read_by_the_trainer():
     code = ""
     for folder in ("recipes", "keras_vit"):
-        for name in os.listdir(os.path.join(ROOT, folder)):
-            if name.endswith(".py"):
-                code += open(os.path.join(ROOT, folder, name)).read()
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):  # every room of the package
+            code += "".join(open(os.path.join(directory, n)).read() for n in names if n.endswith(".py"))
     unread = []
     for leaf in _leaves(base.base_config()):
         field = leaf.split(".")[-1]
