@@ -1,6 +1,6 @@
 """The bare JAX training step the bench rows share: one `jax.jit` of forward, backward and AdamW, state donated.
 
-This is what `recipes.jax_engine` runs per step, without its input pipeline or distribution: the floor for
+This is what `recipes.trainer.jax_step` runs per step, without its input pipeline or distribution: the floor for
 any Keras-on-JAX trainer, to set against `model.train_on_batch` (Keras' own JAX trainer).
 """
 

@@ -86,7 +86,7 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
         import keras
         import tensorflow as tf
 
-        from recipes import steps
+        from recipes.trainer import tf_step as steps
 
         out["runtime"] = rss_gb("VmRSS")
         model = _keras_model(name, size, row)

@@ -98,7 +98,7 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
             f = tf.function(lambda: model(x, training=False), jit_compile=xla)
             sec = timed(lambda: f().numpy(), iters, warmup)
         elif variant == "recipes":
-            from recipes import steps
+            from recipes.trainer import tf_step as steps
 
             opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
             opt.build(model.trainable_variables)

@@ -2,19 +2,16 @@
 
 0.3 moved the flat package into rooms (`vit/`, `weights/`, `analysis/`, `utils/`). Importing an old path
 (`import keras_vit.checkpoints`, `from keras_vit.loading import load_model`, `python -m keras_vit.inspect`)
-gives a module that forwards every attribute to the new modules listed here, in order.
+gives a module that forwards every attribute to the new modules listed here, in order
+(`keras_vit.utils.moved`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
 import types
-import warnings
 from typing import Optional
+
+from keras_vit.utils.moved import Forwarder
 
 MOVED = {
     "keras_vit.arguments": ("keras_vit.vit.arguments",),
@@ -42,53 +39,14 @@ MOVED = {
 }
 
 
-def _warn(old: str) -> None:
-    new = " and ".join(MOVED[old])
-    warnings.warn(f"{old} is deprecated and will be removed in keras_vit 0.4; use {new}.", DeprecationWarning,
-                  stacklevel=3)
-
-
-class _Forwarder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds the old paths; their modules forward attribute look-ups to the new ones."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED:
-            return None
-        origin = importlib.util.find_spec(MOVED[fullname][0]).origin
-        return importlib.machinery.ModuleSpec(fullname, self, origin=origin)
-
-    def create_module(self, spec):
-        return types.ModuleType(spec.name)
-
-    def exec_module(self, module) -> None:
-        targets = [importlib.import_module(name) for name in MOVED[module.__name__]]
-        module.__doc__ = f"Deprecated alias of {' and '.join(MOVED[module.__name__])}."
-
-        def forward(attribute: str):
-            for target in targets:
-                if hasattr(target, attribute):
-                    return getattr(target, attribute)
-            raise AttributeError(f"module {module.__name__!r} has no attribute {attribute!r}")
-
-        module.__getattr__ = forward
-        module.__dir__ = lambda: sorted({a for t in targets for a in dir(t)})
-        _warn(module.__name__)
-
-    def get_code(self, fullname):
-        """`python -m <old path>` runs the new module as `__main__`."""
-        _warn(fullname)
-        return importlib.util.find_spec(MOVED[fullname][0]).loader.get_code(MOVED[fullname][0])
-
-
-_FORWARDER = _Forwarder()
+FORWARDER = Forwarder(MOVED, "keras_vit 0.4")
 
 
 def install() -> None:
-    """Puts the forwarder on `sys.meta_path` (once)."""
-    if _FORWARDER not in sys.meta_path:
-        sys.meta_path.append(_FORWARDER)
+    """Puts the forwarder of the old paths on `sys.meta_path` (once)."""
+    FORWARDER.install()
 
 
 def resolve(name: str) -> Optional[types.ModuleType]:
     """The (deprecated) module of an old path, imported on first use; None for any other name."""
-    return importlib.import_module(name) if name in MOVED else None
+    return FORWARDER.resolve(name)

@@ -21,3 +21,30 @@ def _backend_flag(argv) -> str:
 if _backend_flag(sys.argv):
     os.environ["KERAS_BACKEND"] = _backend_flag(sys.argv)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+# Module paths before 0.3, forwarded to recipes.trainer with a DeprecationWarning (keras_vit.utils.moved; loaded only
+# when an old path is imported, so `import recipes` stays light)
+MOVED = {f"recipes.{old}": (f"recipes.trainer.{new}",) for old, new in (
+    ("tf_train", "tf_run"), ("jax_train", "jax_run"), ("steps", "tf_step"), ("checkpointing", "checkpoints"),
+    ("jax_engine", "jax_step"), ("orbax_checkpointing", "jax_checkpoints"), ("losses", "losses"), ("optim", "optim"),
+    ("distribute", "distribute"), ("lock", "lock"), ("config_checks", "config_checks"),
+    ("fewshot_callback", "fewshot_callback"))}
+
+
+class _OldPaths:
+    """A `sys.meta_path` finder for the names of `MOVED` that hands them to `keras_vit.utils.moved.Forwarder`."""
+
+    forwarder = None
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in MOVED:
+            return None
+        if self.forwarder is None:
+            from keras_vit.utils.moved import Forwarder
+
+            self.forwarder = Forwarder(MOVED, "recipes 0.4")
+        return self.forwarder.find_spec(fullname)
+
+
+if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
+    sys.meta_path.append(_OldPaths())

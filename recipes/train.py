@@ -15,8 +15,7 @@ from typing import List
 
 import keras
 
-from recipes import distribute, lock
-from recipes.trainer import train_and_evaluate
+from recipes.trainer import distribute, lock, train_and_evaluate
 from recipes.trainer.common import (PRECISIONS, TRANSFORMER_FIELDS, build_model, finish,
                                     init_from_weights, logging_and_callbacks, precision, total_steps, train_stream)
 

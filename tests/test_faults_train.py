@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from recipes import lock, train
-from recipes.checkpointing import CheckpointManager, NonFiniteError
+from recipes import train
+from recipes.trainer import lock
+from recipes.trainer.checkpoints import CheckpointManager, NonFiniteError
 from recipes.configs import demo
 
 

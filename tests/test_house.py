@@ -11,6 +11,7 @@ import warnings
 import pytest
 
 import keras_vit
+import recipes
 from keras_vit import _moved
 
 from conftest import ROOT
@@ -59,7 +60,7 @@ GRAPH = {name: _imports(name, tree) for name, tree in MODULES.items()}
 
 def test_the_walk_sees_every_room_and_lazy_imports():
     assert {"keras_vit.vit.model", "keras_vit.weights.load", "keras_vit.analysis.inspect", "keras_vit.utils.atomic",
-            "recipes.trainer.common", "recipes.train", "hub_export.export"} <= set(MODULES)
+            "recipes.trainer.common", "recipes.trainer.tf_step", "recipes.train", "hub_export.export"} <= set(MODULES)
     # lazy (in-function) imports count: the trainer picks its engine inside train_and_evaluate
     assert {"recipes.trainer.tf_run", "recipes.trainer.jax_run"} <= GRAPH["recipes.trainer"]
 
@@ -192,14 +193,17 @@ def test_product_code_cites_only_documents_of_the_repository():
     assert os.path.exists(os.path.join(ROOT, "docs", "reference.md"))
 
 
-@pytest.mark.parametrize("old", sorted(_moved.MOVED))
+MOVED = {**_moved.MOVED, **recipes.MOVED}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
 def test_old_module_paths_forward_with_a_deprecation_warning(old):
     sys.modules.pop(old, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = __import__(old, fromlist=["_"])
     assert any(issubclass(w.category, DeprecationWarning) and old in str(w.message) for w in caught)
-    new = __import__(_moved.MOVED[old][0], fromlist=["_"])
+    new = __import__(MOVED[old][0], fromlist=["_"])
     public = [n for n in dir(new) if not n.startswith("_") and not isinstance(getattr(new, n), type(sys))][:5]
     assert all(getattr(module, n) is getattr(new, n) for n in public)
 

@@ -84,7 +84,7 @@ def test_one_device_data_parallel_and_model_parallel_end_equal(tmp_path):
 _SHARDS = """
 import json, keras, numpy as np
 import keras_vit
-from recipes import jax_engine
+from recipes.trainer import jax_step as jax_engine
 from recipes.configs import demo
 from recipes.trainer import common
 c = demo.get_config("pretrain")

@@ -138,7 +138,7 @@ def test_multiworker_two_processes_equal_single_process(tmp_path):
 def test_tpu_branch_calls_the_resolver_and_fails_clearly(monkeypatch):
     import tensorflow as tf
 
-    from recipes import distribute
+    from recipes.trainer import distribute
 
     seen = {}
 

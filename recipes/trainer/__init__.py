@@ -1,10 +1,13 @@
 """The trainer: `train_and_evaluate(config, workdir)` on the engine of Keras' backend.
 
-Pre-training and fine-tuning are configs, not scripts. `common` holds what both engines share (model,
-config checks, input stream, logging loop, evaluation, outputs); the engines are `tf_run` (a custom
-`strategy.run` loop in a compiled `tf.function` under tf.distribute; Keras 3 `model.fit` breaks under
-MultiWorkerMirroredStrategy, keras-team/keras#20585) and `jax_run` (a jitted stateless step under
-`keras.distribution`). A run checkpoints every `checkpoint_every` steps and resumes from the latest
+Pre-training and fine-tuning are configs, not scripts. Both engines share `common` (config -> model, the
+checks made before anything is written, input stream, logging loop, evaluation, outputs), `config_checks`,
+`optim` (optimizers and schedules), `losses`, `lock` (one live run per workdir), `checkpoints` (the guarded,
+path-keyed checkpoint rules) and `fewshot_callback`. The TensorFlow engine is `tf_run` + `tf_step` (a custom
+`strategy.run` step in a compiled `tf.function` under `distribute`'s tf.distribute strategies; Keras 3
+`model.fit` breaks under MultiWorkerMirroredStrategy, keras-team/keras#20585) with tf.train checkpoints; the
+JAX engine is `jax_run` + `jax_step` (a jitted stateless step under `keras.distribution`) with Orbax
+checkpoints (`jax_checkpoints`). A run checkpoints every `checkpoint_every` steps and resumes from the latest
 checkpoint in the workdir. The CLI is `python -m recipes.train`.
 """
 

@@ -20,8 +20,9 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit.weights import official
-from recipes import atomic, config_checks, data, distribute, optim, steps
-from recipes.checkpointing import NonFiniteError
+from recipes import atomic, data
+from recipes.trainer import config_checks, distribute, optim, tf_step
+from recipes.trainer.checkpoints import NonFiniteError
 
 logger = pylogging.getLogger("recipes")
 
@@ -128,7 +129,7 @@ def _fewshot_callback(config, outdir: str):
     """Few-shot probe on `config.fewshot.dataset` every `config.fewshot.every` steps."""
     from keras_vit.analysis.fewshot import FewShotEvaluator
     from recipes.fewshot import extract
-    from recipes.fewshot_callback import FewShotCallback
+    from recipes.trainer.fewshot_callback import FewShotCallback
 
     f, size = config.fewshot, config.dataset.image_size
     name = f.dataset or config.dataset.name
@@ -272,7 +273,7 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
         eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False)
     else:
         return None
-    accuracy = evaluate(eval_ds) if evaluate is not None else steps.evaluate(model, eval_ds)
+    accuracy = evaluate(eval_ds) if evaluate is not None else tf_step.evaluate(model, eval_ds)
     with writer.as_default(step=steps_total):
         tf.summary.scalar("eval_accuracy", accuracy)
     return accuracy

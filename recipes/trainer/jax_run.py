@@ -1,7 +1,7 @@
 """The trainer on the JAX backend: the same configs, input, schedules, logs and guarantees as on TensorFlow.
 
-Only the engine differs: `recipes.jax_engine` (a jitted stateless step under `keras.distribution`) and
-Orbax checkpoints (`recipes.orbax_checkpointing`). Several hosts join through `keras.distribution.initialize`;
+Only the engine differs: `recipes.trainer.jax_step` (a jitted stateless step under `keras.distribution`) and
+Orbax checkpoints (`recipes.trainer.jax_checkpoints`). Several hosts join through `keras.distribution.initialize`;
 process 0 holds the workdir lock and writes TensorBoard, the model and `summary.json`, and every process
 writes its shards of each checkpoint.
 """
@@ -15,9 +15,8 @@ from typing import Callable, List, Optional
 
 import jax
 import keras
-from recipes import config_checks, jax_engine, lock
-from recipes.trainer import common
-from recipes.orbax_checkpointing import OrbaxCheckpoints
+from recipes.trainer import common, config_checks, jax_step, lock
+from recipes.trainer.jax_checkpoints import OrbaxCheckpoints
 
 logger = logging.getLogger("recipes")
 
@@ -47,7 +46,7 @@ def model_sizes(config):
 def _distribution(spec, config):
     if not isinstance(spec, str):  # a keras.distribution.DataParallel / ModelParallel built by the caller
         return spec
-    return jax_engine.make_distribution(spec, model_sizes(config), config.model_parallel)
+    return jax_step.make_distribution(spec, model_sizes(config), config.model_parallel)
 
 
 def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input: Optional[Callable] = None,
@@ -56,7 +55,7 @@ def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input
     """`recipes.trainer.train_and_evaluate` on the JAX engine."""
     config_checks.check(config)  # before the mesh is built from config.model_parallel
     dist = _distribution(distribution, config)
-    ways = jax_engine.data_ways(dist)
+    ways = jax_step.data_ways(dist)
     outdir, source, num_classes, steps_total = common.prepare(config, workdir, None, train_input, data_ways=ways)
     chief = jax.process_index() == 0
     held = lock.hold(outdir) if chief else contextlib.nullcontext()
@@ -69,7 +68,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
            chief, init_checkpoint) -> dict:
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
     model, net, loss_fn, optimizer = common.build(config, scope, num_classes, steps_total)
-    engine = jax_engine.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
+    engine = jax_step.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
                                   label_smoothing=config.label_smoothing, clip_norm=config.optimizer.clip_norm,
                                   loss_fn=loss_fn)
     manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
@@ -93,7 +92,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
         engine.reload()
 
     summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes,
-                   image_size=config.dataset.image_size, replicas=jax_engine.data_ways(dist),
+                   image_size=config.dataset.image_size, replicas=jax_step.data_ways(dist),
                    devices=jax.device_count(), processes=jax.process_count(), engine="jax",
                    distribution=type(dist).__name__ if dist else "none", final_train=history[-1] if history else None)
     return common.finish(config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate,

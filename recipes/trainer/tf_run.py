@@ -1,5 +1,5 @@
-"""The trainer on the TensorFlow backend: a compiled `strategy.run` step (`recipes.steps`) under tf.distribute,
-checkpoints by `tf.train.CheckpointManager` (`recipes.checkpointing`). Multi-worker tasks other than the
+"""The trainer on the TensorFlow backend: a compiled `strategy.run` step (`recipes.trainer.tf_step`) under tf.distribute,
+checkpoints by `tf.train.CheckpointManager` (`recipes.trainer.checkpoints`). Multi-worker tasks other than the
 chief write into `workdir/worker_<i>`."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Callable, List, Optional
 import keras
 import tensorflow as tf
 
-from recipes import data, lock, steps
-from recipes.trainer import common
-from recipes.checkpointing import CheckpointManager
+from recipes import data
+from recipes.trainer import common, lock, tf_step
+from recipes.trainer.checkpoints import CheckpointManager
 
 logger = logging.getLogger("recipes")
 
@@ -46,7 +46,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
-    step_fn = steps.build_train_step(net, optimizer, num_classes=num_classes, global_batch_size=config.batch_size,
+    step_fn = tf_step.build_train_step(net, optimizer, num_classes=num_classes, global_batch_size=config.batch_size,
                                      strategy=strategy, label_smoothing=config.label_smoothing,
                                      clip_norm=config.optimizer.clip_norm,
                                      jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)

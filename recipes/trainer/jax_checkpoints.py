@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 import tensorflow as tf
 
-from recipes.checkpointing import CheckpointError, GuardedCheckpoints, NonFiniteError, _check_shape, _first_line
-from recipes.jax_engine import host
+from recipes.trainer.checkpoints import CheckpointError, GuardedCheckpoints, NonFiniteError, _check_shape, _first_line
+from recipes.trainer.jax_step import host
 
 
 @jax.jit

@@ -4,7 +4,7 @@ Variables are keyed by their Keras path (`Transformer/encoderblock_0/MlpBlock_3/
 `adam_w/..._momentum`), never by position, so a checkpoint survives a reordering of variables and is
 refused, with the path named, by a run of another config. `tf.train.CheckpointManager` writes each
 variable from where it lives (mirrored and TPU variables included) and rotates old checkpoints; the rules
-shared with the JAX engine's Orbax manager (`recipes.orbax_checkpointing`) live in `GuardedCheckpoints`.
+shared with the JAX engine's Orbax manager (`recipes.trainer.jax_checkpoints`) live in `GuardedCheckpoints`.
 """
 
 from __future__ import annotations

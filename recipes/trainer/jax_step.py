@@ -18,8 +18,8 @@ import keras
 import numpy as np
 
 import keras_vit
-from recipes import losses
-from recipes.checkpointing import keyed_by_path
+from recipes.trainer import losses
+from recipes.trainer.checkpoints import keyed_by_path
 
 DISTRIBUTIONS = ("auto", "none", "data", "model")
 
@@ -111,7 +111,7 @@ class JaxEngine:
         self._values = jax.jit(lambda t: jax.tree.map(jnp.copy, t), out_shardings=shardings)(values)
 
     def state(self) -> Dict[str, Dict[str, jax.Array]]:
-        """{group: {variable key: array}} (`recipes.checkpointing.keyed_by_path`), sharded as the variables."""
+        """{group: {variable key: array}} (`recipes.trainer.checkpoints.keyed_by_path`), sharded as the variables."""
         return {g: dict(zip(self.keys[g], values)) for g, values in zip(("model", "optimizer"), self._values)}
 
     def set_state(self, state: Dict[str, Dict[str, jax.Array]]) -> None:

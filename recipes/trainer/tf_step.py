@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
-from recipes import losses
+from recipes.trainer import losses
 
 logger = logging.getLogger("recipes")
 
