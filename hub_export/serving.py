@@ -37,8 +37,8 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
         raise ValueError("The serving export resizes to one input size; build the model with a fixed input_shape.")
     if len(labels) != model.classes:
         raise ValueError(f"{len(labels)} labels for a {model.classes}-class model.")
-    if not 1 <= top_k <= model.classes:
-        raise ValueError(f"top_k must be in [1, {model.classes}], got {top_k}.")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.classes:
+        raise ValueError(f"top_k must be an integer in [1, {model.classes}], got {top_k!r}.")
     net = model.logits_model()
     (h, w), channels, raw = model.image_size, model.channels, model.include_preprocessing
 

@@ -91,3 +91,121 @@ def test_keras_file_of_a_transposed_grid_is_resized_not_copied(tmp_path):
     also = keras_vit.VisionTransformer(**{**TINY, "input_shape": (8, 32, 3)}, classes=3,
                                        weights=str(tmp_path / "tall.keras"))
     np.testing.assert_allclose(np.asarray(also.position_embedding.pos_embedding)[0, 1:], expected, atol=1e-6)
+
+
+def test_keras_load_weights_of_another_architecture_changes_no_weight(tmp_path):
+    # Keras' own method on our class: a 2-block file into a 3-block model fails part-way inside Keras (on main
+    # before this change it had assigned 18 of the model's variables when it raised)
+    import keras
+
+    small = keras_vit.VisionTransformer(**{**TINY, "num_layers": 2}, classes=3)
+    big = keras_vit.VisionTransformer(**{**TINY, "num_layers": 3}, classes=3)
+    path = str(tmp_path / "small.weights.h5")
+    small.save_weights(path)
+    before = [np.array(keras.ops.convert_to_numpy(v)) for v in big.weights]
+    with pytest.raises(ValueError, match="could not be loaded"):
+        big.load_weights(path)
+    assert all(np.array_equal(a, keras.ops.convert_to_numpy(v)) for a, v in zip(before, big.weights))
+    big_file = str(tmp_path / "big.weights.h5")
+    big.save_weights(big_file)  # a file that fits still loads through the method
+    other = keras_vit.VisionTransformer(**{**TINY, "num_layers": 3}, classes=3)
+    other.load_weights(big_file)
+    assert all(np.array_equal(a, keras.ops.convert_to_numpy(v)) for a, v in zip(before, other.weights))
+
+
+def test_compute_output_spec_takes_arrays_as_keras_does_tensors():
+    # on main before this change: TypeError inside PatchEmbedding.compute_output_shape
+    import keras
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    spec = model.compute_output_spec(np.zeros((2, 16, 16, 3), "float32"))
+    assert tuple(spec.shape) == (2, 3)
+    assert tuple(model.compute_output_spec(keras.KerasTensor((None, 16, 16, 3))).shape) == (None, 3)
+
+
+def _weights(model):
+    import keras
+
+    return [np.array(keras.ops.convert_to_numpy(v)) for v in model.weights]
+
+
+def _poison_npz(path):
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    key = "Transformer/encoderblock_1/MlpBlock_3/Dense_0/kernel"
+    arrays[key] = arrays[key].copy()
+    arrays[key][0, 0] = np.nan
+    np.savez(path, **arrays)
+    return key
+
+
+def _poison_h5(path):
+    import h5py
+
+    with h5py.File(path, "r+") as f:
+        datasets = []
+        f.visititems(lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) and obj.ndim == 2 else None)
+        values = datasets[0][()]
+        values.flat[0] = np.inf
+        datasets[0][...] = values
+
+
+def _poison_timm(path):
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(path)
+    tensors["blocks.0.attn.proj.weight"][0, 0] = np.nan
+    save_file(tensors, path, metadata={"format": "pt"})
+    return "out/kernel"
+
+
+@pytest.mark.parametrize("kind", ["npz", "weights.h5", "safetensors"])
+def test_a_checkpoint_holding_nan_or_inf_is_refused_and_changes_nothing(tmp_path, kind):
+    # on main before this change each of these loaded without a word
+    source = keras_vit.VisionTransformer(**TINY, classes=3)
+    path = str(tmp_path / f"poisoned.{kind}")
+    if kind == "npz":
+        keras_vit.save_npz(source, path)
+        named = _poison_npz(path)
+    elif kind == "weights.h5":
+        source.save_weights(path)
+        _poison_h5(path)
+        named = "array"
+    else:
+        keras_vit.save_safetensors(source, path, layout="timm")
+        named = _poison_timm(path)
+    model = keras_vit.VisionTransformer(**TINY, classes=3, gelu_approximate=kind != "safetensors")
+    before = _weights(model)
+    with pytest.raises(ValueError, match=rf"(?s){named}.*non-finite|non-finite.*{named}"):
+        keras_vit.load_weights(model, path)
+    assert all(np.array_equal(a, b) for a, b in zip(before, _weights(model)))
+
+
+def test_transformers_config_without_its_sizes_is_named(tmp_path):
+    # on main before this change: a bare KeyError('num_attention_heads')
+    import json
+
+    source = keras_vit.VisionTransformer(**TINY, classes=3)
+    directory = tmp_path / "hf"
+    keras_vit.save_safetensors(source, str(directory), layout="transformers")
+    config = json.loads((directory / "config.json").read_text())
+    del config["num_attention_heads"]
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="config.json lacks num_attention_heads"):
+        keras_vit.load_model(str(directory))
+
+
+def test_bools_are_not_counts():
+    # on main before this change intermediates(blocks=True) returned block 1 and top_k=True exported top-1
+    from hub_export import serving
+    from keras_vit.analysis import inspect
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    with pytest.raises(ValueError, match=r"blocks \[True\]"):
+        model.intermediates(np.zeros((1, 16, 16, 3), "float32"), blocks=True)
+    with pytest.raises(ValueError, match="top_k must be an integer in \\[1, 3\\], got True"):
+        serving.write(model, "unused", ["a", "b", "c"], top_k=True)
+    for helper in (lambda: inspect.embedding_filter_components(model, n=-1),
+                   lambda: inspect.principal_components(np.ones((4, 3)), n=0)):
+        with pytest.raises(ValueError, match="n must be >= 1"):
+            helper()

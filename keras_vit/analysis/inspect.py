@@ -14,6 +14,7 @@ from typing import List, Sequence, Tuple
 import keras
 import numpy as np
 
+from keras_vit.utils import validate
 from keras_vit.vit.model import ensure_vit
 
 
@@ -157,6 +158,7 @@ def position_embedding_similarity(model: keras.Model) -> np.ndarray:
 
 def principal_components(filters: np.ndarray, n: int) -> Tuple[np.ndarray, np.ndarray]:
     """Top-`n` principal components of row vectors `filters` [count, dims] and their explained-variance ratios."""
+    n = validate.integer("n", n)
     x = np.asarray(filters, dtype="float64")
     x = x - x.mean(axis=0, keepdims=True)
     _, s, vt = np.linalg.svd(x, full_matrices=False)
@@ -170,6 +172,7 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 
     For hybrids the filters act on ResNet features (1x1, many channels), not RGB.
     """
+    n = validate.integer("n", n)
     kernel = keras.ops.convert_to_numpy(ensure_vit(model).patch_embedding.kernel)  # (P, P, C, D)
     p1, p2, c, d = kernel.shape
     components, _ = principal_components(kernel.reshape(-1, d).T, n)

@@ -1,4 +1,4 @@
-"""Model-table facts: parameters and forward FLOPs, and `python -m keras_vit.summary`.
+"""Model-table facts: parameters and forward FLOPs, and `python -m keras_vit.analysis.summary`.
 
 FLOPs are counted analytically (2 per multiply-add) from the built layers, so the
 bench scripts can turn images/s into achieved GFLOP/s.

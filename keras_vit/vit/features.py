@@ -65,7 +65,7 @@ class FeatureAPI:
         if blocks is None:
             return list(range(n))
         blocks = [blocks] if isinstance(blocks, int) else list(blocks)
-        bad = [b for b in blocks if not isinstance(b, (int, np.integer)) or not -n <= b < n]
+        bad = [b for b in blocks if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not -n <= b < n]
         if bad:
             raise ValueError(f"blocks {bad} out of range for a {n}-block model (use 0..{n - 1} or negatives).")
         return sorted({int(b) % n for b in blocks})

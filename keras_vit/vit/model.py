@@ -297,6 +297,30 @@ class VisionTransformer(FeatureAPI, keras.Model):
         return {layer.path: layer.quantization_mode for layer in self._flatten_layers()
                 if getattr(layer, "quantization_mode", None) is not None}
 
+    # ------------------------------------------------------------------ Keras' own entry points
+
+    def load_weights(self, filepath, skip_mismatch: bool = False, **kwargs) -> None:
+        """`keras.Model.load_weights`, all-or-nothing: a file that fails to load (another architecture, a
+        truncated file) leaves every weight as it was, as `keras_vit.load_weights` does, instead of failing
+        after Keras has assigned part of it."""
+        saved = [keras.ops.convert_to_numpy(v) for v in self.weights]
+        try:
+            super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        except BaseException:
+            for variable, value in zip(self.weights, saved):
+                variable.assign(value)
+            raise
+
+    def compute_output_spec(self, inputs, *args, **kwargs):
+        """`keras.Model.compute_output_spec`; arrays are taken as specs of their shape and dtype (Keras itself
+        needs `KerasTensor`s there)."""
+        def spec(x):
+            if isinstance(x, keras.KerasTensor) or not hasattr(x, "shape"):
+                return x
+            return keras.KerasTensor(tuple(x.shape), dtype=keras.backend.standardize_dtype(x.dtype))
+
+        return super().compute_output_spec(keras.tree.map_structure(spec, inputs), *args, **kwargs)
+
     # ------------------------------------------------------------------ forward pieces (shared)
 
     def _embed(self, images, training=None, patch_transform=None, parts=None):

@@ -53,10 +53,19 @@ def load_weights_h5(model: keras.Model, path: str) -> keras.Model:
     try:
         keras.Model.load_weights(model, path)
     except BaseException as e:
-        for v, value in zip(model.weights, saved):
-            v.assign(value)
+        _restore(model, saved)
         if isinstance(e, (ValueError, KeyError)):
             raise ValueError(f"weights file {path!r} does not fit model {model.name!r} "
                              f"(no weight was changed): {e}") from e
         raise
+    bad = [v.path for v in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(v)))]
+    if bad:
+        _restore(model, saved)
+        raise ValueError(f"weights file {path!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
+                         f"{bad[0]} -- a diverged or damaged file (no weight was changed).")
     return model
+
+
+def _restore(model: keras.Model, saved: list) -> None:
+    for variable, value in zip(model.weights, saved):
+        variable.assign(value)

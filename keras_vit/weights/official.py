@@ -297,6 +297,10 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
         if value.shape != want:
             problems.append(f"{key}: checkpoint shape {value.shape}, model expects {want}")
             continue
+        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+        if bad:
+            problems.append(f"{key}: {bad} non-finite value(s) (NaN/Inf) -- a diverged or damaged checkpoint")
+            continue
         assign[key] = value
     ignorable = set(_PRE_LOGITS_KEYS) | set(_HEAD_KEYS) | {"cls"}
     unexpected = sorted(k for k in params if k not in targets and k not in ignorable)

@@ -77,6 +77,10 @@ def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
         raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has GELU only.")
     if config.get("qkv_bias", True) is False:
         raise ValueError(f"{directory!r}: qkv_bias=False is not a keras_vit ViT.")
+    missing = [k for k in ("num_attention_heads", "hidden_size", "num_hidden_layers") if k not in config]
+    if missing:
+        raise ValueError(f"{directory!r}: {HF_CONFIG} lacks {', '.join(missing)}; a transformers ViT config "
+                         "states them (it cannot be read from the weights alone).")
     heads = int(config["num_attention_heads"])
     params = layouts.transformers_to_official(_read_tensors(weights), heads, weights)
     size = config.get("image_size", 224)

@@ -15,8 +15,8 @@ def base_config() -> ml_collections.ConfigDict:
         classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
         drop_path_rate=0.0, gelu_approximate=True,  # False: exact GELU, as timm / transformers weights need
         remat=False))  # True: recompute each encoder block in the backward pass (less memory, more compute)
-    c.init_weights = ""        # fine-tuning: .npz / .keras / .weights.h5 to start from
-    c.init_image_size = 0      # resolution the .keras/.weights.h5 was trained at (0: same as now)
+    c.init_weights = ""        # fine-tuning: any weight source keras_vit.load_model takes (.weights.h5: see below)
+    c.init_image_size = 0      # resolution a .weights.h5 init file was trained at (0: same as now)
     c.init_classes = 0         # classes of that file's head (0: same as now)
     c.dataset = ml_collections.ConfigDict(dict(
         name="imagenet2012", data_dir="", train_split="train", eval_split="validation", num_classes=0,
