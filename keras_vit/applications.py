@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from keras_vit.vit import table
 from keras_vit.vit.model import VisionTransformer
-from keras_vit.weights import load, releases
+from keras_vit.weights import load
 
 _ARGS = """
     Reference: "An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale" (Dosovitskiy et
@@ -59,8 +59,7 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     other keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
     """
     config = table.vit_config(model_name)
-    release = load.release_of(weights, config.name)
-    classes, representation_size = releases.head_size(classes, representation_size, release)
+    classes, representation_size = load.head_size(weights, config.name, classes, representation_size)
     model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
                               **kwargs)
     return load.load_weights(model, weights)

@@ -53,12 +53,7 @@ def read_source(weights: str, model_name: Optional[str]):
 
     if not weights or vit_weights.source_kind(weights) == "weights_h5":
         return None
-    name = None
-    if model_name:
-        from keras_vit import vit_config
-
-        name = vit_config(model_name).name
-    return vit_weights.read_checkpoint(weights, model_name=name)
+    return vit_weights.read_checkpoint(weights, model_name=model_name)
 
 
 def _model_fields(checkpoint, model_name: Optional[str]) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import types
 import warnings
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
@@ -300,16 +300,11 @@ class VisionTransformer(FeatureAPI, keras.Model):
     # ------------------------------------------------------------------ Keras' own entry points
 
     def load_weights(self, filepath, skip_mismatch: bool = False, **kwargs) -> None:
-        """`keras.Model.load_weights`, all-or-nothing: a file that fails to load (another architecture, a
-        truncated file) leaves every weight as it was, as `keras_vit.load_weights` does, instead of failing
-        after Keras has assigned part of it."""
-        saved = [keras.ops.convert_to_numpy(v) for v in self.weights]
-        try:
-            super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        except BaseException:
-            for variable, value in zip(self.weights, saved):
-                variable.assign(value)
-            raise
+        """`keras.Model.load_weights`, all-or-nothing (`all_or_nothing`): a file that fails to load (another
+        architecture, a truncated file) or holds NaN/Inf leaves every weight as it was, as
+        `keras_vit.load_weights` does, instead of failing after Keras has assigned part of it."""
+        all_or_nothing(self, lambda: keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs),
+                       filepath)
 
     def compute_output_spec(self, inputs, *args, **kwargs):
         """`keras.Model.compute_output_spec`; arrays are taken as specs of their shape and dtype (Keras itself
@@ -350,6 +345,28 @@ class VisionTransformer(FeatureAPI, keras.Model):
         p = self if parts is None else parts
         x = p.token_pooling(tokens)
         return p.pre_logits(x) if p.pre_logits is not None else x
+
+
+def all_or_nothing(model: keras.Model, load: Callable[[], None], source) -> keras.Model:
+    """Runs `load()`, which assigns `model`'s weights; if it raises, or leaves a weight holding NaN/Inf, every
+    weight is put back as it was before the error propagates. The one snapshot-and-restore of the package."""
+    saved = [np.array(keras.ops.convert_to_numpy(v)) for v in model.weights]
+
+    def restore() -> None:
+        for variable, value in zip(model.weights, saved):
+            variable.assign(value)
+
+    try:
+        load()
+    except BaseException:
+        restore()
+        raise
+    bad = [v.path for v in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(v)))]
+    if bad:
+        restore()
+        raise ValueError(f"weights file {source!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
+                         f"{bad[0]} -- a diverged or damaged file (no weight was changed).")
+    return model
 
 
 def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> VisionTransformer:

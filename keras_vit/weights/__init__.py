@@ -15,7 +15,6 @@ import warnings
 
 from keras_vit.vit import model as _model
 from keras_vit.weights import load as _load
-from keras_vit.weights import releases as _releases
 from keras_vit.weights.load import (SOURCE_KINDS, Checkpoint, check_source, load_model, load_weights,
                                     read_checkpoint, source_kind, source_params)
 
@@ -23,13 +22,8 @@ from keras_vit.weights.load import (SOURCE_KINDS, Checkpoint, check_source, load
 class _Loader:
     """What `keras_vit.vit.model` needs for its `weights=` keyword (it imports nothing of this room)."""
 
-    @staticmethod
-    def head_size(weights, model_name, classes, representation_size) -> tuple:
-        return _releases.head_size(classes, representation_size, _load.release_of(weights, model_name))
-
-    @staticmethod
-    def load_weights(model, weights):
-        return _load.load_weights(model, weights)
+    head_size = staticmethod(_load.head_size)
+    load_weights = staticmethod(_load.load_weights)
 
 
 _model.register_weights_loader(_Loader())

@@ -9,7 +9,8 @@ import os
 import zipfile
 
 import keras
-import numpy as np
+
+from keras_vit.vit.model import all_or_nothing
 
 
 def read_keras_file(path: str) -> keras.Model:
@@ -49,23 +50,12 @@ def load_weights_h5(model: keras.Model, path: str) -> keras.Model:
         raise ValueError(f"weights file {path!r} holds {len(have)} arrays, model {model.name!r} has {len(want)} "
                          f"weights{'' if len(have) != len(want) else ' of other shapes'}: it was saved from "
                          "another architecture (no weight was changed).")
-    saved = [np.array(keras.ops.convert_to_numpy(v)) for v in model.weights]
-    try:
-        keras.Model.load_weights(model, path)
-    except BaseException as e:
-        _restore(model, saved)
-        if isinstance(e, (ValueError, KeyError)):
+
+    def load() -> None:
+        try:
+            keras.Model.load_weights(model, path)
+        except (ValueError, KeyError) as e:
             raise ValueError(f"weights file {path!r} does not fit model {model.name!r} "
                              f"(no weight was changed): {e}") from e
-        raise
-    bad = [v.path for v in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(v)))]
-    if bad:
-        _restore(model, saved)
-        raise ValueError(f"weights file {path!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
-                         f"{bad[0]} -- a diverged or damaged file (no weight was changed).")
-    return model
 
-
-def _restore(model: keras.Model, saved: list) -> None:
-    for variable, value in zip(model.weights, saved):
-        variable.assign(value)
+    return all_or_nothing(model, load, path)

@@ -80,6 +80,24 @@ def release_of(source: Optional[PathLike], model_name: Optional[str]) -> Optiona
     return releases.find_release(os.fspath(source), model_name)
 
 
+def head_size(weights: Optional[PathLike], model_name: str, classes: Optional[int],
+              representation_size: Optional[int]) -> tuple:
+    """(classes, representation_size) of a model `model_name` built for `weights`: a release's own head when
+    `classes` is unset (see `releases.head_size`); what the constructor and `VisionTransformer` resolve
+    before building."""
+    return releases.head_size(classes, representation_size, release_of(weights, model_name))
+
+
+def _table_name(name: Optional[str]) -> Optional[str]:
+    """The table's spelling of a model name ("ViT-B_16" -> "ViT-B/16"); a custom model's name as it is."""
+    if not name:
+        return None
+    try:
+        return table.vit_config(name).name
+    except ValueError:
+        return name
+
+
 @dataclasses.dataclass
 class Checkpoint:
     """A weight source read once: what it is, its arrays under the official keys, and what it implies.
@@ -120,8 +138,9 @@ def read_checkpoint(source: PathLike, *, model_name: Optional[str] = None, num_h
 
     Args:
       source: the weight source.
-      model_name: the table name of the model the weights are for: picks the file of a dataset-style release
-        name ("imagenet21k") and builds the model a `.weights.h5` file is read into.
+      model_name: the name of the model the weights are for (a table name in any spelling, or a built
+        model's `vit_config.name`): picks the file of a dataset-style release name ("imagenet21k") and builds
+        the model a `.weights.h5` file is read into.
       num_heads: heads of a timm state dict whose width is not a table width (the file does not say).
       build: for a `.weights.h5` file, a function returning the model to read it into (default: the table
         model `model_name`).
@@ -129,7 +148,11 @@ def read_checkpoint(source: PathLike, *, model_name: Optional[str] = None, num_h
     kind = source_kind(source)
     if kind is None:
         raise ValueError(f"No weight source given: expected {SOURCE_KINDS}.")
-    path = os.fspath(source)
+    return _read(kind, os.fspath(source), _table_name(model_name), num_heads, build)
+
+
+def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[int], build) -> Checkpoint:
+    """`read_checkpoint` once the kind is known (callers that have asked `source_kind` already pass it on)."""
     if kind == "release":
         release = releases.find_release(path, model_name)
         local = releases.fetch(release.name)
@@ -168,7 +191,7 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
     if kind == "weights_h5":
         return keras_files.load_weights_h5(model, os.fspath(weights))
     vit = model.vit_config
-    checkpoint = read_checkpoint(weights, model_name=vit.name, num_heads=vit.num_heads)
+    checkpoint = _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
     _warn_gelu(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
     return official.load_params(model, checkpoint.params, checkpoint.path, **npz_kwargs)
@@ -204,13 +227,14 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         resolution, head size, `include_top=False`, ...); the weights then follow the official rules
         (position embeddings resized, a new head zero-initialised). A hybrid source stays a hybrid.
     """
-    if source_kind(source) is None:
+    kind = source_kind(source)
+    if kind is None:
         raise ValueError(f"load_model needs a source: {SOURCE_KINDS}.")
     kwargs = {k: v for k, v in constructor_keywords.items() if k != "weights"}
     name = table.vit_config(model).name if model else None
-    checkpoint = read_checkpoint(source, model_name=name, num_heads=kwargs.get("num_heads"),
-                                 build=(lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs))
-                                 if model else None)
+    checkpoint = _read(kind, os.fspath(source), name, kwargs.get("num_heads"),
+                       (lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs))
+                       if model else None)
     if checkpoint.kind == "weights_h5":
         return checkpoint.model
     if checkpoint.release is not None:
@@ -244,7 +268,8 @@ def source_params(source: PathLike, *, model: Optional[str] = None,
 
     `model` as in `load_model`; `build` makes the model a `.weights.h5` file is read into.
     """
-    if source_kind(source) is None:
+    kind = source_kind(source)
+    if kind is None:
         raise ValueError(f"source_params needs a source: {SOURCE_KINDS}.")
     name = table.vit_config(model).name if model else None
-    return read_checkpoint(source, model_name=name, build=build).params
+    return _read(kind, os.fspath(source), name, None, build).params

@@ -92,8 +92,8 @@ def init_from_weights(model: keras.Model, config, checkpoint=None) -> None:
                                config.init_classes or model.classes)
 
         try:
-            name = keras_vit.vit_config(config.model.name).name if config.model.name else None
-            checkpoint = keras_vit.weights.read_checkpoint(path, model_name=name, build=source_model)
+            checkpoint = keras_vit.weights.read_checkpoint(path, model_name=config.model.name or None,
+                                                           build=source_model)
         except (ValueError, FileNotFoundError) as e:
             raise ValueError(f"config.init_weights={path!r}: {e}") from e
     official.load_params(model, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
