@@ -173,3 +173,24 @@ def test_files_that_hold_no_vit_are_named(tmp_path):
     with pytest.raises(ValueError, match="Unsupported weights file"):
         (tmp_path / "w.pt").write_bytes(b"x")
         keras_vit.load_model(str(tmp_path / "w.pt"))
+
+
+def test_source_kinds_and_the_architecture_a_checkpoint_implies(tmp_path):
+    # the expected sizes are the ones the source model was built with, not read back through the loader
+    from keras_vit import weights
+
+    source = keras_vit.VisionTransformer(8, 32, 64, 4, 2, input_shape=(32, 32, 3), classes=5, representation_size=16)
+    paths = {"npz": str(tmp_path / "m.npz"), "keras": str(tmp_path / "m.keras"),
+             "weights_h5": str(tmp_path / "m.weights.h5")}
+    keras_vit.save_npz(source, paths["npz"])
+    source.save(paths["keras"])
+    source.save_weights(paths["weights_h5"])
+    assert {kind: weights.source_kind(p) for kind, p in paths.items()} == {k: k for k in paths}
+    assert weights.source_kind(None) is None
+    with pytest.raises(ValueError, match="weights must be None, a file path or a release name, got int"):
+        weights.source_kind(3)
+    for kind in ("npz", "keras"):
+        arch = weights.read_checkpoint(paths[kind]).architecture()
+        assert (arch["patch_size"], arch["hidden_size"], arch["mlp_dim"], arch["num_heads"], arch["num_layers"],
+                arch["classes"], arch["representation_size"]) == (8, 32, 64, 4, 2, 5, 16), kind
+        assert tuple(arch["input_shape"]) == (32, 32, 3)
