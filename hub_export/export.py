@@ -84,7 +84,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     """Writes `model` at `out_dir` (+ README.md model card, metadata.json); returns `out_dir`.
 
     Args:
-      model: a `keras_vit.VisionTransformer` (built with the TF backend).
+      model: a `keras_vit.VisionTransformer` (built with the TF backend); LoRA adapters are merged first.
       out_dir: the export directory; an earlier export there is replaced only with
         `overwrite=True`, and anything else there never is.
       variant: "feature_vector" (pre-logits, [batch, D]) or "classification" (logits).
@@ -105,6 +105,8 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     if keras.backend.backend() != "tensorflow":
         raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
     ensure_vit(model)
+    if model.lora_layers():  # a LoRA-adapted model ships as its merged weights (W + (alpha / r) A B)
+        model = model.merge_lora()
     if format == "hub" and model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
     if format == "serving":

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
+from keras_vit.vit.lora import Projection
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -15,8 +16,8 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
     """Self-attention with the official kernel layout, its projections in Keras `EinsumDense` layers.
 
     `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel
-    (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, and layers that
-    `model.quantize("int8")` knows. In float, the three input projections run as one fused matmul over
+    (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, in `EinsumDense` layers that
+    `model.quantize("int8")` knows (`keras_vit.vit.lora.Projection`, whose LoRA is the paper's). In float, the three input projections run as one fused matmul over
     their kernels; once quantized, each projection runs as Keras' int8 layer. Softmax is computed in
     float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
     is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
@@ -42,12 +43,12 @@ class MultiHeadDotProductAttention(keras.layers.Layer):
         self.head_dim = dh
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
-            layer = keras.layers.EinsumDense("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk",
-                                             kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk", input_axes=1,
+                               kernel_initializer=init, dtype=self.dtype_policy, name=name)
             layer.build(tuple(input_shape))
             setattr(self, name, layer)
-        self.out = keras.layers.EinsumDense("bthk,hkd->btd", output_shape=(None, d), bias_axes="d",
-                                            kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d", input_axes=2,
+                              kernel_initializer=init, dtype=self.dtype_policy, name="out")
         self.out.build(tuple(input_shape[:-1]) + (h, dh))
 
     @property

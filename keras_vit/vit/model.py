@@ -24,6 +24,7 @@ from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inpu
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.initializers import PACKAGE
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit.vit.lora import LoRA
 from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.resnet import ResNetStem
 
@@ -63,7 +64,7 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(FeatureAPI, keras.Model):
+class VisionTransformer(LoRA, FeatureAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
@@ -288,6 +289,9 @@ class VisionTransformer(FeatureAPI, keras.Model):
         """`keras.Model.quantize` (e.g. `model.quantize("int8")`): the attention projections, the MLP's Dense
         layers, pre-logits and head get Keras' quantized kernels. Layers that hold no matmul weights
         (patch embedding, norms, tokens) stay float, silently rather than with one warning each."""
+        if self.lora_layers():
+            raise ValueError(f"Model {self.name!r} has LoRA adapters: quantize the merged model "
+                             "(model.merge_lora().quantize(...)).")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method implemented")
             super().quantize(mode, config=config, filters=filters, **kwargs)

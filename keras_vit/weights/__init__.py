@@ -6,6 +6,7 @@
   the fine-tuning rules (position embeddings resized, head re-initialised).
 - `safetensors_files`: timm state dicts and `transformers` directories, in and out.
 - `keras_files`: Keras' own `.keras` and `.weights.h5` files.
+- `lora_files`: `.lora.h5` files (a model's LoRA adapters and head).
 - `load`: the one place that tells sources apart: `load_weights`, `load_model`, `source_params`.
 """
 
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import warnings
 
+from keras_vit.vit import lora as _lora
 from keras_vit.vit import model as _model
+from keras_vit.weights import lora_files as _lora_files
 from keras_vit.weights import load as _load
 from keras_vit.weights.load import (SOURCE_KINDS, Checkpoint, check_source, load_model, load_weights,
                                     read_checkpoint, source_kind, source_params)
@@ -27,6 +30,7 @@ class _Loader:
 
 
 _model.register_weights_loader(_Loader())
+_lora.register_lora_files(_lora_files)
 
 # names this module had when it was one file (keras_vit/weights.py), kept for one release
 _OLD_NAMES = {"check_weights_argument": "check_source", "read_keras_file": None, "read_foreign": None,

@@ -21,6 +21,7 @@ import numpy as np
 
 from keras_vit.utils import atomic
 from keras_vit.vit import table
+from keras_vit.vit.lora import base_variable
 from keras_vit.weights import layouts
 
 logger = logging.getLogger("keras_vit")
@@ -57,7 +58,8 @@ def _stem_map(stem) -> Dict[str, keras.Variable]:
 
 
 def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
-    """Official checkpoint key -> the model's variable, for every parameter of `model`."""
+    """Official checkpoint key -> the model's variable, for every parameter of `model` (for a LoRA-adapted
+    layer, its frozen base kernel: loading a checkpoint under adapters sets the base)."""
     _check_model(model)
     out = {"embedding/kernel": model.patch_embedding.kernel, "embedding/bias": model.patch_embedding.bias}
     if model.class_token is not None:
@@ -70,10 +72,10 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
         att = block.attention
         for part in ("query", "key", "value", "out"):
             projection = getattr(att, part)
-            out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = projection.kernel
+            out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = base_variable(projection)
             out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = projection.bias
         for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
-            out[f"{p}MlpBlock_3/{name}/kernel"], out[f"{p}MlpBlock_3/{name}/bias"] = dense.kernel, dense.bias
+            out[f"{p}MlpBlock_3/{name}/kernel"], out[f"{p}MlpBlock_3/{name}/bias"] = base_variable(dense), dense.bias
     out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma
     out["Transformer/encoder_norm/bias"] = model.encoder.encoder_norm.beta
     for name, dense in (("pre_logits", model.pre_logits), ("head", model.head)):
@@ -250,7 +252,10 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
 
 
 def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
-    """{official key: float32 array} of every parameter of `model` (what `save_npz` writes)."""
+    """{official key: float32 array} of every parameter of `model` (what `save_npz` writes); LoRA adapters
+    are merged into their kernels first."""
+    if model.lora_layers():
+        model = model.merge_lora()
     return {key: np.asarray(keras.ops.convert_to_numpy(var), dtype="float32")
             for key, var in weight_map(model).items()}
 
