@@ -1,4 +1,5 @@
-"""Input pipelines: TFDS datasets by name (or the bundled digits), the paper's pre-processing.
+"""Input pipelines: TFDS datasets by name, the bundled digits or an image folder (`recipes.folder`), the
+paper's pre-processing.
 
 Train: inception crop (area 0.05-1), resize, random flip; eval: plain resize;
 pixels to [-1, 1]; grayscale tiled to RGB (docs/reference.md, "Pre-processing"). Augmentation randomness
@@ -10,12 +11,14 @@ uninterrupted one would.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from keras_vit.vit.model import rescale_pixels
+from recipes import folder
 
 LOCAL_DATASETS = ("mnist5k", "digits")
 
@@ -27,6 +30,10 @@ class Source:
     dataset: tf.data.Dataset
     num_examples: int
     num_classes: int
+    class_names: Tuple[str, ...] = ()
+    fingerprint: str = ""  # an image folder's (relative paths, sizes): what a resumed run must see again
+    skipped: Tuple[str, ...] = ()  # an image folder's files that cannot be decoded
+    files: Tuple[str, ...] = ()  # an image folder's files read, relative to it, in the dataset's order
 
 
 # ----------------------------------------------------------------------------- bundled real data
@@ -54,30 +61,67 @@ def _local_split_sizes(name: str) -> dict:
     return {"train": n - test, "test": test}
 
 
-def _local_source(name: str, split: str) -> Source:
+def _slice(sizes: dict, split: str, name: str, kind: str = "dataset") -> list:
+    """[(split name, index)] that a TFDS-style split spec ("train[:90%]", "train+test") selects."""
     import tensorflow_datasets as tfds
 
-    images, labels = _local_arrays(name)
-    sizes = _local_split_sizes(name)
-    offsets = {"train": 0, "test": sizes["train"]}
     try:
         infos = {k: tfds.core.SplitInfo(name=k, shard_lengths=[v], num_bytes=0) for k, v in sizes.items()}
         instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(infos)
     except (ValueError, AssertionError, KeyError) as e:
-        raise ValueError(f"Bad split {split!r} for local dataset {name!r} (splits: {sorted(sizes)}): {e}") from e
-    idx = np.concatenate([np.arange(offsets[i.splitname] + (i.from_ or 0),
-                                    offsets[i.splitname] + (i.to if i.to is not None else sizes[i.splitname]))
-                          for i in instructions])
+        raise ValueError(f"Bad split {split!r} for {kind} {name!r} (splits: {sorted(sizes)}): {e}") from e
+    return [(i.splitname, k) for i in instructions
+            for k in range(i.from_ or 0, i.to if i.to is not None else sizes[i.splitname])]
+
+
+def _local_source(name: str, split: str) -> Source:
+    images, labels = _local_arrays(name)
+    sizes = _local_split_sizes(name)
+    offsets = {"train": 0, "test": sizes["train"]}
+    idx = np.array([offsets[s] + k for s, k in _slice(sizes, split, name, "local dataset")], dtype="int64")
     ds = tf.data.Dataset.from_tensor_slices({"image": images[idx], "label": labels[idx]})
     return Source(ds, len(idx), 10)
+
+
+def _folder_source(name: str, split: str) -> Source:
+    """A split of an image folder (`recipes.folder`): files in a fixed shuffle, sliced like TFDS splits,
+    undecodable ones skipped."""
+    root = name[len(folder.PREFIX):]
+    scans = {s: folder.scan(d) for s, d in folder.split_folders(root).items()}
+    classes = {s.class_names for s in scans.values()}
+    if len(classes) > 1:
+        a, b = list(scans.values())[:2]
+        raise ValueError(f"dataset folder {root!r}: the class folders of {a.directory!r} and {b.directory!r} "
+                         "differ; every split needs the same classes.")
+    rel = lambda sc, i: os.path.relpath(os.path.join(sc.directory, sc.files[i]), root)  # noqa: E731
+    class_names = next(iter(classes))
+    whole = folder.FolderSplit(root, class_names, [rel(sc, i) for sc in scans.values() for i in range(len(sc.files))],
+                               [], [n for sc in scans.values() for n in sc.sizes])
+    bad = set(folder.check_decodable(whole))
+    orders = {s: folder.order(len(v.files)) for s, v in scans.items()}
+    picked = [(scans[s], int(orders[s][k])) for s, k in _slice({s: len(v.files) for s, v in scans.items()},
+                                                                split, name, "image folder")]
+    selection = folder.FolderSplit(root, class_names, [rel(sc, i) for sc, i in picked],
+                                   [sc.labels[i] for sc, i in picked], [sc.sizes[i] for sc, i in picked])
+    keep = [i for i, f in enumerate(selection.files) if f not in bad]
+    kept = folder.FolderSplit(root, class_names, [selection.files[i] for i in keep],
+                              [selection.labels[i] for i in keep], [selection.sizes[i] for i in keep])
+    paths = [os.path.join(root, f) for f in kept.files]
+    ds = tf.data.Dataset.from_tensor_slices({"path": paths, "label": np.asarray(kept.labels, dtype="int64")})
+    ds = ds.map(lambda ex: {"image": folder.decode(ex["path"]), "label": ex["label"]},
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return Source(ds, len(paths), len(class_names), class_names, selection.fingerprint(),
+                  tuple(f for f in selection.files if f in bad), tuple(kept.files))
 
 
 # ----------------------------------------------------------------------------- TFDS
 
 def load_source(name: str, split: str, data_dir: Optional[str] = None, download: bool = False) -> Source:
-    """A dataset split by TFDS name (any builder, split slicing) or a bundled one."""
+    """A dataset split by TFDS name (any builder, split slicing), a bundled one, or `folder:<path>`."""
     if name in LOCAL_DATASETS:
         return _local_source(name, split)
+    if folder.is_folder(name):
+        return _folder_source(name, split)
     import tensorflow_datasets as tfds
 
     try:

@@ -130,7 +130,7 @@ def _rows():
 def test_rows_are_enumerated_from_every_config_file():
     files = {p.id.split(":")[0] for p in _rows()}
     assert files == {"demo", "finetune", "mpp", "pretrain", "vtab"}
-    assert len(list(_rows())) == len(pretrain.ROWS) + 2 * len(finetune.ROWS) + len(mpp.VARIANTS) + 19 + 2
+    assert len(list(_rows())) == len(pretrain.ROWS) + 2 * len(finetune.ROWS) + 1 + len(mpp.VARIANTS) + 19 + 2
 
 
 def _synthetic(num_classes):
@@ -163,6 +163,7 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
     c.update(batch_size=4, total_steps=2, log_every=1, checkpoint_every=2, jit_compile=False, init_weights="")
     c.optimizer.warmup_steps = 1
     c.fewshot.every = 0
+    c.dataset.num_classes = c.dataset.num_classes or 3  # the folder row learns its classes from the folder
     data = _synthetic(c.dataset.num_classes)
     summary = train.train_and_evaluate(c, str(tmp_path), train_input=data, eval_input=data)
     assert summary["steps"] == 2 and np.isfinite(summary["final_train"]["loss"])

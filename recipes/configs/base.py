@@ -27,7 +27,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.optimizer = ml_collections.ConfigDict(dict(
         name="adamw", learning_rate=1e-3, b1=0.9, b2=0.999, momentum=0.9, nesterov=False,
         weight_decay=0.0, wd_exclude="bias,gamma,beta,pos_embedding,cls",
-        clip_norm=0.0, warmup_steps=10_000, decay="linear", end_learning_rate=0.0))
+        clip_norm=0.0, warmup_steps=10_000, decay="linear", end_learning_rate=0.0,
+        layer_decay=1.0))  # < 1: layer-wise learning-rate decay (BEiT / MAE fine-tuning), rate * decay^(depth)
+    # LoRA fine-tuning: rank > 0 trains adapters on `targets` of every block (and the head) only
+    c.lora = ml_collections.ConfigDict(dict(rank=0, alpha=0.0, targets="query,value"))
     c.label_smoothing = 0.0
     c.grad_accum_steps = 1
     c.ema_decay = 0.0          # Polyak averaging of the weights (0.9999 in the paper's fine-tuning)

@@ -21,7 +21,10 @@ ROWS = {
 
 
 def get_config(arg: str = "cifar10"):
-    """`<dataset>` or `<dataset>_polyak` (Polyak averaging 0.9999, as for Table 2's ImageNet rows)."""
+    """`<dataset>`, `<dataset>_polyak` (Polyak averaging 0.9999, as for Table 2's ImageNet rows), or `folder`
+    (your own images: `--config.dataset.name=folder:/path/to/images`)."""
+    if arg == "folder":
+        return _folder()
     polyak = arg.endswith("_polyak")
     name, classes, steps, sweep, dev, eval_split = pick(ROWS, arg[: -len("_polyak")] if polyak else arg,
                                                         "finetune.py")
@@ -40,5 +43,15 @@ def get_config(arg: str = "cifar10"):
     return c
 
 
+def _folder():
+    """Table 4's recipe on an image folder (`recipes.folder`): the small-dataset rows' 500 steps and middle
+    learning rate, warmup over the first 10 %, classes from the folder, 10 % of the files held out (a
+    folder with train/ and val/ subfolders: `--config.dataset.train_split=train --config.dataset.eval_split=val`)."""
+    c = get_config("pets")
+    c.dataset.update(name="folder:", num_classes=0, train_split="train[:90%]", eval_split="train[90%:]")
+    c.optimizer.update(learning_rate=0.01, warmup_steps=50)
+    return c
+
+
 def variants() -> list:
-    return [*ROWS, *(f"{row}_polyak" for row in ROWS)]
+    return [*ROWS, *(f"{row}_polyak" for row in ROWS), "folder"]

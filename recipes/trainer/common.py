@@ -163,20 +163,58 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     elif config.batch_size % data_ways:
         raise ValueError(f"config.batch_size={config.batch_size} is not divisible by the {data_ways} ways the "
                          "batch is split over the devices.")
+    ds_cfg = config.dataset
+    source = None
+    if train_input is None:  # a missing dataset or a bad image folder fails before the workdir is touched
+        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download)
+        if source.fingerprint:
+            check_folder_splits(config, source)
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
-    ds_cfg = config.dataset
-    source = None
-    if train_input is None:
-        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download)
     num_classes = ds_cfg.num_classes or (source.num_classes if source else 0)
     if num_classes <= 0:
         raise ValueError("config.dataset.num_classes must be set when the dataset does not say it.")
+    if source is not None and source.fingerprint:
+        record_folder(config, source, outdir)
     return outdir, source, num_classes, total_steps(config, source.num_examples if source else 0)
+
+
+def check_folder_splits(config, source) -> None:
+    """An image folder's eval split must hold the training split's classes, and `dataset.num_classes` (when
+    set) their number."""
+    ds_cfg = config.dataset
+    if ds_cfg.num_classes and ds_cfg.num_classes != source.num_classes:
+        raise ValueError(f"config.dataset.num_classes={ds_cfg.num_classes}, but {ds_cfg.name!r} has "
+                         f"{source.num_classes} class folders ({', '.join(source.class_names[:5])}...): set it to 0.")
+    if not ds_cfg.eval_split:
+        return
+    evaluation = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
+    if evaluation.class_names != source.class_names:
+        raise ValueError(f"{ds_cfg.name!r}: split {ds_cfg.eval_split!r} has classes {list(evaluation.class_names)}, "
+                         f"split {ds_cfg.train_split!r} {list(source.class_names)}.")
+
+
+def record_folder(config, source, outdir: str) -> None:
+    """Writes `dataset.json` (the folder's fingerprint, classes, skipped files) and `class_names.txt` in
+    `outdir`; refuses a workdir whose earlier run trained on other files."""
+    ds_cfg = config.dataset
+    record = dict(name=ds_cfg.name, train_split=ds_cfg.train_split, fingerprint=source.fingerprint,
+                  class_names=list(source.class_names), examples=source.num_examples, skipped=list(source.skipped))
+    path = os.path.join(outdir, "dataset.json")
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            before = json.load(f)
+        if before.get("fingerprint") != source.fingerprint:
+            raise ValueError(f"config.dataset.name={ds_cfg.name!r}: the images (split {ds_cfg.train_split!r}) differ "
+                             f"from those the run in {outdir!r} started on (files added, removed or resized; "
+                             f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
+                             "--workdir.")
+    atomic.write_json(path, record)
+    atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 
 def build(config, scope, num_classes: int, steps_total: int) -> tuple:
@@ -185,11 +223,17 @@ def build(config, scope, num_classes: int, steps_total: int) -> tuple:
     loss_fn = None
     with scope, precision(config):
         model = build_model(config, config.dataset.image_size, num_classes)
+        if config.lora.rank:  # before the optimizer sees the trainable variables: adapters and head only
+            model.enable_lora(config.lora.rank, [t for t in config.lora.targets.split(",") if t],
+                              alpha=config.lora.alpha or None)
         net = model
         if config.mpp.enabled:
             from recipes import mpp
             net, loss_fn = mpp.build(model, config.mpp)
-        optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps)
+        scales = optim.layer_decay_scales(net.trainable_variables, model.vit_config.num_layers,
+                                          config.optimizer.layer_decay)
+        optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps,
+                                         lr_scales=scales)
         optimizer.build(net.trainable_variables)
     return model, net, loss_fn, optimizer
 
@@ -300,12 +344,15 @@ def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, 
 
 def finish(config, model: keras.Model, outdir: str, writer, summary: dict, eval_input, steps_total: int, *,
            evaluate=None, chief: bool = True) -> dict:
-    """Evaluates, then (the chief) writes `model.keras` and `summary.json` atomically; returns the summary."""
+    """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
+    `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary."""
     accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
     writer.flush()
     if chief:
+        if model.lora_layers():  # the adapters alone, beside the merged model Keras' save writes
+            summary["lora_weights"] = model.save_lora_weights(os.path.join(outdir, "adapters.lora.h5"))
         _save_model(model, os.path.join(outdir, "model.keras"))
         summary["model"] = os.path.join(outdir, "model.keras")
         atomic.write_json(os.path.join(outdir, "summary.json"), summary)

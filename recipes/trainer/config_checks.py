@@ -49,6 +49,11 @@ def check(config) -> None:
                                           "representation_size")], minimum=0)
     for field in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
         validate.rate(f"config.model.{field}", config.model[field])
+    _ints(config, ("lora.rank",), minimum=0)
+    _nums(config, ("lora.alpha",), minimum=0.0)
+    _nums(config, ("optimizer.layer_decay",), positive=True)
+    if config.optimizer.layer_decay > 1:
+        raise ValueError(f"config.optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
     if config.fewshot.every:
         validate.integers("config.fewshot.shots", list(config.fewshot.shots))
         _ints(config, ("fewshot.seeds",))
