@@ -115,8 +115,12 @@ def scan(directory: str) -> FolderSplit:
 
 
 def decode(path) -> tf.Tensor:
-    """An image file as uint8 (H, W, 3): grayscale tiled, alpha dropped, a GIF's first frame."""
-    return tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    """An image file as uint8 (H, W, 3): grayscale tiled, alpha dropped, a GIF's first frame. JPEGs use the
+    accurate integer IDCT (libjpeg's default, what PIL gives) rather than TensorFlow's faster default."""
+    contents = tf.io.read_file(path)
+    return tf.cond(tf.io.is_jpeg(contents),
+                   lambda: tf.io.decode_jpeg(contents, channels=3, dct_method="INTEGER_ACCURATE"),
+                   lambda: tf.io.decode_image(contents, channels=3, expand_animations=False))
 
 
 def _decodes(path: str) -> bool:
