@@ -14,6 +14,7 @@ from keras_vit.vit import (MODELS, AddPositionEmbedding, ClassToken, DropPath, E
                            MultiHeadDotProductAttention, PatchEmbedding, ResidualUnit, ResNetStem, StdConv2D,
                            TokenPooling, ViTConfig, VisionTransformer, layout_map, list_models, preprocess_input,
                            vit_config)
+from keras_vit.vit.fine_tuning import fine_tuning_optimizer
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 
 # the weights
@@ -35,7 +36,7 @@ __all__ = [
     "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16",
     "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
-    "VisionTransformer", "create_model", "get_config", "layout_map", "list_models", "load_model", "load_npz",
+    "VisionTransformer", "create_model", "fine_tuning_optimizer", "get_config", "layout_map", "list_models", "load_model", "load_npz",
     "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_safetensors", "vit_config",
 ]
 

@@ -2,7 +2,10 @@
 
 1. pre-train a small ViT (patch 4, 32 px) on 4,000 MNIST digits;
 2. linear few-shot accuracy of its pre-logits features (the paper's closed-form probe);
-3. fine-tune at 48 px: position embeddings interpolated 8x8 -> 12x12, SGD as in Table 4;
+3. write the digits out as PNG files in class folders (train/ and test/) and fine-tune at 48 px from that
+   folder, as users fine-tune on their own images (`folder:` datasets): position embeddings interpolated
+   8x8 -> 12x12, SGD as in Table 4; then the same with LoRA (rank 8 on query and value; adapters and head
+   train, the rest stays frozen);
 4. export the fine-tuned model as a TF Hub feature-vector module and check it reloads;
 5. export the classifier to LiteRT (float32 and int8) and ONNX and score each in its own runtime on the
    held-out digits next to Keras;
@@ -12,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 
@@ -31,6 +35,23 @@ def _digits(image_size: int):
         images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in ds])
         out += [np.concatenate(images), np.concatenate(labels)]
     return out
+
+
+def write_digit_folders(root: str) -> str:
+    """mnist5k's train and test digits as PNG files, `root/{train,test}/<digit>/<index>.png`; returns the
+    `folder:` dataset name. Written once (a finished folder holds `.done`)."""
+    from PIL import Image
+
+    from recipes import data
+
+    if not os.path.exists(os.path.join(root, ".done")):
+        for split in ("train", "test"):
+            for i, example in enumerate(data.load_source("mnist5k", split).dataset.as_numpy_iterator()):
+                directory = os.path.join(root, split, str(int(example["label"])))
+                os.makedirs(directory, exist_ok=True)
+                Image.fromarray(example["image"][..., 0]).save(os.path.join(directory, f"{i:05d}.png"))
+        open(os.path.join(root, ".done"), "w").close()
+    return "folder:" + os.path.abspath(root)
 
 
 def _keras_int8(model):
@@ -72,14 +93,31 @@ def _print_summary(summary: dict, workdir: str) -> None:
     rows = [("pre-train test accuracy (32 px)", f"{100 * summary['pretrain_test_accuracy']:.2f} %"),
             *((f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f} %")
               for k, v in summary["fewshot"].items()),
-            ("fine-tune test accuracy (48 px)", f"{100 * summary['finetune_test_accuracy']:.2f} %"),
+            ("fine-tune test accuracy (48 px)", f"{100 * summary['finetune_test_accuracy']:.2f} %  "
+             f"({summary['trainable_parameters']['full']:,} trained)"),
+            ("LoRA fine-tune test accuracy (rank 8)", f"{100 * summary['lora_test_accuracy']:.2f} %  "
+             f"({summary['trainable_parameters']['lora']:,} trained)"),
             ("TF Hub module vs Keras, max |diff|", f"{summary['hub_max_abs_diff']:.1e}"),
             *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
                if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
             ("wall time", f"{summary['seconds']:.0f} s")]
     print("\n" + "\n".join(f"  {k:<47} {v}" for k, v in rows))
-    print(f"\noutputs in {os.path.abspath(workdir)}: pretrain/ finetune/ (model.keras, checkpoints, tb, "
-          f"summary.json), hub_feature_vector/, litert/, litert_int8/, onnx/, demo_summary.json")
+    print(f"\noutputs in {os.path.abspath(workdir)}: digits/ (the fine-tuning images), pretrain/ finetune/ "
+          f"finetune_lora/ (model.keras, checkpoints, tb, summary.json; adapters.lora.h5), hub_feature_vector/, "
+          f"litert/, litert_int8/, onnx/, demo_summary.json")
+
+
+def _trainable(full_cfg, lora_cfg) -> dict:
+    """Parameters each fine-tuning run trains: every one, and LoRA's adapters + head."""
+    from recipes.trainer import common
+
+    counts = {}
+    for name, cfg in (("full", full_cfg), ("lora", lora_cfg)):
+        model = common.build_model(cfg, cfg.dataset.image_size, 10)
+        if cfg.lora.rank:
+            model.enable_lora(cfg.lora.rank, cfg.lora.targets.split(","))
+        counts[name] = int(sum(math.prod(v.shape) for v in model.trainable_variables))
+    return counts
 
 
 def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
@@ -107,12 +145,18 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     shots = evaluator.evaluate()
 
     ft_cfg = demo.get_config("finetune")
+    ft_cfg.dataset.update(name=write_digit_folders(os.path.join(workdir, "digits")), num_classes=0)
     ft_cfg.init_weights = pre["model"]
     if finetune_steps:
         ft_cfg.total_steps = finetune_steps
-    print(f"[3/5] fine-tuning at 48 px for {ft_cfg.total_steps} steps (position embeddings 8x8 -> 12x12) ...",
-          flush=True)
+    print(f"[3/5] fine-tuning at 48 px from {ft_cfg.dataset.name} for {ft_cfg.total_steps} steps (position "
+          "embeddings 8x8 -> 12x12), in full and with LoRA ...", flush=True)
     ft = train.train_and_evaluate(ft_cfg, os.path.join(workdir, "finetune"))
+    lora_cfg = demo.get_config("finetune")
+    lora_cfg.update(dataset=ft_cfg.dataset, init_weights=ft_cfg.init_weights, total_steps=ft_cfg.total_steps)
+    lora_cfg.lora.rank = 8
+    lora_cfg.optimizer.learning_rate = 0.05  # adapters start at zero: LoRA takes a larger rate than full tuning
+    lora = train.train_and_evaluate(lora_cfg, os.path.join(workdir, "finetune_lora"))
 
     print("[4/5] exporting a TF Hub feature-vector module ...", flush=True)
     tuned = keras.models.load_model(ft["model"], compile=False)
@@ -127,6 +171,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     runtimes = _runtime_accuracies(tuned, workdir)
 
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
+                   lora_test_accuracy=lora["eval_accuracy"], trainable_parameters=_trainable(ft_cfg, lora_cfg),
                    fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
                    hub_module=module, hub_max_abs_diff=diff, runtimes=runtimes, seconds=time.time() - t0,
                    pretrain_model=pre["model"], finetune_model=ft["model"])
