@@ -77,6 +77,18 @@ def _save(net: keras.Model, directory: str, image_size, channels: int = 3) -> No
     tf.saved_model.save(root, directory, signatures={"serving_default": module.serve})
 
 
+def _exportable(model, variant: str, format: str):
+    """`model` once the arguments are checked; a LoRA-adapted model as its merged weights (W + (alpha / r) A B)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
+    if format not in formats.FORMATS:
+        raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
+    ensure_vit(model)
+    return model.merge_lora() if model.lora_layers() else model
+
+
 def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
            overwrite: bool = False, source: Optional[str] = None, name: Optional[str] = None,
            quantize: Optional[str] = None, representative_images=None, labels: Optional[list] = None,
@@ -98,15 +110,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     Everything is built in a temporary directory beside `out_dir` and renamed into
     place, so `out_dir` never holds a half-written export.
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
-    if format not in formats.FORMATS:
-        raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
-    ensure_vit(model)
-    if model.lora_layers():  # a LoRA-adapted model ships as its merged weights (W + (alpha / r) A B)
-        model = model.merge_lora()
+    model = _exportable(model, variant, format)
     if format == "hub" and model.include_preprocessing:
         raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
     if format == "serving":

@@ -208,3 +208,15 @@ def test_lora_trains_adapters_only_on_other_backends(backend):
     done = subprocess.run([sys.executable, "-c", _JAX], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2] == backend
+
+
+def test_exports_of_an_adapted_model_carry_the_adapters(tmp_path):
+    import hub_export
+    from hub_export import formats
+
+    model = _adapted(["query", "value", "Dense_0"])
+    x = _images()
+    out = hub_export.export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    logits = formats.runtime_model(hub_export.exported_file(out))(x)  # onnxruntime
+    np.testing.assert_allclose(logits, model.predict(x, verbose=0), atol=1e-4)
+    assert model.lora_layers()  # exporting merged a copy; the adapted model keeps its adapters
