@@ -45,6 +45,7 @@ def _assert_same(a, b, atol=0.0):
         np.testing.assert_allclose(x, y, atol=atol, rtol=0)
 
 
+@pytest.mark.slow  # ~50 s; the default suite kills and resumes the TF engine in test_folder_resume.py; make test-slow
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     flags = ["--config.total_steps=400", "--config.checkpoint_every=20"]
     full = _train(tmp_path / "full", *flags)

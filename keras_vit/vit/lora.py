@@ -77,6 +77,12 @@ class Projection(keras.layers.EinsumDense):
         scale = self.lora_alpha / self.lora_rank
         return ops.cast(ops.add(ops.cast(self._kernel, "float32"), scale * delta), self.compute_dtype)
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """`EinsumDense.quantize` (int8 etc.): Keras checks the exact class unless told; the kernel is the same."""
+        if self.lora_enabled:
+            raise ValueError(f"Layer {self.path!r} has LoRA adapters: merge them first (model.merge_lora()).")
+        return super().quantize(mode, type_check=False, config=config)
+
     def get_config(self) -> dict:
         return {**super().get_config(), "input_axes": self.input_axes}
 
