@@ -13,7 +13,7 @@ CELLS = [
 
 Build a Vision Transformer, load weights in the official `.npz` layout, classify a photo, look inside
 (attention rollout, attention distance, position embeddings, patch-embedding filters), and export a
-TF Hub module. In Colab: `!pip install keras-vit` first. This notebook runs offline on a tiny checkpoint
+TF Hub module. In Colab: `!pip install keras-vision-transformer` first. This notebook runs offline on a tiny checkpoint
 produced by the original JAX/Flax code (`tests/fixtures/flax_reference/vit_tiny`); with internet use a
 released checkpoint instead:
 

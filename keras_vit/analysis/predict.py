@@ -1,0 +1,86 @@
+"""Classify image files with a pretrained model: `python -m keras_vit.predict IMAGE... --weights=W`.
+
+Each image is read at its bit depth (`keras_vit.analysis.images`), resized to the model's resolution
+(square, antialiased bilinear: the original code's evaluation) and mapped into the range the model takes
+(`model.input_range`). The top classes are printed with their scores (softmax probabilities) and names: the
+shipped ImageNet label set that matches the head's size, or `--labels` (a set's name, or a text file of one
+name per line such as the `class_names.txt` a folder run writes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from keras_vit.analysis import images as image_files
+from keras_vit.analysis.labels import LABEL_SETS, decode_predictions, label_set_for
+
+
+def read_labels(spec: Optional[str], classes: int):
+    """`--labels`: None (the shipped set of `classes` classes, else the indices), a set's name, or a file."""
+    if spec is None:
+        return None if label_set_for(classes) else [str(i) for i in range(classes)]
+    if spec in LABEL_SETS:
+        return spec
+    if not os.path.isfile(spec):
+        raise ValueError(f"--labels={spec!r} is neither a label set ({', '.join(LABEL_SETS)}) nor a file.")
+    with open(spec, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def classify(model, paths: Sequence[str], top: int = 5, labels=None) -> List[dict]:
+    """[{"image": path, "top": [{"id", "name", "score"}, ...]}] for each image file in `paths`."""
+    import keras
+
+    if not getattr(model, "include_top", False):
+        raise ValueError(f"model {model.name!r} has no classification head (include_top=False): nothing to predict.")
+    height, width = model.base_image_size if model.dynamic_size else model.image_size
+    batch = np.stack([image_files.resize(image_files.read_image(p), height, width) for p in paths])
+    outputs = np.asarray(model.predict(model.to_input_range(batch), verbose=0), dtype="float64")
+    if model.classifier_activation != "softmax":
+        outputs = np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(outputs, axis=-1)))
+    decoded = decode_predictions(outputs, top=min(top, outputs.shape[1]), labels=labels)
+    return [{"image": p, "top": [dict(id=i, name=n, score=s) for i, n, s in rows]}
+            for p, rows in zip(paths, decoded)]
+
+
+def _print(results: List[dict]) -> None:
+    for result in results:
+        print(result["image"])
+        for rank, row in enumerate(result["top"], 1):
+            print(f"  {rank}. {row['name']:<32} {row['score']:.4f}  ({row['id']})")
+
+
+def main(argv=None) -> int:
+    from keras_vit.weights.load import load_model
+
+    p = argparse.ArgumentParser(prog="python -m keras_vit.predict", description=__doc__)
+    p.add_argument("images", nargs="+", help="image files (JPEG, PNG, GIF, BMP, TIFF; 8- or 16-bit)")
+    p.add_argument("--weights", required=True,
+                   help="a release name (with --model), an official .npz, a .keras model, a timm .safetensors file "
+                        "or a transformers directory")
+    p.add_argument("--model", default=None, help="table name; needed for release dataset names and .weights.h5")
+    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--labels", default=None, help=f"{' or '.join(LABEL_SETS)}, or a file of one name per line")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = p.parse_args(argv)
+    try:
+        if args.top < 1:
+            raise ValueError(f"--top must be >= 1, got {args.top}.")
+        for path in args.images:  # every image named is checked before the model is loaded
+            image_files.read_image(path)
+        model = load_model(args.weights, model=args.model or None)
+        results = classify(model, args.images, args.top, read_labels(args.labels, model.classes))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        _print(results)
+    return 0
