@@ -39,8 +39,8 @@ __all__ = [
     "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16",
     "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
-    "VisionTransformer", "create_model", "decode_predictions", "fine_tuning_optimizer", "get_config", "layout_map", "list_models", "load_model", "load_npz",
-    "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_safetensors", "vit_config",
+    "VisionTransformer", "create_model", "decode_predictions", "fine_tuning_optimizer", "get_config", "layout_map",
+    "list_models", "load_model", "load_npz", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_safetensors", "vit_config",
 ]
 
 _moved.install()

@@ -103,15 +103,14 @@ def _folder_source(name: str, split: str) -> Source:
                                                                 split, name, "image folder")]
     selection = folder.FolderSplit(root, class_names, [rel(sc, i) for sc, i in picked],
                                    [sc.labels[i] for sc, i in picked], [sc.sizes[i] for sc, i in picked])
-    keep = [i for i, f in enumerate(selection.files) if f not in bad]
-    kept = folder.FolderSplit(root, class_names, [selection.files[i] for i in keep],
-                              [selection.labels[i] for i in keep], [selection.sizes[i] for i in keep])
-    paths = [os.path.join(root, f) for f in kept.files]
-    ds = tf.data.Dataset.from_tensor_slices({"path": paths, "label": np.asarray(kept.labels, dtype="int64")})
+    kept = [(f, label) for f, label in zip(selection.files, selection.labels) if f not in bad]
+    paths = [os.path.join(root, f) for f, _ in kept]
+    labels = np.asarray([label for _, label in kept], dtype="int64")
+    ds = tf.data.Dataset.from_tensor_slices({"path": paths, "label": labels})
     ds = ds.map(lambda ex: {"image": folder.decode(ex["path"]), "label": ex["label"]},
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return Source(ds, len(paths), len(class_names), class_names, selection.fingerprint(),
-                  tuple(f for f in selection.files if f in bad), tuple(kept.files))
+                  tuple(f for f in selection.files if f in bad), tuple(f for f, _ in kept))
 
 
 # ----------------------------------------------------------------------------- TFDS

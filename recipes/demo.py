@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 
@@ -107,19 +106,6 @@ def _print_summary(summary: dict, workdir: str) -> None:
           f"litert/, litert_int8/, onnx/, demo_summary.json")
 
 
-def _trainable(full_cfg, lora_cfg) -> dict:
-    """Parameters each fine-tuning run trains: every one, and LoRA's adapters + head."""
-    from recipes.trainer import common
-
-    counts = {}
-    for name, cfg in (("full", full_cfg), ("lora", lora_cfg)):
-        model = common.build_model(cfg, cfg.dataset.image_size, 10)
-        if cfg.lora.rank:
-            model.enable_lora(cfg.lora.rank, cfg.lora.targets.split(","))
-        counts[name] = int(sum(math.prod(v.shape) for v in model.trainable_variables))
-    return counts
-
-
 def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     import keras
     import numpy as np
@@ -172,7 +158,8 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     runtimes = _runtime_accuracies(tuned, workdir)
 
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
-                   lora_test_accuracy=lora["eval_accuracy"], trainable_parameters=_trainable(ft_cfg, lora_cfg),
+                   lora_test_accuracy=lora["eval_accuracy"],
+                   trainable_parameters=dict(full=ft["trainable_parameters"], lora=lora["trainable_parameters"]),
                    fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
                    hub_module=module, hub_max_abs_diff=diff, runtimes=runtimes, seconds=time.time() - t0,
                    pretrain_model=pre["model"], finetune_model=ft["model"])

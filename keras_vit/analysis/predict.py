@@ -33,14 +33,17 @@ def read_labels(spec: Optional[str], classes: int):
         return [line.strip() for line in f if line.strip()]
 
 
-def classify(model, paths: Sequence[str], top: int = 5, labels=None) -> List[dict]:
-    """[{"image": path, "top": [{"id", "name", "score"}, ...]}] for each image file in `paths`."""
+def classify(model, paths: Sequence[str], top: int = 5, labels=None,
+             pixels: Optional[Sequence[np.ndarray]] = None) -> List[dict]:
+    """[{"image": path, "top": [{"id", "name", "score"}, ...]}] for each image file in `paths` (`pixels`: the
+    files already read with `keras_vit.analysis.images.read_image`, so they are not read again)."""
     import keras
 
     if not getattr(model, "include_top", False):
         raise ValueError(f"model {model.name!r} has no classification head (include_top=False): nothing to predict.")
     height, width = model.base_image_size if model.dynamic_size else model.image_size
-    batch = np.stack([image_files.resize(image_files.read_image(p), height, width) for p in paths])
+    pixels = [image_files.read_image(p) for p in paths] if pixels is None else pixels
+    batch = np.stack([image_files.resize(image, height, width) for image in pixels])
     outputs = np.asarray(model.predict(model.to_input_range(batch), verbose=0), dtype="float64")
     if model.classifier_activation != "softmax":
         outputs = np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(outputs, axis=-1)))
@@ -72,10 +75,9 @@ def main(argv=None) -> int:
     try:
         if args.top < 1:
             raise ValueError(f"--top must be >= 1, got {args.top}.")
-        for path in args.images:  # every image named is checked before the model is loaded
-            image_files.read_image(path)
+        pixels = [image_files.read_image(path) for path in args.images]  # read before the model is loaded
         model = load_model(args.weights, model=args.model or None)
-        results = classify(model, args.images, args.top, read_labels(args.labels, model.classes))
+        results = classify(model, args.images, args.top, read_labels(args.labels, model.classes), pixels)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

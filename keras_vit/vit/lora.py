@@ -177,10 +177,17 @@ class LoRA:
         # Keras caches its compiled predict/train/test functions: traced before the adapters, they would ignore them
         self.predict_function = self.train_function = self.test_function = None
 
+    def _adapter_ids(self) -> set:
+        """ids of the adapters' variables (A and B of every adapted layer)."""
+        return {id(v) for layer in self.lora_layers().values() for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+
+    def _lora_targets(self) -> list:
+        """The target names that hold adapters, in `LORA_TARGETS` order."""
+        return sorted({key.split("/")[1] for key in self.lora_layers()}, key=LORA_TARGETS.index)
+
     def _lora_owned(self) -> set:
         """ids of the variables a LoRA file holds: the adapters and the head."""
-        owned = {id(v) for layer in self.lora_layers().values() for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
-        return owned | ({id(v) for v in self.head.weights} if self.head is not None else set())
+        return self._adapter_ids() | ({id(v) for v in self.head.weights} if self.head is not None else set())
 
     def lora_base_fingerprint(self) -> str:
         """sha256 of every weight but the adapters and the head: adapters are refused on another base."""
@@ -204,8 +211,7 @@ class LoRA:
             arrays["head/kernel"], arrays["head/bias"] = (ops.convert_to_numpy(v) for v in (self.head.kernel,
                                                                                             self.head.bias))
         first = next(iter(layers.values()))
-        targets = sorted({key.split("/")[1] for key in layers}, key=LORA_TARGETS.index)
-        meta = dict(rank=int(first.lora_rank), alpha=float(first.lora_alpha), targets=targets,
+        meta = dict(rank=int(first.lora_rank), alpha=float(first.lora_alpha), targets=self._lora_targets(),
                     base=self.lora_base_fingerprint())
         return {k: np.asarray(v, dtype="float32") for k, v in arrays.items()}, meta
 
@@ -214,9 +220,9 @@ class LoRA:
         checked first, and the base the adapters were trained on must be this model's: nothing changes on a
         refusal."""
         rank, targets = int(meta["rank"]), list(meta["targets"])
-        if self.lora_layers() and (self.lora_rank != rank or self.lora_state()[1]["targets"] != targets):
+        if self.lora_layers() and (self.lora_rank != rank or self._lora_targets() != targets):
             raise ValueError(f"{source}: adapters of rank {rank} on {targets}, but {self.name!r} has rank "
-                             f"{self.lora_rank} on {self.lora_state()[1]['targets']}.")
+                             f"{self.lora_rank} on {self._lora_targets()}.")
         expected = _expected_shapes(self, rank, targets)
         for name, value in arrays.items():
             if name not in expected:
@@ -247,7 +253,7 @@ class LoRA:
         if not layers:
             raise ValueError(f"Model {self.name!r} has no LoRA adapters to merge (model.enable_lora(...) first).")
         merged_kernels = {id(layer._kernel): merged_kernel(layer) for layer in layers.values()}
-        adapters = {id(v) for layer in layers.values() for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+        adapters = self._adapter_ids()
         config = {**self.get_config(), "trainable": True}
         config.pop("name", None)
         new = type(self).from_config(config)

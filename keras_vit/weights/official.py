@@ -75,7 +75,8 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
             out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = base_variable(projection)
             out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = projection.bias
         for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
-            out[f"{p}MlpBlock_3/{name}/kernel"], out[f"{p}MlpBlock_3/{name}/bias"] = base_variable(dense), dense.bias
+            out[f"{p}MlpBlock_3/{name}/kernel"] = base_variable(dense)
+            out[f"{p}MlpBlock_3/{name}/bias"] = dense.bias
     out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma
     out["Transformer/encoder_norm/bias"] = model.encoder.encoder_norm.beta
     for name, dense in (("pre_logits", model.pre_logits), ("head", model.head)):

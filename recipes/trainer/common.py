@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import logging as pylogging
 import os
 import sys
@@ -347,6 +348,7 @@ def finish(config, model: keras.Model, outdir: str, writer, summary: dict, eval_
     """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
     `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary."""
     accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
+    summary["trainable_parameters"] = int(sum(math.prod(v.shape) for v in model.trainable_variables))
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
     writer.flush()
