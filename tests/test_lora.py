@@ -220,3 +220,16 @@ def test_exports_of_an_adapted_model_carry_the_adapters(tmp_path):
     logits = formats.runtime_model(hub_export.exported_file(out))(x)  # onnxruntime
     np.testing.assert_allclose(logits, model.predict(x, verbose=0), atol=1e-4)
     assert model.lora_layers()  # exporting merged a copy; the adapted model keeps its adapters
+
+
+def test_fine_tuning_optimizer_is_the_papers_sgd():
+    optimizer = keras_vit.fine_tuning_optimizer(total_steps=100, learning_rate=0.03)
+    assert optimizer.momentum == 0.9 and optimizer.global_clipnorm == 1.0 and not optimizer.weight_decay
+    schedule = optimizer._learning_rate
+    for step in (0, 5, 10, 40, 77, 100):  # linear warmup over 10 steps, then 0.5 * (1 + cos(pi * t)) to zero
+        expected = 0.03 * step / 10 if step < 10 else 0.015 * (1 + np.cos(np.pi * (step - 10) / 90))
+        assert float(schedule(step)) == pytest.approx(expected, abs=1e-7)
+    for kwargs, message in ((dict(total_steps=0), "total_steps"), (dict(total_steps=10, learning_rate=-1.0),
+                            "learning_rate"), (dict(total_steps=10, warmup_steps=10), "must be below")):
+        with pytest.raises(ValueError, match=message):
+            keras_vit.fine_tuning_optimizer(**kwargs)
