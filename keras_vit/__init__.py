@@ -14,7 +14,9 @@ from keras_vit.vit import (MODELS, AddPositionEmbedding, ClassToken, DropPath, E
                            MultiHeadDotProductAttention, PatchEmbedding, ResidualUnit, ResNetStem, StdConv2D,
                            TokenPooling, ViTConfig, VisionTransformer, layout_map, list_models, preprocess_input,
                            vit_config)
+from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.fine_tuning import fine_tuning_optimizer
+from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 
 # the weights
@@ -28,14 +30,14 @@ from keras_vit.applications import (R26_ViT_B32, R26_ViT_S32, R50_ViT_B16, R50_V
                                     ViT_Ti16, create_model)
 
 # the analyses users reach for first
-from keras_vit.analysis.labels import decode_predictions
+from keras_vit.vit.labels import decode_predictions
 
 from keras_vit import _moved
 
 __version__ = "0.3.0"
 
 __all__ = [
-    "AddPositionEmbedding", "ClassToken", "DropPath", "Encoder", "EncoderBlock", "MODELS", "MlpBlock",
+    "AddPositionEmbedding", "ClassToken", "DataConfig", "ImagePreprocessing", "DropPath", "Encoder", "EncoderBlock", "MODELS", "MlpBlock",
     "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16",
     "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",

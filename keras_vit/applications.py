@@ -37,7 +37,7 @@ _ARGS = """
       dropout_rate: dropout after the embeddings and each dense layer.
       attention_dropout_rate: dropout on the attention probabilities.
       drop_path_rate: stochastic depth of the last block (linear from 0 over the blocks).
-      include_preprocessing: True: inputs are pixels in [0, 255], rescaled inside to [-1, 1].
+      include_preprocessing: True: inputs are pixels in [0, 255], normalised inside per `data_config`.
       gelu_approximate: the MLP's GELU in tanh form (True, the original code) or exact (False, timm).
       position_grid: (rows, cols) of the stored position embeddings of an any-size model.
       name: the model's name (default: the table name, e.g. "ViT-B_16").
@@ -45,6 +45,9 @@ _ARGS = """
       trainable: False freezes every weight.
       remat: True recomputes each encoder block in the backward pass (`keras.remat`): less training
         memory, same gradients.
+      data_config: the checkpoint's evaluation preprocessing (`keras_vit.DataConfig` or its dict); default:
+        what `weights` implies, else the original code's (square resize, [-1, 1]). `model.preprocessor()`
+        applies it.
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
@@ -60,6 +63,8 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     """
     config = table.vit_config(model_name)
     classes, representation_size = load.head_size(weights, config.name, classes, representation_size)
+    if kwargs.get("data_config") is None:
+        kwargs["data_config"] = load.data_config(weights, config.name)
     model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
                               **kwargs)
     return load.load_weights(model, weights)
@@ -91,7 +96,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
              gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-             trainable: bool = True, remat: bool = False) -> VisionTransformer:
+             trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -102,7 +107,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -113,7 +118,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -124,7 +129,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-           trainable: bool = True, remat: bool = False) -> VisionTransformer:
+           trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -135,7 +140,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -146,7 +151,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -157,7 +162,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -168,7 +173,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -179,7 +184,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -190,7 +195,7 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -201,7 +206,7 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -212,7 +217,7 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -223,7 +228,7 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -234,7 +239,7 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -245,7 +250,7 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -256,5 +261,5 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-               trainable: bool = True, remat: bool = False) -> VisionTransformer:
+               trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -15,7 +15,7 @@ import pytest
 
 import keras_vit
 from conftest import ROOT
-from keras_vit.analysis import labels
+from keras_vit.vit import labels
 
 KNOWN_1K = {0: ("n01440764", "tench"), 1: ("n01443537", "goldfish"), 207: ("n02099601", "golden retriever"),
             281: ("n02123045", "tabby"), 999: ("n15075141", "toilet tissue")}

@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from keras_vit.analysis import images as image_files
-from keras_vit.analysis.labels import LABEL_SETS, decode_predictions, label_set_for
+from keras_vit.vit.labels import LABEL_SETS, decode_predictions, label_set_for
 
 
 def read_labels(spec: Optional[str], classes: int):

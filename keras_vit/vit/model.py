@@ -26,6 +26,8 @@ from keras_vit.vit.initializers import PACKAGE
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling
 from keras_vit.vit.lora import LoRA
 from keras_vit.vit.position_embedding import AddPositionEmbedding
+from keras_vit.vit.data_config import DataConfig
+from keras_vit.vit.preprocessing import ImagePreprocessing, PreprocessingAPI
 from keras_vit.vit.resnet import ResNetStem
 
 
@@ -41,13 +43,18 @@ def register_weights_loader(loader) -> None:
     _weights_loader = loader
 
 
-def _weights_room(weights, vit_config, classes, representation_size) -> tuple:
-    """(loader, classes, representation_size) for `VisionTransformer(weights=...)`: the release's own head is
-    resolved before the model is built."""
+def _weights_room(weights, vit_config, classes, representation_size, data_config) -> tuple:
+    """(loader, classes, representation_size, data_config) for `VisionTransformer(weights=...)`: the release's
+    own head and the source's data config (unless given) are resolved before the model is built. Without
+    weights: (None, ...) with the data config given, or the original code's."""
+    if weights is None:
+        return None, classes, representation_size, DataConfig.from_dict(data_config)
     if _weights_loader is None:
         raise ValueError("VisionTransformer(weights=...) needs keras_vit.weights imported (import keras_vit).")
     classes, representation_size = _weights_loader.head_size(weights, vit_config.name, classes, representation_size)
-    return _weights_loader, classes, representation_size
+    if data_config is None:
+        data_config = _weights_loader.data_config(weights, vit_config.name)
+    return _weights_loader, classes, representation_size, DataConfig.from_dict(data_config)
 
 
 def rescale_pixels(x):
@@ -64,7 +71,7 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(LoRA, FeatureAPI, keras.Model):
+class VisionTransformer(LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
@@ -90,7 +97,7 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
       representation_size: width of the Dense+tanh pre-logits layer; None for none.
       dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
       drop_path_rate: stochastic depth of the last block (linear from 0).
-      include_preprocessing: if True, inputs are pixels in [0, 255], rescaled inside.
+      include_preprocessing: if True, inputs are pixels in [0, 255], normalised inside per `data_config`.
       position_grid: (rows, cols) of the stored position embeddings of a model with None height/width
         (default: a 224-pixel side's grid).
       gelu_approximate: the MLP's GELU in the tanh form (True: the original JAX code and its checkpoints)
@@ -101,6 +108,9 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
       remat: True recomputes each encoder block's activations in the backward pass instead of keeping
         them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
         gradients are unchanged.
+      data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
+        crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
+        `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
     """
 
     def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
@@ -113,7 +123,8 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
                  include_preprocessing: bool = False, gelu_approximate: bool = True,
                  position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
-                 dtype=None, trainable: bool = True, remat: bool = False, **kwargs):
+                 dtype=None, trainable: bool = True, remat: bool = False,
+                 data_config: Union[None, dict, DataConfig] = None, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
@@ -123,21 +134,21 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
                  gelu_approximate=gelu_approximate, remat=remat),
             classifier, pooling, representation_size, classes, rates)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
-        loader = None
-        if weights is not None:
-            loader, classes, representation_size = _weights_room(weights, vit_config, classes, representation_size)
+        loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
+                                                                           representation_size, data_config)
         classes = DEFAULT_CLASSES if classes is None else classes
         # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
         policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
+        data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
         prefix = 1 if classifier == "token" else 0
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
-        parts = self._make_components(vit_config, resnet_width, include_preprocessing, prefix, grid,
-                                      dict(rates, gelu_approximate=bool(gelu_approximate), dynamic=dynamic,
-                                           remat=bool(remat)),
+        parts = self._make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
+                                      prefix, grid, dict(rates, gelu_approximate=bool(gelu_approximate),
+                                                         dynamic=dynamic, remat=bool(remat)),
                                       representation_size if has_pre_logits else None,
                                       classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
@@ -155,22 +166,21 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
         self.classifier, self.representation_size = classifier, representation_size
         self.dropout_rate, self.attention_dropout_rate = float(dropout_rate), float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
-        self.include_preprocessing = bool(include_preprocessing)
+        self.include_preprocessing, self.data_config = bool(include_preprocessing), data_config
         self.gelu_approximate = bool(gelu_approximate)
-        self.image_size, self.grid_size, self.num_prefix_tokens = (h, w), grid, prefix
-        self.channels = int(channels)
+        self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps = taps
         self._layer_policy = policy
         if loader is not None:
             loader.load_weights(self, weights)
 
-    def _make_components(self, c, resnet_width, include_preprocessing, prefix, grid, options, representation_size,
+    def _make_components(self, c, resnet_width, preprocessing, prefix, grid, options, representation_size,
                          classes, classifier_activation, policy) -> types.SimpleNamespace:
         """The layers, named after the official checkpoint tree; None where the model has no such part. Returned
         as a namespace (they become attributes after `keras.Model.__init__`)."""
         p = types.SimpleNamespace()
-        p.rescaling = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, dtype=policy,
-                                             name="rescaling") if include_preprocessing else None
+        p.preprocessing = ImagePreprocessing(None, preprocessing,
+                                             name="preprocessing") if preprocessing is not None else None
         p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
         p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
         p.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
@@ -235,15 +245,6 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
         p = self.effective_patch_size
         return tuple(s if s is not None else g * p for s, g in zip(self.image_size, self.grid_size))
 
-    @property
-    def input_range(self) -> Tuple[float, float]:
-        """Pixel range the model expects: (0, 255) with `include_preprocessing`, else (-1, 1)."""
-        return (0.0, 255.0) if self.include_preprocessing else (-1.0, 1.0)
-
-    def to_input_range(self, pixels):
-        """Pixels in [0, 255] mapped into `input_range` (what every CLI and recipe feeds the model)."""
-        return pixels if self.include_preprocessing else rescale_pixels(pixels)
-
     def describe(self) -> dict:
         """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
         c = self.vit_config
@@ -254,7 +255,8 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
                     representation_size=self.representation_size, classes=self.classes if self.include_top else None,
                     image_size=list(self.image_size), grid_size=list(self.grid_size),
                     num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing,
-                    channels=self.channels, any_input_size=self.dynamic_size)
+                    channels=self.channels, any_input_size=self.dynamic_size,
+                    data_config=self.data_config.to_dict())
 
     def get_config(self) -> dict:
         """The constructor's keywords (weights live in the saved file, not the config), plus
@@ -272,7 +274,8 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
             include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate,
             position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
-            dtype=self._layer_policy, trainable=self.trainable, remat=self.remat)
+            dtype=self._layer_policy, trainable=self.trainable, remat=self.remat,
+            data_config=self.data_config.to_dict())
 
     @classmethod
     def from_config(cls, config: dict) -> "VisionTransformer":
@@ -327,8 +330,8 @@ class VisionTransformer(LoRA, FeatureAPI, keras.Model):
         components (default: this model's own)."""
         p = self if parts is None else parts
         x = images
-        if p.rescaling is not None:
-            x = p.rescaling(x)
+        if p.preprocessing is not None:
+            x = p.preprocessing(x)
         if p.stem is not None:
             x = p.stem(x, training=training)
         x = p.patch_embedding(x)

@@ -27,6 +27,7 @@ class _Loader:
 
     head_size = staticmethod(_load.head_size)
     load_weights = staticmethod(_load.load_weights)
+    data_config = staticmethod(_load.data_config)
 
 
 _model.register_weights_loader(_Loader())

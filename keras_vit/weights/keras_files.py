@@ -5,8 +5,10 @@ Readers only: which reader a source goes to is decided in `keras_vit.weights.loa
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
+from typing import Optional
 
 import keras
 
@@ -27,6 +29,18 @@ def read_keras_file(path: str) -> keras.Model:
         raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer "
                          "(re-save it from a model built by keras_vit).")
     return source
+
+
+def saved_data_config(path: str) -> Optional[dict]:
+    """The `data_config` a `.keras` file's model records (from its `config.json`, without building the model);
+    None for a file that records none (saved before keras_vit 0.3) or is not a readable `.keras` file."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    inner = config.get("config") if isinstance(config, dict) else None
+    return inner.get("data_config") if isinstance(inner, dict) else None
 
 
 def _h5_shapes(path: str) -> list:

@@ -20,6 +20,8 @@ import keras
 import numpy as np
 
 from keras_vit.vit import table
+from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
+from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import keras_files, official, releases, safetensors_files
 
@@ -86,6 +88,27 @@ def head_size(weights: Optional[PathLike], model_name: str, classes: Optional[in
     `classes` is unset (see `releases.head_size`); what the constructor and `VisionTransformer` resolve
     before building."""
     return releases.head_size(classes, representation_size, release_of(weights, model_name))
+
+
+def data_config(source: Optional[PathLike], model_name: Optional[str] = None) -> Optional[DataConfig]:
+    """The evaluation preprocessing `source` implies (`keras_vit.vit.data_config`), None where it says nothing
+    beyond the original code's (official `.npz`, `.weights.h5`). Cheap: reads configs, never the arrays.
+
+    Releases follow the original code's evaluation, with the label set of their head; a timm state dict, timm's
+    ViT defaults; a `transformers` directory, its `preprocessor_config.json`; a `.keras` file, its model's.
+    """
+    kind = source_kind(source)
+    if kind == "release":
+        release = releases.find_release(os.fspath(source), _table_name(model_name))
+        return dataclasses.replace(ORIGINAL, labels=label_set_for(release.classes or 0))
+    if kind == "safetensors":
+        return TIMM_VIT
+    if kind == "transformers":
+        return safetensors_files.transformers_data_config(os.fspath(source))
+    if kind == "keras":
+        saved = keras_files.saved_data_config(os.fspath(source))
+        return DataConfig.from_dict(saved) if saved is not None else None
+    return None
 
 
 def _table_name(name: Optional[str]) -> Optional[str]:
@@ -248,6 +271,8 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch.update(kwargs)
     if "input_shape" not in arch:
         raise ValueError(f"{checkpoint.path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
+    if arch.get("data_config") is None:
+        arch["data_config"] = data_config(source, name)
     return official.load_params(VisionTransformer(**arch), checkpoint.params, checkpoint.path,
                                 old_grid=checkpoint.old_grid)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from keras_vit.utils import atomic
 from keras_vit.vit import table
+from keras_vit.vit.data_config import TRANSFORMERS_VIT, DataConfig
 from keras_vit.vit.model import ensure_vit
 from keras_vit.weights import layouts, official
 
@@ -87,6 +88,32 @@ def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
     return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH,
                         input_shape=(*size, int(config.get("num_channels", 3))))
+
+
+HF_PREPROCESSOR = "preprocessor_config.json"
+_PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's resampling filter numbers
+
+
+def transformers_data_config(directory: str) -> DataConfig:
+    """The evaluation preprocessing of a `transformers` ViT directory: its `preprocessor_config.json` (a
+    ViTImageProcessor: both sides resized, PIL's filters, antialiased; mean and std), else the processor's
+    defaults (bilinear, mean = std = 0.5)."""
+    path = os.path.join(directory, HF_PREPROCESSOR)
+    if not os.path.exists(path):
+        return TRANSFORMERS_VIT
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{directory!r}: {HF_PREPROCESSOR} is not readable JSON: {e}") from e
+    resample = config.get("resample", 2)
+    if resample not in _PIL_RESAMPLE:
+        raise ValueError(f"{path!r}: resample={resample!r} is not one of PIL's {sorted(_PIL_RESAMPLE)} "
+                         "(nearest, bilinear, bicubic) that keras_vit applies.")
+    normalize = config.get("do_normalize", True)
+    return DataConfig(mean=config.get("image_mean", 0.5) if normalize else 0.0,
+                      std=config.get("image_std", 0.5) if normalize else 1.0,
+                      interpolation=_PIL_RESAMPLE[resample], antialias=True)
 
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
