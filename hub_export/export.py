@@ -4,7 +4,9 @@ The root object carries `variables`, `trainable_variables`, `regularization_loss
 and a `tf.function` `__call__(images, training)` traced for both `training` values:
 what `hub.KerasLayer(path, trainable=True)` needs to fine-tune a module (a plain
 Keras 3 `model.export()` is serving-only). Images come in [0, 1] as TF Hub's image
-modules expect and are mapped to the model's [-1, 1] inside.
+modules expect, of any size: inside, the checkpoint's own preprocessing (`model.preprocessor()`: resize, centre
+crop, normalisation per its data config) brings them to the model's input (an any-size model is normalised
+only, at the size given).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tensorflow as tf
 from hub_export import formats, model_card, serving
 from keras_vit.utils import atomic
 from keras_vit.vit.model import ensure_vit
+from keras_vit.vit.preprocessing import ImagePreprocessing
 
 VARIANTS = ("feature_vector", "classification")
 
@@ -44,30 +47,31 @@ def is_our_export(path: str) -> bool:
 class _Module(tf.Module):
     """Holds the Keras model so its variables are tracked, plus the hub attributes."""
 
-    def __init__(self, net: keras.Model, image_size, channels: int = 3):
+    def __init__(self, net: keras.Model, model, channels: int = 3):
         super().__init__()
         self._net = net
-        h, w = image_size  # None: any size (a model built with input_shape=(None, None, C))
+        self._preprocessing = ImagePreprocessing(None if model.dynamic_size else model.image_size,
+                                                 model.data_config)
         self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
         self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
 
-        @tf.function(input_signature=[tf.TensorSpec([None, h, w, channels], tf.float32, name="images")])
+        @tf.function(input_signature=[tf.TensorSpec([None, None, None, channels], tf.float32, name="images")])
         def serve(images):
-            return {"outputs": self._net(images * 2.0 - 1.0, training=False)}
+            return {"outputs": self._net(self._preprocessing(images * 255.0), training=False)}
 
         @tf.function
         def call(images, training=False):
-            return self._net(images * 2.0 - 1.0, training=training)
+            return self._net(self._preprocessing(images * 255.0), training=training)
 
-        spec = tf.TensorSpec([None, h, w, channels], tf.float32)
+        spec = tf.TensorSpec([None, None, None, channels], tf.float32)
         call.get_concrete_function(spec, training=False)
         call.get_concrete_function(spec, training=True)
         self.serve = serve
         self.call_fn = call
 
 
-def _save(net: keras.Model, directory: str, image_size, channels: int = 3) -> None:
-    module = _Module(net, image_size, channels)
+def _save(net: keras.Model, directory: str, model, channels: int = 3) -> None:
+    module = _Module(net, model, channels)
     root = tf.train.Checkpoint()  # an AutoTrackable root whose plain attributes are saved as-is
     root.net_module = module
     root.variables = list(module._variables)
@@ -132,7 +136,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
 
     def fill(tmp: str) -> None:
         if format == "hub":
-            _save(net, tmp, model.image_size, model.channels)
+            _save(net, tmp, model, model.channels)
         elif format == "serving":
             serving.write(model, tmp, labels, top_k)
         else:

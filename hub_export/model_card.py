@@ -11,8 +11,11 @@ EXPORTER = "keras_vit hub_export"
 
 def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, source: Optional[str],
              architecture: dict) -> dict:
+    """metadata.json: what the export is, and `data_config`, the checkpoint's evaluation preprocessing (applied
+    inside the TF Hub and serving exports; for the runtime formats, what to apply before feeding them)."""
     return dict(name=name, variant=variant, image_size=list(image_size), output_dim=output_dim,
-                input="float32 [batch, H, W, 3] in [0, 1]", source_checkpoint=source or "random init",
+                input="float32 [batch, H, W, 3] in [0, 1], any size (resized inside)",
+                data_config=architecture.get("data_config"), source_checkpoint=source or "random init",
                 architecture={k: (list(v) if isinstance(v, tuple) else v) for k, v in architecture.items()},
                 license=LICENSE, format="TF2 SavedModel (hub.KerasLayer-compatible)",
                 exported=datetime.date.today().isoformat(), exporter=EXPORTER)
@@ -39,6 +42,8 @@ Source checkpoint: `{meta['source_checkpoint']}`. File: `{meta['file'] or '.'}`.
 
 - Usage: `{_RUNTIME_USAGE[meta['format']]}`
 - Input: {meta['input']} (NHWC; image size {meta['image_size']}, None = any multiple of the patch size).
+- Preprocessing (apply it before feeding images of another size or range): `data_config` in metadata.json;
+  `keras_vit.analysis.images.preprocess_image(pixels, data_config, size)` applies it with numpy and PIL.
 - Output: `[batch, {meta['output_dim']}]` — {out}.
 
 ## Licence
@@ -56,6 +61,7 @@ def model_card(meta: dict) -> str:
     out = ("the pre-logits representation (feature vector)" if meta["variant"] == "feature_vector"
            else "unnormalised logits, one per class")
     kind = "image-feature-vector" if meta["variant"] == "feature_vector" else "image-classification"
+    resize = f"resized to {h}x{w}, centre-cropped and " if h else ""
     return f"""# Module {meta['name']}/{meta['variant']}
 
 Vision Transformer ({meta['name']}) {kind} module exported by keras_vit.
@@ -81,14 +87,15 @@ model = tf_keras.Sequential([
     hub.KerasLayer("PATH_OR_URL", trainable=True),   # fine-tunable
     tf_keras.layers.Dense(NUM_CLASSES),
 ])
-model.build([None, {h}, {w}, 3])
+model.build([None, None, None, 3])
 ```
 
 Keras 3: `keras.layers.TFSMLayer("PATH", call_endpoint="serving_default")` (inference; fine-tune with plain SGD).
 
 ## Inputs and outputs
 
-- Input: `images`, float32 `[batch, {h}, {w}, 3]`, RGB values in **[0, 1]** (converted to [-1, 1] inside).
+- Input: `images`, float32 `[batch, height, width, 3]`, RGB values in **[0, 1]**, any size: {resize}normalised
+  inside as the checkpoint was evaluated (`data_config` in metadata.json).
 - Output: `[batch, {meta['output_dim']}]` — {out}.
 - `__call__(images, training=False)`; `training=True` enables dropout for fine-tuning.
 - Signature `serving_default`: `{{"images": ...}} -> {{"outputs": ...}}`.

@@ -1,7 +1,8 @@
 """A serving SavedModel that takes encoded images: what TF Serving and Vertex AI clients send.
 
 `serving_default(images: string[batch])` decodes each JPEG/PNG/GIF/BMP at its own bit depth (8- or
-16-bit), resizes it bilinearly to the model's input size, maps it to the model's input range and returns
+16-bit), applies the checkpoint's own preprocessing (`model.preprocessor()`: resize, centre crop and
+normalisation per its data config) and returns
 the top-k `classes` (int32), `scores` (softmax probabilities) and `labels` (strings from the file given
 at export).
 """
@@ -12,7 +13,6 @@ from typing import Sequence
 
 import keras
 
-from keras_vit.vit.model import rescale_pixels
 
 
 def read_labels(path: str, classes: int) -> list:
@@ -40,7 +40,8 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.classes:
         raise ValueError(f"top_k must be an integer in [1, {model.classes}], got {top_k!r}.")
     net = model.logits_model()
-    (h, w), channels, raw = model.image_size, model.channels, model.include_preprocessing
+    (h, w), channels = model.image_size, model.channels
+    preprocessing = model.preprocessor()
 
     class Serving(tf.Module):
         def __init__(self):
@@ -50,9 +51,9 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
         def serve(self, images):
-            pixels = tf.map_fn(lambda encoded: decode(encoded, (h, w), channels), images,
+            pixels = tf.map_fn(lambda encoded: preprocessing(decode(encoded, channels))[0], images,
                                fn_output_signature=tf.TensorSpec([h, w, channels], tf.float32))
-            logits = tf.cast(self.net(pixels if raw else rescale_pixels(pixels), training=False), tf.float32)
+            logits = tf.cast(self.net(pixels, training=False), tf.float32)
             scores, classes = tf.math.top_k(tf.nn.softmax(logits), k=top_k)
             return {"classes": classes, "scores": scores, "labels": tf.gather(self.labels, classes)}
 
@@ -61,11 +62,11 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
     return directory
 
 
-def decode(encoded, size, channels: int):
-    """One encoded image -> float32 pixels in [0, 255] at `size`, as the signature computes them (8- and 16-bit
-    images alike: `convert_image_dtype` scales by the dtype's maximum)."""
+def decode(encoded, channels: int):
+    """One encoded image -> float32 pixels in [0, 255] at its own size, as the signature decodes them (8- and
+    16-bit images alike: `convert_image_dtype` scales by the dtype's maximum)."""
     import tensorflow as tf
 
     image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
-    image = tf.image.convert_image_dtype(image, tf.float32) * 255.0
-    return tf.image.resize(image, size, method="bilinear")
+    image.set_shape([None, None, channels])
+    return tf.image.convert_image_dtype(image, tf.float32) * 255.0

@@ -99,13 +99,13 @@ def test_serving_signature_on_real_photos(tmp_path):
     result = loaded.signatures["serving_default"](images=tf.constant(list(photos.values())))
     assert result["classes"].shape == (len(photos), 3)
     for i, encoded in enumerate(photos.values()):
-        pixels = serving.decode(encoded, model.image_size, 3).numpy()
-        probs = tf.nn.softmax(model.predict(pixels[None] / 127.5 - 1, verbose=0)).numpy()[0]
+        pixels = np.asarray(model.preprocessor()(serving.decode(encoded, 3)))  # the checkpoint's preprocessing
+        probs = tf.nn.softmax(model.predict(pixels, verbose=0)).numpy()[0]
         want = np.argsort(-probs)[:3]
         np.testing.assert_array_equal(result["classes"][i].numpy(), want)
         np.testing.assert_allclose(result["scores"][i].numpy(), probs[want], atol=1e-5)
         assert [s.decode() for s in result["labels"][i].numpy()] == [labels[k] for k in want]
-    camera = serving.decode(photos["camera16.png"], (512, 512), 3).numpy()
+    camera = serving.decode(photos["camera16.png"], 3).numpy()
     np.testing.assert_allclose(camera[..., 0], __import__("skimage").data.camera().astype("float32"), atol=0.01)
 
 
