@@ -1,10 +1,10 @@
 """Classify image files with a pretrained model: `python -m keras_vit.predict IMAGE... --weights=W`.
 
-Each image is read at its bit depth (`keras_vit.analysis.images`), resized to the model's resolution
-(square, antialiased bilinear: the original code's evaluation) and mapped into the range the model takes
-(`model.input_range`). The top classes are printed with their scores (softmax probabilities) and names: the
-shipped ImageNet label set that matches the head's size, or `--labels` (a set's name, or a text file of one
-name per line such as the `class_names.txt` a folder run writes).
+Each image is read at its bit depth (`keras_vit.analysis.images`) and prepared as the checkpoint was
+evaluated (`model.preprocessor()`: resize, centre crop and normalisation per its data config). The top classes
+are printed with their scores (softmax probabilities) and names: the checkpoint's label set (or the shipped
+ImageNet set that matches the head's size), or `--labels` (a set's name, or a text file of one name per line
+such as the `class_names.txt` a folder run writes).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
 
     if not getattr(model, "include_top", False):
         raise ValueError(f"model {model.name!r} has no classification head (include_top=False): nothing to predict.")
-    height, width = model.base_image_size if model.dynamic_size else model.image_size
+    preprocessing = model.preprocessor()
     pixels = [image_files.read_image(p) for p in paths] if pixels is None else pixels
-    batch = np.stack([image_files.resize(image, height, width) for image in pixels])
-    outputs = np.asarray(model.predict(model.to_input_range(batch), verbose=0), dtype="float64")
+    batch = np.concatenate([keras.ops.convert_to_numpy(preprocessing(image)) for image in pixels])
+    outputs = np.asarray(model.predict(batch, verbose=0), dtype="float64")
     if model.classifier_activation != "softmax":
         outputs = np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(outputs, axis=-1)))
     decoded = decode_predictions(outputs, top=min(top, outputs.shape[1]), labels=labels)
@@ -77,7 +77,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--top must be >= 1, got {args.top}.")
         pixels = [image_files.read_image(path) for path in args.images]  # read before the model is loaded
         model = load_model(args.weights, model=args.model or None)
-        results = classify(model, args.images, args.top, read_labels(args.labels, model.classes), pixels)
+        labels = read_labels(args.labels, model.classes) if args.labels or not model.data_config.labels else None
+        results = classify(model, args.images, args.top, labels or model.data_config.labels, pixels)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
