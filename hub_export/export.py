@@ -51,7 +51,7 @@ class _Module(tf.Module):
         super().__init__()
         self._net = net
         self._preprocessing = ImagePreprocessing(None if model.dynamic_size else model.image_size,
-                                                 model.data_config)
+                                                 model.data_config, normalize=not model.include_preprocessing)
         self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
         self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
 
@@ -115,8 +115,6 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     place, so `out_dir` never holds a half-written export.
     """
     model = _exportable(model, variant, format)
-    if format == "hub" and model.include_preprocessing:
-        raise ValueError("Export a model built with include_preprocessing=False: the module takes [0, 1] images.")
     if format == "serving":
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")

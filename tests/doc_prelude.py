@@ -1,0 +1,66 @@
+"""Run before the docs' code blocks (tests/test_docs.py), in a fresh interpreter inside an empty directory: the
+offline stand-ins the blocks find there instead of downloads. Visible on purpose: every difference between what a
+reader runs and what the test runs is in this file.
+
+- The model table keeps every row's patch size, heads, depth and ResNet stem, with narrow tokens (D = 8 x heads,
+  MLP 2 D), so `keras_vit.ViT_L16()` builds in a second and still has its own shape.
+- A local release mirror (`KERAS_VIT_BASE_URL=file://...`, set by the test before keras_vit is imported) holds a
+  random checkpoint of that narrow model under each release's file name, with the release's head.
+- The files the docs name (`ViT-B_16.npz`, `photo.jpg`, a timm `.safetensors`, a `transformers` directory, ...)
+  are written here, and the arrays they use (`images`, `x`, `names`, ...) are defined.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+from PIL import Image
+from skimage import data
+
+from keras_vit.vit import table
+
+for _name, _row in list(table.MODELS.items()):
+    table.MODELS[_name] = dataclasses.replace(_row, hidden_size=8 * _row.num_heads, mlp_dim=16 * _row.num_heads)
+    table._BY_CANONICAL[table._canonical(_name)] = table.MODELS[_name]
+
+import keras_vit  # noqa: E402  (after the table is narrowed)
+from keras_vit.weights import releases  # noqa: E402
+
+MIRROR = os.environ["KERAS_VIT_BASE_URL"][len("file://"):]
+AUGREG_FILE = ("B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-"
+               "res_384.npz")
+
+
+def _mirror(release) -> None:
+    path = os.path.join(MIRROR, release.url[len("file://") + len(MIRROR) + 1:])
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    model = keras_vit.create_model(release.model, input_shape=(release.resolution, release.resolution, 3),
+                                   classes=release.classes or 10, representation_size=release.representation_size)
+    keras_vit.save_npz(model, path)
+
+
+for _release in releases.available():
+    if _release.model in ("ViT-B/16", "ViT-S/16"):
+        _mirror(_release)
+_mirror(releases.parse_augreg(AUGREG_FILE))
+
+_rng = np.random.default_rng(0)
+keras_vit.save_npz(keras_vit.ViT_B16(classes=21843, representation_size=768), "ViT-B_16.npz")
+keras_vit.save_safetensors(keras_vit.ViT_B16(), "vit_b16_timm.safetensors", layout="timm")
+keras_vit.save_safetensors(keras_vit.ViT_B16(), "vit-base-patch16-224", layout="transformers")
+Image.fromarray(data.chelsea()).save("photo.jpg")
+Image.fromarray(data.chelsea()).save("cat.jpg")
+for _i, (_label, _photo) in enumerate([("cat", data.chelsea()), ("coffee", data.coffee())] * 3):
+    os.makedirs(os.path.join("photos", _label), exist_ok=True)
+    Image.fromarray(_photo).save(os.path.join("photos", _label, f"{_i}.jpg"))
+images_0_255 = _rng.uniform(0, 255, (2, 224, 224, 3)).astype("float32")
+images = images_0_255 / 127.5 - 1.0
+images_320x480 = _rng.uniform(-1, 1, (1, 320, 480, 3)).astype("float32")
+x = images[:1]
+names = [f"class {i}" for i in range(1000)]
+posemb = _rng.standard_normal((1, 197, 768)).astype("float32")
+any_augreg_index_filename = AUGREG_FILE
+train_features, test_features = _rng.standard_normal((100, 16)), _rng.standard_normal((50, 16))
+train_labels, test_labels = np.arange(100) % 5, np.arange(50) % 5
