@@ -33,14 +33,12 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
 
     if not model.include_top:
         raise ValueError(f"A serving export returns classes; model {model.name!r} has no head (include_top=False).")
-    if model.dynamic_size:
-        raise ValueError("The serving export resizes to one input size; build the model with a fixed input_shape.")
     if len(labels) != model.classes:
         raise ValueError(f"{len(labels)} labels for a {model.classes}-class model.")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= model.classes:
         raise ValueError(f"top_k must be an integer in [1, {model.classes}], got {top_k!r}.")
     net = model.logits_model()
-    (h, w), channels = model.image_size, model.channels
+    (h, w), channels = model.base_image_size, model.channels  # an any-size model serves at its stored grid
     preprocessing = model.preprocessor()
 
     class Serving(tf.Module):

@@ -61,6 +61,5 @@ images_320x480 = _rng.uniform(-1, 1, (1, 320, 480, 3)).astype("float32")
 x = images[:1]
 names = [f"class {i}" for i in range(1000)]
 posemb = _rng.standard_normal((1, 197, 768)).astype("float32")
-any_augreg_index_filename = AUGREG_FILE
 train_features, test_features = _rng.standard_normal((100, 16)), _rng.standard_normal((50, 16))
 train_labels, test_labels = np.arange(100) % 5, np.arange(50) % 5
