@@ -49,23 +49,34 @@ print("ran", i + 1)
 """
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_every_python_block_runs(page, tmp_path):
-    code = [c for c, no_run in _python_blocks(page) if not no_run]
-    if not code:
-        pytest.skip(f"{page} has no Python block to run")
-    (tmp_path / "mirror").mkdir()
+def run_blocks(python: str, code: list, tmp_path, pythonpath: list) -> str:
+    """Runs the blocks `code` in order in one namespace with `python`, after tests/doc_prelude.py, in an empty
+    directory with a local release mirror; returns stdout (fails the test naming the block that raised)."""
+    (tmp_path / "mirror").mkdir(parents=True)
     (tmp_path / "blocks.py").write_text("\n#----block----\n".join(code))
     env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
-               KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"), TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
+               KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join(pythonpath))
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([sys.executable, "-c", _RUNNER, os.path.join(ROOT, "tests"),
+    done = subprocess.run([python, "-c", _RUNNER, os.path.join(ROOT, "tests"),
                            os.path.join(ROOT, "tests", "doc_prelude.py"), str(tmp_path / "blocks.py")],
                           cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-5000:]
     assert done.stdout.strip().splitlines()[-1] == f"ran {len(code)}"
+    return done.stdout
+
+
+def runnable_blocks(page: str) -> list:
+    return [c for c, no_run in _python_blocks(page) if not no_run]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_python_block_runs(page, tmp_path):
+    code = runnable_blocks(page)
+    if not code:
+        pytest.skip(f"{page} has no Python block to run")
+    run_blocks(sys.executable, code, tmp_path, [ROOT, os.path.join(ROOT, "tests")])
 
 
 def test_no_run_blocks_are_marked_and_listed():

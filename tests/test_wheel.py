@@ -12,6 +12,7 @@ import pytest
 
 import keras_vit
 from conftest import ROOT
+import test_docs
 
 DIST = "keras-vision-transformer"
 
@@ -72,3 +73,8 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert cli.stdout.startswith("photo.png\n  1. ") and len(cli.stdout.strip().splitlines()) == 4
+    # the README's first screen (classify, fine-tune, export) with the installed package; test_docs' offline
+    # stand-ins (tests/doc_prelude.py) replace the downloads
+    code = test_docs.runnable_blocks("README.md") + ["import keras_vit; print('from', keras_vit.__file__)"]
+    out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [])
+    assert f"from {site}" in out

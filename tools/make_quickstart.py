@@ -40,13 +40,26 @@ flax_logits = np.load(os.path.join(fixture, "logits.npy"))
 ours = model.predict(x, verbose=0)
 print("max |keras_vit - original Flax| =", np.abs(ours - flax_logits).max())
 assert np.abs(ours - flax_logits).max() < 1e-5"""),
-    new_markdown_cell("## Classify a photo (scikit-image's sample cat)"),
+    new_markdown_cell("""## Classify photos with the checkpoint's own preprocessing
+
+`model.preprocessor()` is a Keras layer that prepares images of any size as the checkpoint was evaluated
+(`model.data_config`: here the original code's square resize to [-1, 1]; timm files crop and use their own
+mean/std). Offline, the tiny checkpoint's head has 5 unnamed classes, so a stand-in list names them. With a
+released ImageNet checkpoint `model.decode(scores)` gives the ImageNet names:
+
+```python
+model = keras_vit.ViT_B16(weights="augreg_in21k_ft_in1k")
+print(model.decode(model.predict(model.preprocessor()(photo))))
+```"""),
     new_code_cell("""import skimage.data
-photo = skimage.data.chelsea()                                   # uint8 RGB
-small = keras.ops.convert_to_numpy(keras.ops.image.resize(photo[None].astype("float32"), (32, 32)))
-images = keras_vit.preprocess_input(small)                       # [0, 255] -> [-1, 1]
-probs = keras.ops.convert_to_numpy(keras.ops.softmax(model(images)))[0]
-print("class probabilities (a 5-class toy head):", np.round(probs, 3))"""),
+photos = {name: getattr(skimage.data, name)() for name in ("chelsea", "coffee", "astronaut")}  # uint8, 3 sizes
+print(model.data_config)
+preprocess = model.preprocessor()
+images = np.concatenate([keras.ops.convert_to_numpy(preprocess(p)) for p in photos.values()])
+scores = model.predict(images, verbose=0)
+stand_in_names = [f"toy class {i}" for i in range(model.classes)]   # the tiny head's classes have no names
+for name, top in zip(photos, keras_vit.decode_predictions(scores, top=2, labels=stand_in_names)):
+    print(f"{name:10s} {photos[name].shape} ->", top)"""),
     new_markdown_cell("## Look inside: the paper's Figure 6 and 7"),
     new_code_cell("""out = tempfile.mkdtemp()
 paths = inspect.write_figures(model, images[0], out)
