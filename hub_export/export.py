@@ -16,6 +16,7 @@ import os
 from typing import Optional
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from hub_export import formats, model_card, serving
@@ -93,6 +94,33 @@ def _exportable(model, variant: str, format: str):
     return model.merge_lora() if model.lora_layers() else model
 
 
+def check_calibration(model, representative_images) -> list:
+    """The calibration batches of a LiteRT int8 export as float32 arrays, after checking them: some images,
+    each batch (N, H, W, C) of the model's size and channels, values in the model's own range (`input_range`:
+    pixels in [0, 255] given to a [-1, 1] model would calibrate the activations on the wrong scale)."""
+    if representative_images is None:
+        raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
+                         "range) to calibrate activations; quantize='dynamic_range' needs none.")
+    if isinstance(representative_images, np.ndarray):
+        representative_images = [representative_images]
+    batches = [np.asarray(b, dtype="float32") for b in representative_images]
+    if not batches or not sum(b.shape[0] for b in batches if b.ndim == 4):
+        raise ValueError("representative_images holds no image: int8 calibration needs a few hundred inputs.")
+    low, high = model.input_range
+    for i, batch in enumerate(batches):
+        try:
+            model.check_images(batch if batch.ndim == 4 else batch[None, None])
+        except ValueError as e:
+            raise ValueError(f"representative_images[{i}]: {e}") from None
+        if batch.ndim != 4:
+            raise ValueError(f"representative_images[{i}] must be a (batch, H, W, C) array, got {batch.shape}.")
+        top, bottom = float(batch.max()), float(batch.min())
+        if not np.isfinite(batch).all() or top > high + 0.05 * (high - low) or bottom < low - 0.05 * (high - low):
+            raise ValueError(f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
+                             f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels).")
+    return batches
+
+
 def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
            overwrite: bool = False, source: Optional[str] = None, name: Optional[str] = None,
            quantize: Optional[str] = None, representative_images=None, labels: Optional[list] = None,
@@ -121,6 +149,8 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         labels = list(labels) if labels is not None else [str(i) for i in range(model.classes)]
     if quantize is not None and format != "litert":
         raise ValueError(f"quantize={quantize!r} applies to format='litert' only, not {format!r}.")
+    if quantize == "int8":
+        representative_images = check_calibration(model, representative_images)
     net = _output_model(model, variant)
     meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
                                output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())

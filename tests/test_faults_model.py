@@ -52,7 +52,7 @@ def model():
 
 
 def test_predict_on_bad_batches(model):
-    with pytest.raises(ValueError, match=r"expected shape=\(None, 16, 16, 3\), found shape=\(2, 3, 16, 16\)"):
+    with pytest.raises(ValueError, match=r"must be \(batch, 16, 16, 3\).*got \(2, 3, 16, 16\) \(channels first"):
         model.predict(np.zeros((2, 3, 16, 16), "float32"), verbose=0)
     assert model.predict(np.zeros((0, 16, 16, 3), "float32"), verbose=0).shape == (0, 3)
     with pytest.raises(ValueError, match=r"channels first\?"):
@@ -209,3 +209,34 @@ def test_bools_are_not_counts():
                    lambda: inspect.principal_components(np.ones((4, 3)), n=0)):
         with pytest.raises(ValueError, match="n must be >= 1"):
             helper()
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((2, 32, 32, 3), r"images must be \(batch, 16, 16, 3\)"),
+    ((2, 3, 16, 16), "channels first"),
+    ((2, 16, 16, 1), r"images must be \(batch, 16, 16, 3\)"),
+    ((16, 16, 3), "add a batch axis"),
+])
+def test_predict_and_predict_on_batch_check_their_input_like_a_call(shape, message):
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    for entry in (model.predict, model.predict_on_batch):
+        with pytest.raises(ValueError, match=message):
+            entry(np.zeros(shape, "float32"))
+
+
+def test_pixels_of_the_wrong_range_warn_once_naming_the_preprocessing():
+    import warnings
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    raw = keras_vit.VisionTransformer(**TINY, classes=3, include_preprocessing=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.predict(np.zeros((1, 16, 16, 3), "float32"), verbose=0)  # in range: nothing
+        raw.predict(np.full((1, 16, 16, 3), 100.0, "float32"), verbose=0)  # in range: nothing
+        for _ in range(2):
+            model.predict(np.full((1, 16, 16, 3), 200, "uint8"), verbose=0)
+            raw.predict_on_batch(np.full((1, 16, 16, 3), 0.5, "float32"))
+    said = [str(w.message) for w in caught if "takes values" in str(w.message)]
+    assert len(said) == 2, said
+    assert "integer pixels" in said[0] and "model.preprocessor()" in said[0]
+    assert "[0, 255]" in said[1] and "include_preprocessing" in said[1]

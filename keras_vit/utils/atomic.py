@@ -3,8 +3,11 @@
 Everything `keras_vit` and `hub_export` write goes through here (the recipes have a
 tf.io.gfile twin in `recipes.atomic` so gs:// works). The content is written under a
 temporary name in the same directory and renamed into place; a process killed
-mid-write leaves the previous version (or nothing) and at most a `.tmp-<name>-<pid>-*`
-entry, which the next write to that path removes.
+mid-write leaves the previous version (or nothing) and at most a `.tmp-<name>-<pid>-kvit*`
+entry, which the next write to that path removes (only entries with that marker, of dead processes).
+
+A directory writer owns exactly what it wrote: `MANIFEST` inside lists every entry, and a later write
+replaces the directory only when it holds nothing else (a file a user added there stops it, named).
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import re
 import shutil
 import tempfile
 from typing import Any, Callable, Union
+
+
+MANIFEST = ".keras_vit_manifest.json"
+MARK = "kvit"  # in the names of our temporaries, so the sweep never takes a user's file for one
 
 
 def process_alive(pid: int) -> bool:
@@ -31,7 +38,7 @@ def process_alive(pid: int) -> bool:
 def _sweep(parent: str, base: str) -> None:
     """Removes temporaries of `base` left by killed writers (`.tmp-<base>-<pid>-*`, `.old-<base>-<pid>-*`
     whose pid is gone); a live writer's are left alone."""
-    pattern = re.compile(rf"^\.(tmp|old)-{re.escape(base)}-(\d+)-")
+    pattern = re.compile(rf"^\.(tmp|old)-{re.escape(base)}-(\d+)-{MARK}")
     for name in os.listdir(parent):
         match = pattern.match(name)
         if match and not process_alive(int(match.group(2))):
@@ -45,7 +52,7 @@ def _prepare(path: Union[str, os.PathLike]) -> tuple:
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(path)
     _sweep(parent, base)
-    return path, parent, base, f"{base}-{os.getpid()}-"
+    return path, parent, base, f"{base}-{os.getpid()}-{MARK}"
 
 
 def write_file(path: Union[str, os.PathLike], content: Union[str, bytes, Callable[[str], Any]]) -> str:
@@ -72,13 +79,33 @@ def write_json(path: Union[str, os.PathLike], obj: Any) -> str:
     return write_file(path, json.dumps(obj, indent=2))
 
 
+def _entries(root: str) -> list:
+    """Every file and folder under `root` (relative, '/'-separated, sorted), the manifest excepted."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        out += [name if rel == "." else f"{rel}/{name}".replace(os.sep, "/") for name in dirs + files]
+    return sorted(e for e in out if e != MANIFEST)
+
+
+def foreign_entry(path: str):
+    """The first entry of directory `path` that its manifest does not list (None when every entry is ours,
+    or the directory is empty)."""
+    try:
+        with open(os.path.join(path, MANIFEST)) as f:
+            ours = set(json.load(f)["entries"])
+    except (OSError, ValueError, KeyError, TypeError):
+        ours = set()
+    return next((e for e in _entries(path) if e not in ours), None)
+
+
 def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *, overwrite: bool = False,
                     replaceable: Callable[[str], bool] = lambda existing: True) -> str:
     """Builds a directory with `fill(tmp_dir)` and renames it to `path`.
 
-    An existing `path` is replaced only with `overwrite=True` and when `replaceable(path)`
-    says it is ours (e.g. an earlier export); the old one is removed only after the new one
-    is in place.
+    An existing `path` is replaced only with `overwrite=True`, when `replaceable(path)` says it is ours
+    (e.g. an earlier export) and when it holds only what its manifest lists; the old one is removed only after
+    the new one is in place.
     """
     path, parent, base, tag = _prepare(path)
     if os.path.lexists(path):
@@ -87,9 +114,15 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
         if not os.path.isdir(path) or not replaceable(path):
             raise FileExistsError(f"{path} exists and is not an earlier output of ours; refusing to replace it "
                                   "(remove it yourself or choose another path).")
+        foreign = foreign_entry(path)
+        if foreign is not None:
+            raise FileExistsError(f"{path} holds {foreign!r}, which keras_vit did not write there; refusing to "
+                                  "replace the directory (move that out, or choose another path).")
     tmp = tempfile.mkdtemp(prefix=f".tmp-{tag}", dir=parent)
     try:
         fill(tmp)
+        with open(os.path.join(tmp, MANIFEST), "w") as f:
+            json.dump({"writer": "keras_vit", "entries": _entries(tmp)}, f, indent=1)
         if os.path.lexists(path):
             old = tempfile.mkdtemp(prefix=f".old-{tag}", dir=parent)
             os.rename(path, os.path.join(old, base))

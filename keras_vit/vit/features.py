@@ -7,6 +7,7 @@ up by name.
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Optional, Sequence
 
 import keras
@@ -92,16 +93,55 @@ class FeatureAPI:
             raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
         return images
 
+    def check_batch(self, x, where: str = "predict"):
+        """The input check of every eager entry point (`predict`, `predict_on_batch`): an array of the wrong
+        rank, size, channel layout or an empty batch gets the message a direct call gives; integer pixels into
+        a model that takes normalised values (or values inside [-1, 1] into one that takes [0, 255]) warn
+        once. Datasets and generators go to Keras as they are."""
+        if not hasattr(x, "shape") or not hasattr(x, "dtype") or isinstance(x, keras.KerasTensor):
+            return
+        shape = tuple(x.shape)
+        if len(shape) == 3 and shape[-1] == self.channels:
+            raise ValueError(f"{where} takes a batch (batch, H, W, {self.channels}); got one image {shape}: add a "
+                             "batch axis (x[None]).")
+        self.check_images(x)
+        if isinstance(x, np.ndarray) and x.size:
+            self._warn_about_range(x, where)
+
+    def _warn_about_range(self, x: np.ndarray, where: str) -> None:
+        """One warning per model when the values of `x` look like another range than `input_range`: pixels
+        (integers, or floats above the normalised range) into a model that takes normalised values, or values
+        inside [-1, 1] into one that takes [0, 255]."""
+        if getattr(self, "_range_warned", False):
+            return
+        low, high = self.input_range
+        integers = np.issubdtype(x.dtype, np.integer)
+        top, bottom = float(np.max(x)), float(np.min(x))
+        if high < 255:
+            wrong = integers or top > 2.0 * high + 1.0
+            hint = "model.preprocessor() on pixels in [0, 255] (or keras_vit.preprocess_input for [-1, 1])"
+        else:
+            wrong = not integers and -1.0 <= bottom and top <= 1.0 and (bottom < 0 or top > 0)
+            hint = "pixels in [0, 255]: this model normalises them itself (include_preprocessing=True)"
+        if wrong:
+            self._range_warned = True
+            warnings.warn(f"{where}: model {self.name!r} takes values in [{low:g}, {high:g}] but got "
+                          f"{'integer pixels' if integers else 'values'} in [{bottom:g}, {top:g}]; feed it {hint}.",
+                          stacklevel=3)
+
     def predict(self, x, *args, **kwargs):
-        """`keras.Model.predict`; an empty array gives an empty result of the output's shape instead of
-        failing inside Keras."""
-        if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == 0:
-            if x.shape[1:] != (*self.image_size, self.channels):
-                self.check_images(x)
+        """`keras.Model.predict`, with `check_batch` first; an empty array gives an empty result of the
+        output's shape instead of failing inside Keras."""
+        if isinstance(x, np.ndarray) and x.ndim == 4 and x.shape[0] == 0:
+            self.check_images(np.zeros((1, *x.shape[1:]), "float32"))  # the shape, all but the batch
             return np.zeros((0, *self.output.shape[1:]), dtype=self.output.dtype)
-        if isinstance(x, np.ndarray) and self.dynamic_size:
-            self.check_images(x)  # an indivisible size fails here, naming sizes that work
+        self.check_batch(x, "predict")
         return super().predict(x, *args, **kwargs)
+
+    def predict_on_batch(self, x):
+        """`keras.Model.predict_on_batch`, with `check_batch` first."""
+        self.check_batch(x, "predict_on_batch")
+        return super().predict_on_batch(x)
 
     def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
                       training: bool = False) -> Dict[str, object]:

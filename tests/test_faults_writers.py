@@ -1,0 +1,99 @@
+"""Writers own exactly what they wrote: a directory writer keeps a manifest and replaces a directory only when
+it holds nothing else (a foreign entry is named and left alone); the temporary-file sweep takes only its own
+marked temporaries of dead processes; calibration sets are checked before a LiteRT int8 export."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit.utils import atomic
+
+from conftest import ROOT
+
+TINY = dict(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1, input_shape=(16, 16, 3))
+
+
+def test_transformers_directory_with_a_users_file_is_not_replaced(tmp_path):
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    out = tmp_path / "hf"
+    keras_vit.save_safetensors(model, str(out), layout="transformers")
+    keras_vit.save_safetensors(model, str(out), layout="transformers")  # our own: replaced
+    (out / "tokenizer.json").write_text("{}")  # what a user keeps beside a transformers config
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(FileExistsError, match="tokenizer.json"):
+        keras_vit.save_safetensors(model, str(out), layout="transformers")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_downloaded_transformers_directory_is_never_replaced(tmp_path):
+    out = tmp_path / "vit-base"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"model_type": "vit"}))
+    (out / "preprocessor_config.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="config.json"):
+        keras_vit.save_safetensors(keras_vit.VisionTransformer(**TINY, classes=3), str(out), layout="transformers")
+    assert sorted(os.listdir(out)) == ["config.json", "preprocessor_config.json"]
+
+
+def test_export_overwrite_keeps_a_file_the_user_added(tmp_path):
+    from hub_export import export
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    out = export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    export(model, out, "classification", format="onnx", overwrite=True)  # only ours inside: replaced
+    note = os.path.join(out, "notes.txt")
+    with open(note, "w") as f:
+        f.write("mine")
+    with pytest.raises(FileExistsError, match="notes.txt"):
+        export(model, out, "classification", format="onnx", overwrite=True)
+    assert open(note).read() == "mine"
+
+
+def test_the_sweep_takes_only_marked_temporaries_of_dead_writers(tmp_path):
+    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    users = tmp_path / f".tmp-model.keras-{dead}-my-backup"  # looks like an old temporary, is a user's file
+    ours = tmp_path / f".tmp-model.keras-{dead}-{atomic.MARK}abc123"
+    users.write_text("keep me")
+    ours.write_text("left by a killed writer")
+    atomic.write_file(tmp_path / "model.keras", b"new")
+    assert users.read_text() == "keep me" and not ours.exists()
+
+
+def _calibration_model():
+    return keras_vit.VisionTransformer(**TINY, classes=3)
+
+
+@pytest.mark.parametrize("images, message", [
+    ([], "no image"),
+    ([np.zeros((0, 16, 16, 3), "float32")], "no image"),
+    ([np.full((4, 16, 16, 3), 200.0, "float32")], r"values in \[200, 200\].* takes \[-1, 1\]"),
+    ([np.zeros((4, 32, 32, 3), "float32")], r"representative_images\[0\]: images must be \(batch, 16, 16, 3\)"),
+    ([np.zeros((4, 3, 16, 16), "float32")], "channels first"),
+    ([np.full((4, 16, 16, 3), np.nan, "float32")], "values in"),
+])
+def test_calibration_sets_are_checked(tmp_path, images, message):
+    from hub_export import export
+
+    with pytest.raises(ValueError, match=message):
+        export(_calibration_model(), str(tmp_path / "int8"), "classification", format="litert", quantize="int8",
+               representative_images=images)
+    assert not (tmp_path / "int8").exists()
+
+
+def test_cli_calibration_of_the_wrong_size_is_one_line(tmp_path):
+    model = _calibration_model()
+    model.save(tmp_path / "m.keras")
+    np.save(tmp_path / "calib.npy", np.zeros((4, 32, 32, 3), "float32"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", "--format=litert",
+                           "--quantize=int8", f"--representative={tmp_path / 'calib.npy'}",
+                           f"--out={tmp_path / 'out'}", "--variant=classification"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "(batch, 16, 16, 3)" in done.stderr
+    assert not (tmp_path / "out").exists()
