@@ -18,7 +18,7 @@ def _backend_flag(argv) -> str:
     return ""
 
 
-if _backend_flag(sys.argv):
+if _backend_flag(sys.argv) in ("tensorflow", "jax"):  # another value is left for the flag parser to refuse
     os.environ["KERAS_BACKEND"] = _backend_flag(sys.argv)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 

@@ -37,6 +37,7 @@ def main(argv) -> None:
         if FLAGS.backend != keras.backend.backend():
             raise ValueError(f"--backend={FLAGS.backend} but Keras was already loaded with the "
                              f"{keras.backend.backend()} backend; set KERAS_BACKEND={FLAGS.backend} instead.")
+        _refuse_other_engines_flags(FLAGS, keras.backend.backend())
         if keras.backend.backend() == "jax":
             from recipes.trainer import jax_run
 
@@ -52,6 +53,23 @@ def main(argv) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(json.dumps(summary, indent=2))
+
+
+ENGINE_FLAGS = {"tensorflow": ("strategy", "tpu"), "jax": ("distribution", "job_addresses", "num_processes",
+                                                            "process_id")}
+
+
+def _refuse_other_engines_flags(FLAGS, backend: str) -> None:
+    """A flag only the other engine reads is an error, not silently ignored (--strategy=tpu on JAX would train
+    on the CPU)."""
+    for engine, names in ENGINE_FLAGS.items():
+        given = [n for n in names if FLAGS[n].present]
+        if engine != backend and given and not (given == ["distribution"] and FLAGS.distribution in ("auto", "none")):
+            takes = ", ".join(f"--{n}" for n in ENGINE_FLAGS[backend])
+            raise ValueError(f"--{given[0]} is the {engine} engine's flag; this run is on {backend} "
+                             f"(--backend), which takes {takes}.")
+    if backend == "tensorflow" and FLAGS["tpu"].present and FLAGS.strategy != "tpu":
+        raise ValueError(f"--tpu={FLAGS.tpu} is read with --strategy=tpu only (this run: --strategy={FLAGS.strategy}).")
 
 
 def app_usage_error(message: str):

@@ -41,6 +41,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3
+    c.restart = False          # True: rename the workdir's old run aside and start over (see trainer/run_record.py)
     c.model_parallel = 2       # JAX --distribution=model: devices on the mesh's "model" axis
     c.fewshot = ml_collections.ConfigDict(dict(every=0, dataset="", train_split="", test_split="",
                                                shots=[1, 5, 10, 25], seeds=3))

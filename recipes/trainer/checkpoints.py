@@ -58,8 +58,8 @@ class GuardedCheckpoints:
     """The guarantees every engine's checkpoints keep.
 
     A checkpoint is written whole or not at all, only when every value is finite, and only then are older
-    ones rotated out. `restore` takes the newest readable, finite checkpoint, moving an unreadable one aside
-    as `<name>.unreadable` with a warning; it reads and checks a file fully before assigning anything, and a
+    ones rotated out. `restore` takes the newest readable, finite checkpoint, moving the unreadable ones after
+    it aside as `<name>.unreadable` with a warning (when none is usable it raises and moves nothing); it reads and checks a file fully before assigning anything, and a
     file of another config (a path missing or a shape different) is an error, never a fallback.
     Subclasses provide `steps`, `path`, `_write`, `_read` (raising CheckpointError for damage), `_assign`
     and `_unreadable_files`.
@@ -84,16 +84,24 @@ class GuardedCheckpoints:
     def restore(self, step: Optional[int] = None) -> Optional[int]:
         """Loads checkpoint `step`, or the newest usable one; returns its step, None if there is none."""
         candidates = [step] if step is not None else list(reversed(self.steps()))
+        damaged = []
         for candidate in candidates:
             try:
                 payload = self._read(candidate)
             except CheckpointError as e:
                 if step is not None:
                     raise
-                self._move_aside(candidate, e)
+                damaged.append((candidate, e))
                 continue
+            for bad, error in damaged:  # set aside only once a good one will be used
+                self._move_aside(bad, error)
             self._assign(candidate, payload)
             return candidate
+        if damaged:
+            raise CheckpointError(
+                f"Every checkpoint in {self.directory} is unusable (steps {', '.join(str(s) for s, _ in damaged)}; "
+                f"newest: {damaged[0][1]}). Nothing was moved or trained: start over deliberately with "
+                "--config.restart=True (the old files are renamed, not deleted).")
         return None
 
     def _move_aside(self, step: int, error: Exception) -> None:

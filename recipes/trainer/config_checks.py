@@ -41,7 +41,7 @@ def check(config) -> None:
           minimum=0.0, below=1.0)
     if config.dataset.crop_area_min > 1:
         raise ValueError(f"config.dataset.crop_area_min must be in (0, 1], got {config.dataset.crop_area_min}.")
-    for name in ("deterministic", "jit_compile", "dataset.cache", "dataset.download", "dataset.flip",
+    for name in ("restart", "deterministic", "jit_compile", "dataset.cache", "dataset.download", "dataset.flip",
                  "mpp.enabled", "optimizer.nesterov", "model.gelu_approximate", "model.remat"):
         validate.boolean(f"config.{name}", _get(config, name))
     # 0: the named row's value / no representation layer

@@ -15,7 +15,7 @@ from typing import Callable, List, Optional
 
 import jax
 import keras
-from recipes.trainer import common, config_checks, jax_step, lock
+from recipes.trainer import common, config_checks, jax_step, lock, run_record
 from recipes.trainer.jax_checkpoints import OrbaxCheckpoints
 
 logger = logging.getLogger("recipes")
@@ -66,6 +66,7 @@ def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input
 
 def _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input, callbacks,
            chief, init_checkpoint) -> dict:
+    run_record.prepare(config, outdir, "jax", writer=chief)  # another config's run is refused before anything is read
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
     model, net, loss_fn, optimizer = common.build(config, scope, num_classes, steps_total)
     engine = jax_step.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
@@ -73,6 +74,8 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
                                   loss_fn=loss_fn)
     manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
     restored = manager.restore()
+    if chief:
+        run_record.after_restore(config, outdir, "jax", steps_total, restored)
     if restored is None and config.init_weights:
         common.init_from_weights(model, config, init_checkpoint)
         engine.reload()

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from recipes import data
-from recipes.trainer import common, lock, tf_step
+from recipes.trainer import common, lock, run_record, tf_step
 from recipes.trainer.checkpoints import CheckpointManager
 
 logger = logging.getLogger("recipes")
@@ -30,11 +30,13 @@ def train_and_evaluate(config, workdir: str, *, strategy: tf.distribute.Strategy
 
 def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
            callbacks, init_checkpoint) -> dict:
+    run_record.prepare(config, outdir, "tensorflow")  # another config's run is refused before anything is read
     model, net, loss_fn, optimizer = common.build(config, strategy.scope(), num_classes, steps_total)
     manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
                                 {"model": net.variables, "optimizer": optimizer.variables},
                                 keep=config.keep_checkpoints)
     restored = manager.restore()
+    run_record.after_restore(config, outdir, "tensorflow", steps_total, restored)
     if restored is None and config.init_weights:
         common.init_from_weights(model, config, init_checkpoint)
     start = int(optimizer.iterations.numpy())

@@ -1,0 +1,122 @@
+"""What a workdir's run is: `run_config.json`, written when a run starts from step 0, compared field by field
+when one resumes, so a checkpoint never continues under another config.
+
+Resuming may change only what does not change the training itself: how often it logs, checkpoints or keeps
+checkpoints, where the data lives, compilation and determinism, few-shot probes, the init fields (read at step
+0 only), the model-parallel layout (checkpoints are resharded) and the schedule's length, which may grow (to
+extend a run) but not shrink. Anything else (optimizer, model, precision, data, batch, LoRA, seed, engine) is
+refused naming the field. A fresh start never overwrites a finished `model.keras`, and `config.restart=True`
+moves the old checkpoints and model aside (renamed, not deleted) to start over deliberately.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Optional
+
+import tensorflow as tf
+
+from recipes import atomic
+
+logger = logging.getLogger("recipes")
+
+RUN_CONFIG = "run_config.json"
+FREE_FIELDS = ("restart", "log_every", "checkpoint_every", "keep_checkpoints", "dataset.data_dir",
+               "dataset.download", "dataset.cache", "dataset.eval_split", "jit_compile", "deterministic",
+               "init_weights", "init_image_size", "init_classes", "model_parallel", "total_steps", "num_epochs",
+               "dataset.train_examples")
+FREE_PREFIXES = ("fewshot.",)
+RESTART = "--config.restart=True"  # the flag that starts over deliberately
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _record(config, engine: str, steps_total: int) -> dict:
+    return dict(engine=engine, steps_total=int(steps_total), config=_flat(config.to_dict()))
+
+
+def _read(outdir: str) -> Optional[dict]:
+    path = os.path.join(outdir, RUN_CONFIG)
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except (ValueError, tf.errors.OpError) as e:
+        raise ValueError(f"{path} is not readable JSON ({e}); it records the run this workdir holds. Restore it, "
+                         f"or start over with {RESTART}.") from e
+
+
+def _difference(saved: dict, config, engine: str) -> Optional[str]:
+    """The first reason the saved run is not this command's run, None when it is."""
+    if saved.get("engine") != engine:
+        return (f"holds a run of the {saved.get('engine')} engine; this is the {engine} engine (--backend). "
+                f"Resume it with --backend={saved.get('engine')}")
+    now = _flat(config.to_dict())
+    for field in sorted(set(now) | set(saved["config"])):
+        if field in FREE_FIELDS or field.startswith(FREE_PREFIXES):
+            continue
+        if now.get(field) != saved["config"].get(field):
+            return (f"holds a run with config.{field}={saved['config'].get(field)!r}; this command says "
+                    f"{now.get(field)!r}. A run resumes with its own config: use another --workdir")
+    return None
+
+
+def prepare(config, outdir: str, engine: str, writer: bool = True) -> None:
+    """Before any checkpoint is read: a workdir whose run was another config or engine is refused, naming the
+    first field that differs (a workdir from before run_config.json passes). With `config.restart=True` the old
+    run's checkpoints, model and records are renamed aside instead, once: a restarted run that is itself resumed
+    (the same command after a preemption) carries on. Only the `writer` process (the chief) renames."""
+    saved = _read(outdir)
+    if config.restart:
+        if saved is not None and saved["config"].get("restart") and _difference(saved, config, engine) is None:
+            return
+        if writer:
+            _move_aside(outdir)
+        return
+    if saved is not None:
+        reason = _difference(saved, config, engine)
+        if reason:
+            raise ValueError(f"--workdir {outdir} {reason}, or start over with {RESTART}.")
+
+
+def _move_aside(outdir: str) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in ("model.keras", "checkpoints", "summary.json", RUN_CONFIG):
+        old = os.path.join(outdir, name)
+        if tf.io.gfile.exists(old):
+            tf.io.gfile.rename(old, f"{old}.before-restart-{stamp}")
+            logger.warning("config.restart: moved %s aside to %s.before-restart-%s", old, old, stamp)
+
+
+def after_restore(config, outdir: str, engine: str, steps_total: int, restored: Optional[int]) -> None:
+    """Once the checkpoints are read. At step 0 a finished `model.keras` is never overwritten by a run that did
+    not start from it, and this run's record is written. On resume the schedule must reach past the checkpoint
+    and not be shorter than the saved one; a longer one is recorded."""
+    saved = _read(outdir)
+    if restored is None:
+        model = os.path.join(outdir, "model.keras")
+        if tf.io.gfile.exists(model):
+            raise ValueError(f"{outdir} holds a finished model.keras and no checkpoint to resume from; a new run "
+                             f"would overwrite it. Use another --workdir, or start over with {RESTART} (the old "
+                             "files are renamed, not deleted).")
+        atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
+        return
+    if steps_total < restored or (saved is not None and steps_total < saved.get("steps_total", 0)):
+        was = saved.get("steps_total") if saved else restored
+        raise ValueError(f"--workdir {outdir} holds a run at step {restored} of {was}; this command's schedule is "
+                         f"{steps_total} steps (config.total_steps / num_epochs). A schedule may grow to extend a "
+                         "run, not shrink below it.")
+    if saved is None or steps_total > saved.get("steps_total", 0):
+        atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
