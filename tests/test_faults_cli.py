@@ -3,6 +3,8 @@ their real bit depth; every consumer feeds a model the input range the model its
 
 import hashlib
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ from PIL import Image
 import keras_vit
 from keras_vit.analysis import fewshot, images, inspect
 from recipes import fewshot as fewshot_cli, vtab
+
+from conftest import ROOT
 
 TINY = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3))
 
@@ -135,3 +139,17 @@ def test_hub_export_unwritable_out_is_reported_before_building(saved, tmp_path, 
     assert main([f"--weights={saved}", f"--out={tmp_path / 'file' / 'module'}"]) == 2
     assert "is a file, not a directory" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["file"]
+
+
+def test_a_failed_download_names_the_url_and_where_to_place_the_file(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (20, 20)).save(tmp_path / "photo.png")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
+               KERAS_VIT_BASE_URL=f"file://{tmp_path / 'no-such-mirror'}")
+    done = subprocess.run([sys.executable, "-m", "keras_vit.predict", str(tmp_path / "photo.png"),
+                           "--weights=augreg_in21k_ft_in1k", "--model=ViT-Ti/16"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert "no-such-mirror/augreg/" in line and str(tmp_path / "cache" / "keras_vit") in line

@@ -6,6 +6,7 @@ the uninterrupted run; a damaged Orbax checkpoint falls back to the previous one
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -189,6 +190,9 @@ def test_damaged_orbax_checkpoint_falls_back_and_another_config_is_refused(tmp_p
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "summary.json").read_text())["resumed_from"] == 20
     assert "checkpoints/30 is unreadable" in again.stderr and (tmp_path / "checkpoints" / "30.unreadable").exists()
+    wider = _train(tmp_path, "--config.total_steps=50", "--config.model.mlp_dim=128")
+    assert wider.returncode == 2 and re.search(r"config\.model\.mlp_dim=\d+; this command says 128", wider.stderr)
+    (tmp_path / "run_config.json").unlink()  # a workdir from before run_config.json: the checkpoint itself tells
     wider = _train(tmp_path, "--config.total_steps=50", "--config.model.mlp_dim=128")
     assert wider.returncode == 2 and "does not fit this run" in wider.stderr and "Dense_0/kernel" in wider.stderr
 

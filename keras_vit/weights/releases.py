@@ -157,8 +157,22 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
     cache_dir = cache_dir or os.environ.get("KERAS_VIT_CACHE_DIR")
     if cache_dir:
         os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp for a missing directory
-    return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
-                                file_hash=release.sha256, hash_algorithm="sha256")
+    try:
+        return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
+                                    file_hash=release.sha256, hash_algorithm="sha256")
+    except Exception as e:  # urllib's errors, wrapped by Keras in a plain Exception
+        if isinstance(e, ValueError) and "hash" in str(e).lower():
+            raise
+        where = os.path.join(cache_dir or os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")),
+                             "keras_vit", fname)
+        raise ValueError(f"Could not download release {release.name!r} from {release.url} ({_first_line(e)}). "
+                         f"Without a network, fetch that URL elsewhere and place the file at {where} "
+                         "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ").") from e
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:
