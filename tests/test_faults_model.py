@@ -240,3 +240,24 @@ def test_pixels_of_the_wrong_range_warn_once_naming_the_preprocessing():
     assert len(said) == 2, said
     assert "integer pixels" in said[0] and "model.preprocessor()" in said[0]
     assert "[0, 255]" in said[1] and "include_preprocessing" in said[1]
+
+
+def test_a_dtype_policy_map_reaches_every_sublayer_and_saves(tmp_path):
+    import keras
+
+    policies = keras.dtype_policies.DTypePolicyMap(default_policy="float32")
+    policies["Transformer/encoderblock_0/.*"] = keras.dtype_policies.DTypePolicy("bfloat16")
+    model = keras_vit.VisionTransformer(**TINY, classes=3, dtype=policies)
+    inside = [layer for layer in model._flatten_layers() if (layer.path or "").startswith("Transformer/encoderblock_0/")]
+    assert inside and {layer.compute_dtype for layer in inside} == {"bfloat16"}
+    assert {layer.compute_dtype for layer in model._flatten_layers()
+            if (layer.path or "").startswith("Transformer/encoderblock_1/")} == {"float32"}
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+    out = model.predict(x, verbose=0)
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.models.load_model(tmp_path / "m.keras")
+    assert reloaded.encoder.blocks[0].mlp.dense_0.compute_dtype == "bfloat16"
+    np.testing.assert_array_equal(reloaded.predict(x, verbose=0), out)
+    float_model = keras_vit.VisionTransformer(**TINY, classes=3)
+    float_model.set_weights(model.get_weights())
+    np.testing.assert_allclose(float_model.predict(x, verbose=0), out, atol=0.05)  # bf16 in one block

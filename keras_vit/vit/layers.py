@@ -204,9 +204,9 @@ class EncoderBlock(keras.layers.Layer):
         y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
-        x = x + self.drop_path(y, training=training)
+        x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
         y = self.mlp(self.layer_norm_2(x), training=training)
-        x = x + self.drop_path(y, training=training)
+        x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x
 
     def compute_output_shape(self, input_shape):

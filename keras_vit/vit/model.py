@@ -57,6 +57,14 @@ def _weights_room(weights, vit_config, classes, representation_size, data_config
     return _weights_loader, classes, representation_size, DataConfig.from_dict(data_config)
 
 
+def _layer_policy(dtype):
+    """What every layer gets as `dtype`: a policy's name (a policy object defeats Keras' auto-config of
+    argument-free layers), or a `keras.dtype_policies.DTypePolicyMap` itself, which each layer reads at its own
+    path (per-layer and quantized policies, as Keras expresses them)."""
+    policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()
+    return policy if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else policy.name
+
+
 def rescale_pixels(x):
     """Float pixels in [0, 255] -> [-1, 1], the range the official checkpoints were trained on: the one
     input-range rule (arithmetic only, so numpy arrays, any backend's tensors and tf.data graphs take it)."""
@@ -137,8 +145,7 @@ class VisionTransformer(LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)
         classes = DEFAULT_CLASSES if classes is None else classes
-        # layers take the policy by name (a policy object defeats Keras' auto-config of argument-free layers)
-        policy = (keras.dtype_policies.get(dtype) if dtype is not None else keras.mixed_precision.global_policy()).name
+        policy = _layer_policy(dtype)
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
@@ -274,7 +281,9 @@ class VisionTransformer(LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
             include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate,
             position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
-            dtype=self._layer_policy, trainable=self.trainable, remat=self.remat,
+            dtype=(self._layer_policy if isinstance(self._layer_policy, str)
+                   else keras.saving.serialize_keras_object(self._layer_policy)),
+            trainable=self.trainable, remat=self.remat,
             data_config=self.data_config.to_dict())
 
     @classmethod
