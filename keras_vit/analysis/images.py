@@ -39,14 +39,6 @@ def read_image(path: str, what: str = "image") -> np.ndarray:
     return pixels.astype("float32")
 
 
-def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Bilinear (antialiased) resize of (H, W, 3) float pixels."""
-    import keras
-
-    out = keras.ops.image.resize(pixels[None], (height, width), interpolation="bilinear", antialias=True)
-    return np.asarray(keras.ops.convert_to_numpy(out))[0]
-
-
 def preprocess_image(pixels, data_config=None, size=(224, 224)) -> np.ndarray:
     """The numpy / PIL reference of a data config (`keras_vit.DataConfig` or its dict): one image (H, W, C) in
     [0, 255] -> float32 (size[0], size[1], C), resized, centre-cropped and normalised as the checkpoint was
@@ -74,23 +66,15 @@ def preprocess_image(pixels, data_config=None, size=(224, 224)) -> np.ndarray:
 
 
 def _resample(image: np.ndarray, out: int, axis: int, config) -> np.ndarray:
-    """One axis of `image` resampled to `out` pixels by the data config's kernel (PIL's and TensorFlow's
-    separable scheme: normalised kernel weights, widened by the downscale factor when antialiasing)."""
+    """One axis of `image` resampled to `out` pixels with the data config's kernel: the weights of
+    `keras_vit.vit.preprocessing.resampling_matrix` applied in float64 numpy (bicubic clipped after each pass,
+    as PIL does)."""
+    import keras
+
+    from keras_vit.vit.preprocessing import resampling_matrix
+
     n = image.shape[axis]
-    scale = n / out
-    centers = (np.arange(out) + 0.5) * scale
-    positions = np.arange(n) + 0.5
-    if config.interpolation == "nearest":
-        weights = (np.arange(n)[None, :] == np.minimum(np.floor(centers), n - 1)[:, None]).astype("float64")
-    else:
-        x = np.abs(positions[None, :] - centers[:, None]) / (max(scale, 1.0) if config.antialias else 1.0)
-        if config.interpolation == "bilinear":
-            weights = np.maximum(1.0 - x, 0.0)
-        else:  # Keys bicubic, a = -0.5
-            a = -0.5
-            weights = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
-                               np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
-        weights = weights / weights.sum(axis=1, keepdims=True)
-    out_image = np.tensordot(weights, np.moveaxis(image, axis, 0), axes=1)
-    out_image = np.moveaxis(out_image, 0, axis)
-    return np.clip(out_image, 0, 255) if config.interpolation == "bicubic" else out_image
+    weights = np.asarray(keras.ops.convert_to_numpy(
+        resampling_matrix(n, out, 0, out, config.interpolation, config.antialias)), "float64")
+    resized = np.moveaxis(np.tensordot(weights, np.moveaxis(image, axis, 0), axes=1), 0, axis)
+    return np.clip(resized, 0, 255) if config.interpolation == "bicubic" else resized

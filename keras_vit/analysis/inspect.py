@@ -182,11 +182,20 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 # ----------------------------------------------------------------------------- CLI
 
 def _load_image(path: str, model: keras.Model) -> np.ndarray:
-    """The image file in the model's input range, at its real bit depth (16-bit scans are not clipped)."""
+    """The image file read at its real bit depth (16-bit scans are not clipped) and prepared as the checkpoint
+    was evaluated (`model.preprocessor()`): (H, W, C) in the model's input range."""
     from keras_vit.analysis import images
 
-    pixels = images.resize(images.read_image(path, "--image"), *model.base_image_size)
-    return model.to_input_range(pixels)
+    prepared = model.preprocessor()(images.read_image(path, "--image"))
+    return np.asarray(keras.ops.convert_to_numpy(prepared))[0]
+
+
+def _displayable(model: keras.Model, image: np.ndarray) -> np.ndarray:
+    """One image in the model's input range back to [0, 1] RGB for the plots (the data config undone)."""
+    if model.include_preprocessing:
+        return np.clip(image / 255.0, 0.0, 1.0)
+    mean, std = model.data_config.for_channels(image.shape[-1])
+    return np.clip(image * np.asarray(std) + np.asarray(mean), 0.0, 1.0)
 
 
 def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
@@ -195,7 +204,7 @@ def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
 
     os.makedirs(out_dir, exist_ok=True)
     image = check_images(model, image)
-    shown = image[0] / 255.0 if model.include_preprocessing else (image[0] + 1.0) / 2.0
+    shown = _displayable(model, image[0])
     paths = {
         "attention_rollout": plots.plot_attention_rollout(shown, attention_rollout(model, image)[0],
                                                           os.path.join(out_dir, "attention_rollout.png")),
