@@ -261,3 +261,19 @@ def test_a_dtype_policy_map_reaches_every_sublayer_and_saves(tmp_path):
     float_model = keras_vit.VisionTransformer(**TINY, classes=3)
     float_model.set_weights(model.get_weights())
     np.testing.assert_allclose(float_model.predict(x, verbose=0), out, atol=0.05)  # bf16 in one block
+
+
+def test_compute_output_spec_takes_arrays_on_every_layer():
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    images = np.zeros((2, 16, 16, 3), "float32")
+    tokens = np.zeros((2, 17, 16), "float32")
+    cases = [(model, images, (2, 3)), (model.patch_embedding, images, (2, 16, 16)),
+             (model.class_token, np.zeros((2, 16, 16), "float32"), (2, 17, 16)),
+             (model.position_embedding, tokens, (2, 17, 16)), (model.encoder, tokens, (2, 17, 16)),
+             (model.encoder.blocks[0], tokens, (2, 17, 16)), (model.token_pooling, tokens, (2, 16)),
+             (model.preprocessor(), np.zeros((2, 40, 30, 3), "uint8"), (2, 16, 16, 3))]
+    for layer, x, shape in cases:
+        assert tuple(layer.compute_output_spec(x).shape) == shape, layer.name
+    hybrid = keras_vit.VisionTransformer(patch_size=1, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
+                                         resnet_layers=(1,), resnet_width=0.5, input_shape=(32, 32, 3))
+    assert tuple(hybrid.stem.compute_output_spec(np.zeros((1, 32, 32, 3), "float32")).shape)[:3] == (1, 8, 8)  # root: stride 4

@@ -9,10 +9,11 @@ from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
 from keras_vit.vit.lora import Projection
+from keras_vit.vit.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class MultiHeadDotProductAttention(keras.layers.Layer):
+class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     """Self-attention with the official kernel layout, its projections in Keras `EinsumDense` layers.
 
     `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel

@@ -15,6 +15,7 @@ from keras import ops
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
 from keras_vit.vit.initializers import mlp_bias_init, xavier_uniform
+from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
 __all__ = ["LAYER_NORM_EPSILON", "gelu", "PatchEmbedding", "ClassToken", "DropPath", "MultiHeadDotProductAttention",
@@ -28,7 +29,7 @@ def gelu(x, approximate: bool = True):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class PatchEmbedding(keras.layers.Layer):
+class PatchEmbedding(ArraySpecs, keras.layers.Layer):
     """Cuts the image into P x P patches and maps each linearly to D dims (eq. 1).
 
     A P x P convolution with stride P is the same map as flattening each patch
@@ -64,7 +65,7 @@ class PatchEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class ClassToken(keras.layers.Layer):
+class ClassToken(ArraySpecs, keras.layers.Layer):
     """Prepends the learned [class] token (zero-initialised, as in the original code)."""
 
     def build(self, input_shape):
@@ -81,7 +82,7 @@ class ClassToken(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class DropPath(keras.layers.Layer):
+class DropPath(ArraySpecs, keras.layers.Layer):
     """Stochastic depth: drops a whole residual branch per example while training."""
 
     def __init__(self, rate: float = 0.0, seed: Optional[int] = None, **kwargs):
@@ -108,7 +109,7 @@ class DropPath(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class MlpBlock(keras.layers.Layer):
+class MlpBlock(ArraySpecs, keras.layers.Layer):
     """Dense(mlp_dim) -> GELU (tanh form unless `gelu_approximate=False`) -> Dropout -> Dense(D) -> Dropout."""
 
     def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate: bool = True, **kwargs):
@@ -148,7 +149,7 @@ def _layer_norm(name: str, dtype_policy) -> keras.layers.LayerNormalization:
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class EncoderBlock(keras.layers.Layer):
+class EncoderBlock(ArraySpecs, keras.layers.Layer):
     """Pre-LN Transformer block (eq. 2-3): x + MSA(LN(x)), then x + MLP(LN(x)).
 
     Call with `return_attention=True` to also get the attention probabilities
@@ -221,7 +222,7 @@ class EncoderBlock(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class Encoder(keras.layers.Layer):
+class Encoder(ArraySpecs, keras.layers.Layer):
     """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm.
 
     Stochastic depth grows linearly from 0 (first block) to `drop_path_rate` (last).
@@ -277,7 +278,7 @@ class Encoder(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class TokenPooling(keras.layers.Layer):
+class TokenPooling(ArraySpecs, keras.layers.Layer):
     """Reduces the token sequence to one vector.
 
     mode 'token': the class token (row 0); 'gap': mean over the patch tokens;

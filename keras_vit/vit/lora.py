@@ -27,6 +27,7 @@ from keras import ops
 
 from keras_vit.utils import validate
 from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.specs import ArraySpecs
 
 # the layers an adapter can sit on, by the official checkpoint's names; the LoRA paper's default first
 LORA_TARGETS = ("query", "value", "key", "out", "Dense_0", "Dense_1")
@@ -34,7 +35,7 @@ DEFAULT_LORA_TARGETS = ("query", "value")
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class Projection(keras.layers.EinsumDense):
+class Projection(ArraySpecs, keras.layers.EinsumDense):
     """`EinsumDense` whose LoRA adapts the kernel as one (d_in, d_out) matrix (the paper's, and `peft`'s).
 
     `input_axes`: how many leading kernel axes are the input side (1 for query/key/value's (D, heads,

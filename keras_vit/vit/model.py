@@ -29,6 +29,7 @@ from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.preprocessing import ImagePreprocessing, PreprocessingAPI
 from keras_vit.vit.resnet import ResNetStem
+from keras_vit.vit.specs import ArraySpecs
 
 
 # The loader behind `VisionTransformer(weights=...)`, registered by `keras_vit.weights` when it is imported:
@@ -79,7 +80,7 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
+class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
@@ -321,16 +322,6 @@ class VisionTransformer(LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
         `keras_vit.load_weights` does, instead of failing after Keras has assigned part of it."""
         all_or_nothing(self, lambda: keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs),
                        filepath)
-
-    def compute_output_spec(self, inputs, *args, **kwargs):
-        """`keras.Model.compute_output_spec`; arrays are taken as specs of their shape and dtype (Keras itself
-        needs `KerasTensor`s there)."""
-        def spec(x):
-            if isinstance(x, keras.KerasTensor) or not hasattr(x, "shape"):
-                return x
-            return keras.KerasTensor(tuple(x.shape), dtype=keras.backend.standardize_dtype(x.dtype))
-
-        return super().compute_output_spec(keras.tree.map_structure(spec, inputs), *args, **kwargs)
 
     # ------------------------------------------------------------------ forward pieces (shared)
 

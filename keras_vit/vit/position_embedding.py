@@ -14,10 +14,11 @@ from keras import ops
 
 from keras_vit.utils import validate
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class AddPositionEmbedding(keras.layers.Layer):
+class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
     """Adds learned 1-D position embeddings, one row per token (normal(0.02) init).
 
     `grid_size` (rows, cols of patches) and `num_prefix_tokens` (1 with a class

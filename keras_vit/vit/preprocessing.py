@@ -19,6 +19,7 @@ from keras import ops
 
 from keras_vit.vit.data_config import DataConfig, center_crop_offset
 from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.specs import ArraySpecs
 
 _SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "nearest": 0.5}
 
@@ -77,7 +78,7 @@ def _plan(config: DataConfig, height, width, size: Tuple[int, int]):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ImagePreprocessing(keras.layers.Layer):
+class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
     """Pixels in [0, 255] (any dtype, any size) -> what a checkpoint's model takes.
 
     Resizes (shorter side or both sides to `size / crop_pct`, per `data_config.crop_mode`), crops the centre

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.specs import ArraySpecs
 
 GROUP_NORM_GROUPS = 32
 GROUP_NORM_EPSILON = 1e-6
@@ -20,7 +21,7 @@ STD_CONV_EPSILON = 1e-5
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class StdConv2D(keras.layers.Conv2D):
+class StdConv2D(ArraySpecs, keras.layers.Conv2D):
     """Conv2D whose kernel is standardised per output channel before use.
 
     `w = (w - mean) / (std + 1e-5)` over (kh, kw, in) — std plus eps, exactly as the
@@ -47,7 +48,7 @@ def _group_norm(name: str, dtype, zero_scale: bool = False) -> keras.layers.Grou
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class ResidualUnit(keras.layers.Layer):
+class ResidualUnit(ArraySpecs, keras.layers.Layer):
     """Bottleneck unit: 1x1 -> 3x3 (strided) -> 1x1 (4x features), GN after each, gn3 zero-init."""
 
     def __init__(self, features: int, strides: int = 1, **kwargs):
@@ -94,7 +95,7 @@ class ResidualUnit(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class ResNetStem(keras.layers.Layer):
+class ResNetStem(ArraySpecs, keras.layers.Layer):
     """conv_root 7x7/2 -> gn_root -> ReLU -> max-pool 3x3/2 -> stages block1..blockN.
 
     Stage i has width 64 * width * 2^(i-1) (output 4x that); its first unit
