@@ -63,6 +63,37 @@ def _need(sd: Params, key: str, source: str) -> np.ndarray:
     return np.asarray(sd[key], dtype="float32")
 
 
+# what an unmapped tensor most likely is, by the end of its name (timm's and transformers' vocabularies)
+_UNMAPPED_HINTS = ((r"\.(ls[12]\.gamma|gamma_[12]|layer_scale\d?\.lambda1)$", "LayerScale"),
+                   (r"\.[qk]_norm\.", "qk-norm"), (r"(^|\.)norm_pre\.", "a LayerNorm after the embeddings (pre-norm)"),
+                   (r"(^|\.)fc_norm\.", "a LayerNorm after pooling (fc_norm)"),
+                   (r"(^|\.)(reg_token|register_tokens)$", "register tokens"),
+                   (r"(^|\.)(dist_token|head_dist\.)", "a distillation token"),
+                   (r"(^|\.)attn_pool\.", "an attention-pooling (MAP) head"))
+
+
+class _Reader:
+    """A state dict read key by key: remembers what was taken, so that anything left is refused by name (a
+    tensor the reader does not map would otherwise be dropped without a word, giving other logits)."""
+
+    def __init__(self, sd: Params, source: str):
+        self.sd, self.source, self.used = sd, source, set()
+
+    def __call__(self, key: str) -> np.ndarray:
+        self.used.add(key)
+        return _need(self.sd, key, self.source)
+
+    def check_all_used(self) -> None:
+        left = sorted(k for k in self.sd if k not in self.used)
+        if not left:
+            return
+        what = next((hint for k in left for pattern, hint in _UNMAPPED_HINTS if re.search(pattern, k)), None)
+        raise ValueError(f"{self.source} holds {len(left)} tensor(s) keras_vit's reader does not map, e.g. "
+                         f"{left[0]!r}{f' ({what}, not part of this ViT)' if what else ''}: loading without them "
+                         f"would give other logits, so nothing was loaded. Unmapped: {', '.join(left[:6])}"
+                         f"{' ...' if len(left) > 6 else ''}.")
+
+
 def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
     """A timm `VisionTransformer` state dict (class-token or GAP, no hybrid stem) in official keys."""
     unsupported = sorted({k.split(".")[0] for k in sd} - {"cls_token", "pos_embed", "patch_embed", "blocks", "norm",
@@ -73,7 +104,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     if any(k.startswith("fc_norm.") for k in sd):
         raise ValueError(f"{source} normalises after pooling (timm fc_norm); the official GAP normalises before "
                          "it. Build the timm model with fc_norm=False to export an equivalent one.")
-    g = lambda key: _need(sd, key, source)  # noqa: E731
+    g = _Reader(sd, source)
     p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), "embedding/bias": g("patch_embed.proj.bias"),
                  POSEMB_KEY: g("pos_embed"),
                  "Transformer/encoder_norm/scale": g("norm.weight"), "Transformer/encoder_norm/bias": g("norm.bias")}
@@ -92,6 +123,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
             p[f"{o}MlpBlock_3/{ours}/bias"] = g(f"{t}mlp.{theirs}.bias")
     if "head.weight" in sd:
         p["head/kernel"], p["head/bias"] = _linear_in(g("head.weight")), g("head.bias")
+    g.check_all_used()
     return p
 
 
@@ -99,7 +131,7 @@ def transformers_to_official(sd: Params, num_heads: int, source: str = "state di
     """A `transformers` `ViTModel` / `ViTForImageClassification` state dict in official keys (the
     pooler, a Dense+tanh on the class token, is the official representation layer)."""
     sd = {k[len("vit."):] if k.startswith("vit.") else k: v for k, v in sd.items()}
-    g = lambda key: _need(sd, key, source)  # noqa: E731
+    g = _Reader(sd, source)
     e = "embeddings."
     p: Params = {"embedding/kernel": _conv_in(g(e + "patch_embeddings.projection.weight")),
                  "embedding/bias": g(e + "patch_embeddings.projection.bias"), "cls": g(e + "cls_token"),
@@ -123,6 +155,7 @@ def transformers_to_official(sd: Params, num_heads: int, source: str = "state di
         p["pre_logits/kernel"], p["pre_logits/bias"] = _linear_in(g("pooler.dense.weight")), g("pooler.dense.bias")
     if "classifier.weight" in sd:
         p["head/kernel"], p["head/bias"] = _linear_in(g("classifier.weight")), g("classifier.bias")
+    g.check_all_used()
     return p
 
 

@@ -32,13 +32,36 @@ def is_transformers_dir(path: str) -> bool:
 
 
 def _read_tensors(path: str) -> Dict[str, np.ndarray]:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    """Every tensor of a `.safetensors` file as numpy; bfloat16 ones (which numpy cannot hold, and the hub's
+    checkpoints often are) upcast exactly to float32 from their raw bytes."""
+    from safetensors import SafetensorError, safe_open
 
     try:
-        return {k: np.asarray(v) for k, v in load_file(path).items()}
-    except (SafetensorError, OSError, ValueError) as e:
+        with safe_open(path, framework="np") as f:
+            names = list(f.keys())
+            bf16 = [k for k in names if f.get_slice(k).get_dtype() == "BF16"]
+            out = {k: np.asarray(f.get_tensor(k)) for k in names if k not in bf16}
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise ValueError(f"{path!r} is not a readable .safetensors file: {e}") from e
+    if bf16:
+        out.update(_read_bfloat16(path, bf16))
+    return out
+
+
+def _read_bfloat16(path: str, names) -> Dict[str, np.ndarray]:
+    """The bfloat16 tensors `names` of a `.safetensors` file as float32: the format is an 8-byte little-endian
+    header length, a JSON header (dtype, shape, data_offsets per tensor), then the data; a bfloat16 value is the
+    upper half of the float32 with the same bits."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+        out = {}
+        for name in names:
+            start, end = header[name]["data_offsets"]
+            f.seek(8 + size + start)
+            raw = np.frombuffer(f.read(end - start), dtype="<u2").astype("<u4") << 16
+            out[name] = raw.view("<f4").reshape(header[name]["shape"])
+    return out
 
 
 def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
