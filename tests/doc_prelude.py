@@ -6,12 +6,14 @@ reader runs and what the test runs is in this file.
   MLP 2 D), so `keras_vit.ViT_L16()` builds in a second and still has its own shape.
 - A local release mirror (`KERAS_VIT_BASE_URL=file://...`, set by the test before keras_vit is imported) holds a
   random checkpoint of that narrow model under each release's file name, with the release's head.
-- The files the docs name (`ViT-B_16.npz`, `photo.jpg`, a timm `.safetensors`, a `transformers` directory, ...)
-  are written here, and the arrays they use (`images`, `x`, `names`, ...) are defined.
+- The files the docs name (`ViT-B_16.npz`, `photo.jpg`, a timm `.safetensors`, a `transformers` directory, a
+  timm repository, ...) are written here, an offline hub cache holds that repository, and the arrays the docs
+  use (`images`, `x`, `names`, ...) are defined.
 """
 
 import dataclasses
 import os
+import shutil
 
 import numpy as np
 from PIL import Image
@@ -45,6 +47,19 @@ for _release in releases.available():
     if _release.model in ("ViT-B/16", "ViT-S/16"):
         _mirror(_release)
 _mirror(releases.parse_augreg(AUGREG_FILE))
+
+# a timm repository (a small one timm wrote: tests/fixtures/timm_hub/plain), on disk and in an offline hub cache
+_TIMM_REPO = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
+_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "timm_hub", "plain")
+_SNAPSHOT = os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "snapshots", "0" * 40)
+for _folder in (_TIMM_REPO, _SNAPSHOT):
+    os.makedirs(_folder)
+    for _name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(_FIXTURE, _name), _folder)
+os.makedirs(os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "refs"))
+with open(os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "refs", "main"), "w") as _f:
+    _f.write("0" * 40)
+os.environ.update(HF_HUB_CACHE=os.path.abspath("hub_cache"), HF_HUB_OFFLINE="1")
 
 _rng = np.random.default_rng(0)
 keras_vit.save_npz(keras_vit.ViT_B16(classes=21843, representation_size=768), "ViT-B_16.npz")

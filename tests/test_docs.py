@@ -36,8 +36,8 @@ def _python_blocks(page: str):
 _RUNNER = """
 import sys, traceback
 sys.path.insert(0, sys.argv[1])
-namespace = {}
-exec(open(sys.argv[2]).read(), namespace)
+namespace = {"__file__": sys.argv[2], "__name__": "__main__"}
+exec(compile(open(sys.argv[2]).read(), sys.argv[2], "exec"), namespace)
 for i, code in enumerate(open(sys.argv[3]).read().split("\\n#----block----\\n")):
     try:
         exec(compile(code, f"block {i}", "exec"), namespace)

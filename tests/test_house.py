@@ -136,8 +136,8 @@ def test_only_the_loader_tells_weight_sources_apart():
     assert set(found) - set(SUFFIX_ALLOWED) == set(), found
     loader_constants = {n.value for n in ast.walk(MODULES["keras_vit.weights.load"]) if isinstance(n, ast.Constant)}
     assert set(SOURCE_SUFFIXES) <= loader_constants
-    # release names and transformers directories are recognised there too
-    for predicate in ("is_release_name", "is_transformers_dir"):
+    # release names, transformers and timm directories and hub handles are recognised there too
+    for predicate in ("is_release_name", "is_transformers_dir", "is_timm_dir", "is_handle"):
         callers = {m for m, tree in MODULES.items() for n in ast.walk(tree)
                    if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == predicate}
         assert callers <= {"keras_vit.weights.load", "keras_vit.weights.safetensors_files"}, (predicate, callers)

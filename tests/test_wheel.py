@@ -36,7 +36,7 @@ def test_the_wheel_is_named_and_holds_the_package_data(wheel):
     assert not any(n.startswith("tests/") for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert f"Name: {DIST}" in metadata and "Requires-Dist: keras>=" in metadata
-    for extra in ("tensorflow", "jax", "torch", "export", "train"):
+    for extra in ("tensorflow", "jax", "torch", "export", "train", "hub"):
         assert f"Provides-Extra: {extra}" in metadata, extra
 
 

@@ -23,11 +23,13 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
-from keras_vit.weights import keras_files, official, releases, safetensors_files
+from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
 
 SOURCE_KINDS = ("a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
                 "or big_vision .npz, a .keras model, a .weights.h5 file (with the model's name), a timm "
-                ".safetensors state dict, or a transformers ViT directory (config.json + model.safetensors)")
+                ".safetensors state dict, a timm repository directory (config.json naming its architecture + "
+                "model.safetensors), a transformers ViT directory (config.json + model.safetensors), or a hub "
+                "handle (hf-hub:timm/<name>, hf://<org>/<name>, with @<revision>)")
 _FILE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
 PathLike = Union[str, os.PathLike]
 
@@ -39,13 +41,19 @@ def source_kind(source: Optional[PathLike]) -> Optional[str]:
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"weights must be None, a file path or a release name, got {type(source).__name__}.")
     source = os.fspath(source)
+    if hub.is_handle(source):
+        hub.parse(source)  # a malformed handle fails here, before anything is fetched
+        return "hub"
     if not os.path.exists(source):
         if releases.is_release_name(source):
             return "release"
         _refuse_missing(source)
     if os.path.isdir(source):
+        if timm_dirs.is_timm_dir(source):
+            return "timm_dir"
         if not safetensors_files.is_transformers_dir(source):
-            raise ValueError(f"weights directory {source!r} is not a transformers ViT directory (no config.json).")
+            raise ValueError(f"weights directory {source!r} is neither a timm repository nor a transformers ViT "
+                             "directory (no config.json).")
         return "transformers"
     for suffix, kind in ((".npz", "npz"), (".keras", "keras"), (".weights.h5", "weights_h5"),
                          (".safetensors", "safetensors")):
@@ -105,6 +113,10 @@ def data_config(source: Optional[PathLike], model_name: Optional[str] = None) ->
         return TIMM_VIT
     if kind == "transformers":
         return safetensors_files.transformers_data_config(os.fspath(source))
+    if kind == "timm_dir":
+        return timm_dirs.data_config(os.fspath(source))
+    if kind == "hub":
+        return data_config(hub.resolve(os.fspath(source)), model_name)
     if kind == "keras":
         saved = keras_files.saved_data_config(os.fspath(source))
         return DataConfig.from_dict(saved) if saved is not None else None
@@ -127,7 +139,7 @@ class Checkpoint:
 
     Attributes:
       source: the path or name as given; `path`: the local file or directory read (a release's download).
-      kind: "release", "npz", "keras", "weights_h5", "safetensors" or "transformers".
+      kind: "release", "npz", "keras", "weights_h5", "safetensors", "timm_dir" or "transformers".
       params: {official key: float array}.
       implied: `VisionTransformer` keywords the source states beyond its shapes (a timm file's exact GELU, a
         transformers config's heads and image size; a `.keras` file's whole config).
@@ -182,6 +194,13 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         return Checkpoint(path, kind, local, official.read_npz(local), release=release)
     if kind == "npz":
         return Checkpoint(path, kind, path, official.read_npz(path))
+    if kind == "hub":
+        local = hub.resolve(path)
+        checkpoint = _read(source_kind(local), local, model_name, num_heads, build)
+        return dataclasses.replace(checkpoint, source=path)
+    if kind == "timm_dir":
+        params, implied = timm_dirs.read(path)
+        return Checkpoint(path, kind, path, params, implied=implied)
     if kind in ("safetensors", "transformers"):
         heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
         reader = safetensors_files.read_timm if kind == "safetensors" else safetensors_files.read_transformers

@@ -1,0 +1,61 @@
+"""Hugging Face hub handles: `hf-hub:timm/<name>` (timm's spelling) and `hf://<org>/<name>`, each with an
+optional `@<revision>` (a branch, tag or commit).
+
+Resolved through `huggingface_hub` itself, so its cache (`HF_HUB_CACHE`), its offline mode
+(`HF_HUB_OFFLINE=1`) and its token apply. Only `config.json` and `model.safetensors` are fetched, into the
+hub's snapshot folder, which is then read as a local timm or `transformers` directory; a repository holding
+only `pytorch_model.bin` is refused (keras_vit never unpickles).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Tuple
+
+from keras_vit.weights.timm_dirs import CONFIG, WEIGHTS  # the same two file names in both layouts
+
+PREFIXES = ("hf-hub:", "hf://")
+
+
+def is_handle(source) -> bool:
+    return isinstance(source, str) and source.startswith(PREFIXES)
+
+
+def parse(handle: str) -> Tuple[str, str]:
+    """(repo id, revision or "") of a handle; a clear error for one that names no `org/name`."""
+    rest = handle.split(":", 1)[1].lstrip("/") if handle.startswith("hf-hub:") else handle[len("hf://"):]
+    repo, _, revision = rest.partition("@")
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise ValueError(f"weights={handle!r}: a hub handle is hf-hub:<org>/<name>[@revision] or "
+                         "hf://<org>/<name>[@revision].")
+    return repo, revision
+
+
+def resolve(handle: str) -> str:
+    """The local folder (the hub cache's snapshot) holding the handle's config.json and model.safetensors."""
+    try:
+        import huggingface_hub
+        from huggingface_hub import constants, errors
+    except ImportError as e:
+        raise ValueError(f"weights={handle!r} needs huggingface_hub: pip install "
+                         "'keras-vision-transformer[hub]'.") from e
+    repo, revision = parse(handle)
+    where = f"{repo}{'@' + revision if revision else ''}"
+    paths = []
+    for name in (CONFIG, WEIGHTS):
+        try:
+            paths.append(huggingface_hub.hf_hub_download(repo, name, revision=revision or None))
+        except errors.RevisionNotFoundError as e:
+            raise ValueError(f"{handle!r}: the hub has no revision {revision!r} of {repo}.") from e
+        except errors.RepositoryNotFoundError as e:
+            raise ValueError(f"{handle!r}: no hub repository {repo!r} (or it is private: log in with "
+                             "`hf auth login`).") from e
+        except errors.LocalEntryNotFoundError as e:  # before EntryNotFoundError: a subclass of it
+            offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else " (no network?)"
+            raise ValueError(f"{handle!r}: {name} of {where} is not in the hub cache {constants.HF_HUB_CACHE} and "
+                             f"cannot be downloaded{offline}.") from e
+        except errors.EntryNotFoundError as e:
+            pickle = " (it holds pytorch_model.bin, a pickle keras_vit never loads: convert it with timm's " \
+                     "save_for_hf(..., safe_serialization=True))" if name == WEIGHTS else ""
+            raise ValueError(f"{handle!r}: {where} has no {name}{pickle}.") from e
+    return os.path.dirname(paths[0])

@@ -1,0 +1,99 @@
+"""timm repository directories: what timm's `save_for_hf` writes and the Hugging Face hub serves for `timm/...`
+models (`config.json` + `model.safetensors`).
+
+`config.json` holds `architecture` (timm's model name), `model_args` (the keywords it was built with; absent
+in files from older timm, where the arrays' shapes and the model table decide) and `pretrained_cfg` (input
+size, mean, std, crop_pct, crop_mode, interpolation): that last part becomes the model's `DataConfig`. The
+weights are a timm state dict, read by the same strict reader as a bare timm `.safetensors` file. Arguments of
+timm's `VisionTransformer` that keras_vit does not build yet (LayerScale, registers, qk-norm, ...) are refused
+by name; `pytorch_model.bin` is never unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Tuple
+
+import numpy as np
+
+from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
+from keras_vit.weights import safetensors_files
+
+CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
+# model_args keras_vit reads (the arrays' shapes decide the sizes); those that act in training only; and the
+# structural ones keras_vit builds only at timm's default value (class_token=False goes with global_pool="avg")
+_READ = {"img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "num_classes", "in_chans",
+         "global_pool", "class_token"}
+_TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
+                  "dynamic_img_size"}
+_DEFAULTS = {"qkv_bias": True, "no_embed_class": False, "reg_tokens": 0, "pre_norm": False, "init_values": None,
+             "qk_norm": False, "fc_norm": None}
+
+
+def is_timm_dir(path: str) -> bool:
+    """A directory whose config.json names a timm `architecture`."""
+    try:
+        with open(os.path.join(path, CONFIG)) as f:
+            return os.path.isdir(path) and "architecture" in json.load(f)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _config(directory: str) -> dict:
+    try:
+        with open(os.path.join(directory, CONFIG)) as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{directory!r}: {CONFIG} is not readable JSON: {e}") from e
+    if not isinstance(config, dict) or not isinstance(config.get("architecture"), str):
+        raise ValueError(f"{directory!r}: {CONFIG} names no timm architecture.")
+    return config
+
+
+def _check_args(directory: str, config: dict) -> dict:
+    """model_args, after refusing those that make a network keras_vit does not build (named)."""
+    args = config.get("model_args") or {}
+    for key, value in args.items():
+        if key in _READ or key in _TRAINING_ONLY:
+            continue
+        if key not in _DEFAULTS or value != _DEFAULTS[key]:
+            raise ValueError(f"{directory!r} ({config['architecture']}) was built with {key}={value!r}, a part of "
+                             "timm's VisionTransformer that keras_vit does not build yet; nothing was loaded.")
+    pool = args.get("global_pool", config.get("global_pool", "token"))
+    if pool not in ("token", "avg"):
+        raise ValueError(f"{directory!r}: global_pool={pool!r}; keras_vit pools with the class token or an average.")
+    return args
+
+
+def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
+    """({official key: array}, keywords the directory implies) of a timm repository directory."""
+    weights = os.path.join(directory, WEIGHTS)
+    config = _config(directory)
+    if not os.path.exists(weights):
+        hint = (f" It has {PICKLE}, a pickle keras_vit never loads: convert it with timm "
+                "(timm.models.load_checkpoint, then save_for_hf(..., safe_serialization=True))."
+                if os.path.exists(os.path.join(directory, PICKLE)) else "")
+        raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
+    args = _check_args(directory, config)
+    params, implied = safetensors_files.read_timm(weights, args.get("num_heads"))
+    size = args.get("img_size") or (config.get("pretrained_cfg") or {}).get("input_size", [3, 224, 224])[1:]
+    size = (size, size) if isinstance(size, int) else tuple(size)
+    implied.update(input_shape=(int(size[0]), int(size[1]), int(args.get("in_chans", 3))))
+    if args.get("global_pool", config.get("global_pool")) == "avg" and args.get("class_token", True) is False:
+        implied["classifier"] = "gap"
+    return params, implied
+
+
+def data_config(directory: str) -> DataConfig:
+    """The directory's `pretrained_cfg` as a `DataConfig` (timm's ViT defaults for what it leaves out)."""
+    cfg = _config(directory).get("pretrained_cfg") or {}
+    interpolation = cfg.get("interpolation", "bicubic")
+    crop_mode = cfg.get("crop_mode", "center")
+    if interpolation not in INTERPOLATIONS or crop_mode not in CROP_MODES:
+        raise ValueError(f"{directory!r}: pretrained_cfg interpolation={interpolation!r}, crop_mode={crop_mode!r}; "
+                         f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}.")
+    labels = {1000: "imagenet1k", 21843: "imagenet21k"}.get(cfg.get("num_classes"))
+    return DataConfig(mean=cfg.get("mean", 0.5), std=cfg.get("std", 0.5), crop_pct=cfg.get("crop_pct", 0.9),
+                      crop_mode=crop_mode, interpolation=interpolation, antialias=True,
+                      labels=labels if cfg.get("label_offset", 0) == 0 else None)

@@ -1,0 +1,112 @@
+"""timm repository directories and hub handles. Fixtures made by timm itself (tools/make_timm_hub_fixtures.py:
+`save_for_hf(..., safe_serialization=True)`, every parameter perturbed); hub handles resolved offline against a
+`huggingface_hub` cache laid out in a temporary directory as the library documents it
+(models--<org>--<name>/refs/<revision> holding a commit, snapshots/<commit>/<files>)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import keras_vit
+
+from conftest import ROOT
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "timm_hub")
+PLAIN = os.path.join(FIXTURES, "plain")
+
+
+def test_a_timm_repository_directory_gives_timms_logits_and_its_data_config():
+    model = keras_vit.load_model(PLAIN, classifier_activation=None)
+    logits = model.predict(np.load(os.path.join(PLAIN, "input.npy")), verbose=0)
+    assert np.abs(logits - np.load(os.path.join(PLAIN, "logits.npy"))).max() <= 1e-4  # measured 2.4e-7
+    assert model.gelu_approximate is False and model.image_size == (32, 32) and model.classes == 5
+    config = json.load(open(os.path.join(PLAIN, "config.json")))["pretrained_cfg"]
+    assert (model.data_config.crop_pct, model.data_config.interpolation) == (config["crop_pct"], "bicubic")
+    again = keras_vit.VisionTransformer(**{k: v for k, v in model.get_config().items() if k != "weights"})
+    keras_vit.load_weights(again, PLAIN)
+    np.testing.assert_array_equal(again.predict(np.load(os.path.join(PLAIN, "input.npy")), verbose=0), logits)
+
+
+def test_deit3_layerscale_is_refused_by_name_not_loaded_as_a_plain_vit():
+    with pytest.raises(ValueError, match=r"'blocks\.0\.ls1\.gamma' \(LayerScale"):
+        keras_vit.load_model(os.path.join(FIXTURES, "deit3"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"init_values": 1e-5}, "init_values=1e-05"), ({"reg_tokens": 4}, "reg_tokens=4"),
+    ({"global_pool": "map"}, "global_pool='map'"), ({"qk_norm": True}, "qk_norm=True")])
+def test_model_args_keras_vit_does_not_build_are_refused(tmp_path, edit, message):
+    folder = tmp_path / "repo"
+    shutil.copytree(PLAIN, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["model_args"].update(edit)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=message):
+        keras_vit.load_model(str(folder))
+
+
+def test_a_repository_with_only_a_pickle_says_how_to_convert(tmp_path):
+    folder = tmp_path / "repo"
+    shutil.copytree(PLAIN, folder)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(FileNotFoundError, match="never loads: convert it with timm"):
+        keras_vit.load_model(str(folder))
+
+
+def _hub_cache(root, repo: str, revision: str, commit: str, files: dict) -> None:
+    folder = root / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / revision).write_text(commit)
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for name, source in files.items():
+        shutil.copy(source, snapshot / name)
+
+
+_RUN = """
+import json, sys, numpy as np, keras_vit
+images = np.load(%r)
+out = {}
+for handle in sys.argv[1:]:
+    try:
+        m = keras_vit.load_model(handle, classifier_activation=None)
+        out[handle] = {"logits": m.predict(images, verbose=0).tolist(),
+                       "crop_pct": m.data_config.crop_pct}
+    except ValueError as e:
+        out[handle] = {"error": str(e)}
+print(json.dumps(out))
+"""
+
+
+def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    cache = tmp_path / "hub"
+    files = {n: os.path.join(PLAIN, n) for n in ("config.json", "model.safetensors")}
+    _hub_cache(cache, "timm/vit_test.plain", "main", "a" * 40, files)
+    _hub_cache(cache, "someone/no_weights", "main", "b" * 40, {"config.json": files["config.json"]})
+    handles = ["hf-hub:timm/vit_test.plain", "hf://timm/vit_test.plain", "hf-hub:timm/vit_test.plain@v2",
+               "hf-hub:someone/no_weights", "hf-hub:timm/not_cached"]
+    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", _RUN % os.path.join(PLAIN, "input.npy"), *handles], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    want = np.load(os.path.join(PLAIN, "logits.npy"))
+    for handle in handles[:2]:
+        assert np.abs(np.asarray(out[handle]["logits"]) - want).max() <= 1e-4, handle
+        assert out[handle]["crop_pct"] == 0.9
+    assert "config.json of timm/vit_test.plain@v2 is not in the hub cache" in out[handles[2]]["error"]
+    assert "model.safetensors of someone/no_weights is not in the hub cache" in out[handles[3]]["error"]
+    assert "HF_HUB_OFFLINE is set" in out[handles[4]]["error"]
+
+
+@pytest.mark.parametrize("handle", ["hf-hub:timm", "hf://a/b/c", "hf-hub:/x"])
+def test_malformed_handles_are_refused_before_any_fetch(handle):
+    with pytest.raises(ValueError, match="a hub handle is hf-hub:<org>/<name>"):
+        keras_vit.load_model(handle)

@@ -1,0 +1,61 @@
+"""Makes tests/fixtures/timm_hub/: timm repository directories as `save_for_hf` writes them (config.json with
+`architecture`, `model_args` and `pretrained_cfg`, plus model.safetensors), with every parameter perturbed so a
+dropped tensor shows, an NHWC input and timm's own logits on it. Run by hand (not in CI):
+
+    PYTHONPATH=tools/torchvision_stub python tools/make_timm_hub_fixtures.py [--out DIR]
+
+with torch 2.13.0 (CPU) and timm 1.0.31; torchvision is replaced by tools/torchvision_stub (see its docstring).
+Cases: "plain" (a small vit_base_patch16_224: class token, exact GELU, augreg2's data config) and "deit3"
+(LayerScale, which keras_vit does not build yet: its reader must refuse it by name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchvision_stub"))
+
+import numpy as np  # noqa: E402
+import timm  # noqa: E402
+import torch  # noqa: E402
+from timm.models._hub import save_for_hf  # noqa: E402
+
+SMALL = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
+CASES = {"plain": ("vit_base_patch16_224.augreg2_in21k_ft_in1k", {}),
+         "deit3": ("deit3_base_patch16_224.fb_in1k", {})}
+
+
+def _perturb(model: torch.nn.Module, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=generator))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.path.join("tests", "fixtures", "timm_hub"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    images = rng.uniform(-1, 1, (2, 32, 32, 3)).astype("float32")  # NHWC, already normalised
+    for seed, (case, (name, extra)) in enumerate(CASES.items()):
+        model = timm.create_model(name, pretrained=False, **SMALL, **extra).eval()
+        _perturb(model, seed)
+        folder = os.path.join(args.out, case)
+        save_for_hf(model, folder, safe_serialization=True)
+        if os.path.exists(os.path.join(folder, "pytorch_model.bin")):
+            os.remove(os.path.join(folder, "pytorch_model.bin"))
+        with torch.no_grad():
+            logits = model(torch.from_numpy(images).permute(0, 3, 1, 2)).numpy()
+        np.save(os.path.join(folder, "input.npy"), images)
+        np.save(os.path.join(folder, "logits.npy"), logits)
+        with open(os.path.join(folder, "versions.json"), "w") as f:
+            json.dump({"timm": timm.__version__, "torch": torch.__version__, "name": name, "args": SMALL}, f)
+        print(case, folder, sorted(os.listdir(folder)))
+
+
+if __name__ == "__main__":
+    main()
