@@ -23,6 +23,7 @@ from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 from keras_vit.weights import load_model, load_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
 from keras_vit.weights.safetensors_files import save_safetensors
+from keras_vit.weights.timm_dirs import save_pretrained
 
 # the constructors
 from keras_vit.applications import (R26_ViT_B32, R26_ViT_S32, R50_ViT_B16, R50_ViT_B32, R50_ViT_L16, R50_ViT_L32,
@@ -42,7 +43,7 @@ __all__ = [
     "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
     "VisionTransformer", "create_model", "decode_predictions", "fine_tuning_optimizer", "get_config", "layout_map",
-    "list_models", "load_model", "load_npz", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_safetensors", "vit_config",
+    "list_models", "load_model", "load_npz", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_pretrained", "save_safetensors", "vit_config",
 ]
 
 _moved.install()

@@ -110,3 +110,48 @@ def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
 def test_malformed_handles_are_refused_before_any_fetch(handle):
     with pytest.raises(ValueError, match="a hub handle is hf-hub:<org>/<name>"):
         keras_vit.load_model(handle)
+
+
+def _random_model(**kwargs):
+    model = keras_vit.VisionTransformer(8, 32, 64, 2, 2, input_shape=(32, 32, 3), classes=5,
+                                        classifier_activation=None, **kwargs)
+    rng = np.random.default_rng(8)
+    model.set_weights([(rng.normal(size=w.shape) * 0.2).astype("float32") for w in model.get_weights()])
+    return model
+
+
+@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(gelu_approximate=True),
+                                    dict(classifier="gap", gelu_approximate=False)])
+def test_save_pretrained_writes_a_timm_repository_that_reads_back(tmp_path, kwargs):
+    model = _random_model(**kwargs, data_config=dict(crop_pct=0.875, crop_mode="center", interpolation="bicubic",
+                                                    antialias=True))
+    out = keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    config = json.load(open(os.path.join(out, "config.json")))
+    assert config["model_args"]["act_layer"] == ("gelu_tanh" if model.gelu_approximate else "gelu")
+    assert config["pretrained_cfg"]["crop_pct"] == 0.875 and config["pretrained_cfg"]["input_size"] == [3, 32, 32]
+    back = keras_vit.load_model(out, classifier_activation=None)
+    assert (back.classifier, back.gelu_approximate, back.data_config) == (
+        model.classifier, model.gelu_approximate, model.data_config)
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(back.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-5)
+    with pytest.raises(FileExistsError):
+        keras_vit.save_pretrained(model, out)
+    keras_vit.save_pretrained(model, out, overwrite=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(classifier="gap", gelu_approximate=True)])
+def test_timm_loads_save_pretrained_strictly_with_our_logits(tmp_path, kwargs):
+    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
+    model = _random_model(**kwargs)
+    x = np.random.default_rng(7).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
+    np.save(tmp_path / "input.npy", x)
+    np.save(tmp_path / "keras_logits.npy", model.predict(x, verbose=0))
+    keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
+    done = subprocess.run([python, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
+        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
+    assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout

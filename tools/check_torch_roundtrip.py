@@ -3,7 +3,9 @@ keras_vit's. Used by tests/test_torch_roundtrip.py (slow: needs torch, timm, tra
 
     python tools/check_torch_roundtrip.py timm  DIR   (with tools/torchvision_stub on PYTHONPATH)
     python tools/check_torch_roundtrip.py transformers DIR
-DIR holds `timm.safetensors` / `hf/`, `input.npy`, `keras_logits.npy` and `sizes.json`.
+    python tools/check_torch_roundtrip.py timm_dir DIR   (keras_vit.save_pretrained's `repo/`, read by timm's
+                                                          own local-dir: loader; torchvision stub as above)
+DIR holds `timm.safetensors` / `hf/` / `repo/`, `input.npy`, `keras_logits.npy` and `sizes.json`.
 """
 
 import json
@@ -18,10 +20,14 @@ import torch
 def main(kind: str, directory: str) -> None:
     x = torch.from_numpy(np.load(os.path.join(directory, "input.npy")).transpose(0, 3, 1, 2).copy())
     ours = np.load(os.path.join(directory, "keras_logits.npy"))
-    s = json.load(open(os.path.join(directory, "sizes.json")))
+    s = json.load(open(os.path.join(directory, "sizes.json"))) if kind != "timm_dir" else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if kind == "timm":
+        if kind == "timm_dir":
+            import timm
+
+            model = timm.create_model("local-dir:" + os.path.join(directory, "repo"), pretrained=True)
+        elif kind == "timm":
             import timm
 
             model = timm.create_model(

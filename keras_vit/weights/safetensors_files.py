@@ -139,6 +139,27 @@ def transformers_data_config(directory: str) -> DataConfig:
                       interpolation=_PIL_RESAMPLE[resample], antialias=True)
 
 
+def _plain_params(model, layout: str) -> tuple:
+    """({official key: float32 array}, depth) of a plain ViT that PyTorch's libraries can hold, or a ValueError
+    naming what they cannot (a hybrid stem, a representation layer)."""
+    model = ensure_vit(model, f"{layout} writers take keras_vit models")
+    if model.stem is not None:
+        raise ValueError(f"Model {model.name!r} is a hybrid; only plain ViTs are written as {layout} safetensors.")
+    if model.pre_logits is not None:
+        raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
+                         "classifier lacks; rebuild it without one (representation_size=None) to export.")
+    params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in official.model_params(model).items()}
+    return params, model.vit_config.num_layers
+
+
+def timm_state_dict(model) -> Dict[str, np.ndarray]:
+    """`model` as the state dict of timm's `VisionTransformer` (with its head: timm repositories hold one)."""
+    params, n = _plain_params(model, "timm")
+    if not model.include_top:
+        raise ValueError(f"Model {model.name!r} has no head (include_top=False); a timm repository holds one.")
+    return layouts.official_to_timm(params, n)
+
+
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
     """Writes `model` for PyTorch users, atomically: `layout="timm"` a `.safetensors` state dict of timm's
     `VisionTransformer`; `layout="transformers"` a directory (`config.json` + `model.safetensors`) for
@@ -146,19 +167,13 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
     from safetensors.numpy import save_file
 
 
-    model = ensure_vit(model, "save_safetensors writes keras_vit models")
     if layout not in ("timm", "transformers"):
         raise ValueError(f"layout={layout!r}; expected 'timm' or 'transformers'.")
-    if model.stem is not None:
-        raise ValueError(f"Model {model.name!r} is a hybrid; only plain ViTs are written as {layout} safetensors.")
-    if model.pre_logits is not None:
-        raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
-                         "classifier lacks; rebuild it without one (representation_size=None) to export.")
-    params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in official.model_params(model).items()}
-    n = model.vit_config.num_layers
+    params, n = _plain_params(model, layout)
     if layout == "timm":
         if not str(path).endswith(".safetensors"):
-            raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r}.")
+            raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
+                             "directory: keras_vit.save_pretrained).")
         sd = layouts.official_to_timm(params, n)
         return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     if model.classifier != "token" or not model.include_top:

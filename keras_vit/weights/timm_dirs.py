@@ -24,7 +24,8 @@ CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin
 # model_args keras_vit reads (the arrays' shapes decide the sizes); those that act in training only; and the
 # structural ones keras_vit builds only at timm's default value (class_token=False goes with global_pool="avg")
 _READ = {"img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "num_classes", "in_chans",
-         "global_pool", "class_token"}
+         "global_pool", "class_token", "act_layer"}
+_ACTIVATIONS = {"gelu": False, "gelu_tanh": True}  # timm's name -> keras_vit's gelu_approximate
 _TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
                   "dynamic_img_size"}
 _DEFAULTS = {"qkv_bias": True, "no_embed_class": False, "reg_tokens": 0, "pre_norm": False, "init_values": None,
@@ -57,9 +58,12 @@ def _check_args(directory: str, config: dict) -> dict:
     for key, value in args.items():
         if key in _READ or key in _TRAINING_ONLY:
             continue
-        if key not in _DEFAULTS or value != _DEFAULTS[key]:
+        if key not in _DEFAULTS or (value != _DEFAULTS[key] and not (key == "fc_norm" and value is False)):
             raise ValueError(f"{directory!r} ({config['architecture']}) was built with {key}={value!r}, a part of "
                              "timm's VisionTransformer that keras_vit does not build yet; nothing was loaded.")
+    if "act_layer" in args and args["act_layer"] not in _ACTIVATIONS:
+        raise ValueError(f"{directory!r} ({config['architecture']}) uses act_layer={args['act_layer']!r}; keras_vit's "
+                         f"MLP has {' or '.join(_ACTIVATIONS)}; nothing was loaded.")
     pool = args.get("global_pool", config.get("global_pool", "token"))
     if pool not in ("token", "avg"):
         raise ValueError(f"{directory!r}: global_pool={pool!r}; keras_vit pools with the class token or an average.")
@@ -82,6 +86,8 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     implied.update(input_shape=(int(size[0]), int(size[1]), int(args.get("in_chans", 3))))
     if args.get("global_pool", config.get("global_pool")) == "avg" and args.get("class_token", True) is False:
         implied["classifier"] = "gap"
+    if "act_layer" in args:
+        implied["gelu_approximate"] = _ACTIVATIONS[args["act_layer"]]
     return params, implied
 
 
@@ -97,3 +103,46 @@ def data_config(directory: str) -> DataConfig:
     return DataConfig(mean=cfg.get("mean", 0.5), std=cfg.get("std", 0.5), crop_pct=cfg.get("crop_pct", 0.9),
                       crop_mode=crop_mode, interpolation=interpolation, antialias=True,
                       labels=labels if cfg.get("label_offset", 0) == 0 else None)
+
+
+def _pretrained_cfg(model) -> dict:
+    """The model's data config and input in timm's `pretrained_cfg` vocabulary."""
+    config = model.data_config
+    mean, std = config.for_channels(model.channels)
+    return dict(input_size=[model.channels, *model.base_image_size], interpolation=config.interpolation,
+                crop_pct=config.crop_pct, crop_mode=config.crop_mode, mean=list(mean), std=list(std),
+                num_classes=model.classes, first_conv="patch_embed.proj", classifier="head",
+                fixed_input_size=not model.dynamic_size, custom_load=False)
+
+
+def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: bool = False) -> str:
+    """Writes `model` as a timm repository directory (`config.json` + `model.safetensors`), what
+    `timm.create_model("hf-hub:...")` or `pretrained_cfg_overlay=dict(file=...)` loads strictly, with the
+    model's data config as `pretrained_cfg`. Plain ViTs (class token or GAP) with a head and no representation
+    layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it holds nothing
+    but an earlier output of this writer."""
+    from safetensors.numpy import save_file
+
+    from keras_vit.utils import atomic
+
+    if layout != "timm":
+        raise ValueError(f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
+                         "keras_vit.save_safetensors(model, dir, layout='transformers')).")
+    sd = safetensors_files.timm_state_dict(model)
+    c = model.vit_config
+    gap = model.classifier == "gap"
+    args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
+                depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
+                num_classes=model.classes, in_chans=model.channels, global_pool="avg" if gap else "token",
+                class_token=not gap, act_layer="gelu_tanh" if model.gelu_approximate else "gelu")
+    if gap:
+        args["fc_norm"] = False  # the official GAP normalises before pooling, as timm does without fc_norm
+    config = dict(architecture="vit_base_patch16_224", num_classes=model.classes, num_features=c.hidden_size,
+                  global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model))
+
+    def fill(tmp: str) -> None:
+        save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
+        with open(os.path.join(tmp, CONFIG), "w") as f:
+            json.dump(config, f, indent=2)
+
+    return atomic.write_directory(directory, fill, overwrite=overwrite, replaceable=is_timm_dir)
