@@ -43,8 +43,8 @@ def _pipeline(source, size: int, batch: int, raw_pixels: bool = False):
 
 
 def extract(feature_fn, source, size: int, batch: int = 64, raw_pixels: bool = False):
-    """(features, labels) of `source`; images in [-1, 1], or [0, 255] with `raw_pixels` (a model built
-    with include_preprocessing=True)."""
+    """(features, labels) of `source`; images in [-1, 1], or [0, 255] with `raw_pixels` (for a
+    `feature_fn` that normalises them itself, as the CLI's does per the model's data config)."""
     feats, labels = [], []
     for images, y in _pipeline(source, size, batch, raw_pixels):
         feats.append(feature_fn(images.numpy()))
@@ -99,13 +99,16 @@ def main(argv=None) -> int:
         else:
             model = create_model(args.model or "ViT-B/16", include_top=False, **kwargs)
         size = model.base_image_size[0]
-        feature_fn = fewshot.feature_extractor(model)
+        features = fewshot.feature_extractor(model)
+
+        def feature_fn(pixels):  # [0, 255] pixels normalised per the model's own data config (mean, std)
+            return features(model.to_input_range(pixels))
+
         results = {}
         for name in names:
             tfds_name, train_split, test_split = STANDARD[name]
-            raw = model.include_preprocessing
-            x, y = extract(feature_fn, load_source(tfds_name, train_split, args.data_dir or None), size, 64, raw)
-            xt, yt = extract(feature_fn, load_source(tfds_name, test_split, args.data_dir or None), size, 64, raw)
+            x, y = extract(feature_fn, load_source(tfds_name, train_split, args.data_dir or None), size, 64, True)
+            xt, yt = extract(feature_fn, load_source(tfds_name, test_split, args.data_dir or None), size, 64, True)
             for k in shots:
                 accs = [fewshot.linear_fewshot_accuracy(x, y, xt, yt, k, s) for s in range(args.seeds)]
                 results[f"{name}_{k}shot"] = (float(np.mean(accs)), float(np.std(accs)))
