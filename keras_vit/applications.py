@@ -48,6 +48,9 @@ _ARGS = """
       data_config: the checkpoint's evaluation preprocessing (`keras_vit.DataConfig` or its dict); default:
         what `weights` implies, else the original code's (square resize, [-1, 1]). `model.preprocessor()`
         applies it.
+      layer_scale_init: LayerScale (DeiT-III, DINOv2) initialised to this value; None (the paper's) for none.
+      prefix_position_embedding: True (the paper's): the class token has a position embedding; False: it is
+        prepended after them (DeiT-III, DINOv2).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
@@ -96,7 +99,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
              gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-             trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+             trainable: bool = True, remat: bool = False, data_config=None,
+             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -107,7 +111,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -118,7 +123,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -129,7 +135,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-           trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+           trainable: bool = True, remat: bool = False, data_config=None,
+           layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -140,7 +147,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -151,7 +159,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -162,7 +171,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -173,7 +183,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -184,7 +195,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+            trainable: bool = True, remat: bool = False, data_config=None,
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -195,7 +207,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -206,7 +219,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -217,7 +231,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -228,7 +243,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -239,7 +255,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -250,7 +267,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+                trainable: bool = True, remat: bool = False, data_config=None,
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -261,5 +279,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-               trainable: bool = True, remat: bool = False, data_config=None) -> VisionTransformer:
+               trainable: bool = True, remat: bool = False, data_config=None,
+               layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from conftest import ROOT
-from doc_blocks import blocks
 
 NO_RUN = "<!-- no-run:"
 # docs/own-data.md runs in tests/test_docs_own_data.py (it needs image folders and stand-in training lengths)

@@ -1,5 +1,5 @@
 """Every tensor of a source is mapped, or the load is refused naming it and changing nothing: an unmapped
-LayerScale or qk-norm tensor must never load as a plain ViT with other logits. bfloat16 safetensors are
+qk-norm or LayerScale tensor must never load as a plain ViT with other logits. bfloat16 safetensors are
 upcast exactly. Fixtures: the timm and transformers files made by those frameworks (tests/fixtures)."""
 
 import json
@@ -16,7 +16,7 @@ import keras_vit
 from conftest import ROOT
 
 REF = os.path.join(ROOT, "tests", "fixtures", "torch_reference")
-PLANTS = {"blocks.0.ls1.gamma": "LayerScale", "blocks.1.attn.q_norm.weight": "qk-norm",
+PLANTS = {"blocks.0.attn.k_norm.bias": "qk-norm", "blocks.1.attn.q_norm.weight": "qk-norm",
           "blocks.0.mlp.mystery": None}
 HF_PLANTS = {"vit.encoder.layer.0.layer_scale1.lambda1": "LayerScale", "vit.encoder.layer.1.mystery.weight": None}
 

@@ -32,13 +32,27 @@ def test_a_timm_repository_directory_gives_timms_logits_and_its_data_config():
     np.testing.assert_array_equal(again.predict(np.load(os.path.join(PLAIN, "input.npy")), verbose=0), logits)
 
 
-def test_deit3_layerscale_is_refused_by_name_not_loaded_as_a_plain_vit():
-    with pytest.raises(ValueError, match=r"'blocks\.0\.ls1\.gamma' \(LayerScale"):
-        keras_vit.load_model(os.path.join(FIXTURES, "deit3"))
+def test_deit3_loads_with_layerscale_and_late_class_token_and_gives_timms_logits(tmp_path):
+    folder = os.path.join(FIXTURES, "deit3")
+    model = keras_vit.load_model(folder, classifier_activation=None)
+    assert model.encoder.layer_scale_init is not None and model.prefix_position_embedding is False
+    assert model.position_embedding.pos_embedding.shape == (1, 16, 32)  # patches only
+    x = np.load(os.path.join(folder, "input.npy"))
+    logits = model.predict(x, verbose=0)
+    assert np.abs(logits - np.load(os.path.join(folder, "logits.npy"))).max() <= 1e-4
+    with pytest.raises(ValueError, match="LayerScale"):
+        keras_vit.save_npz(model, str(tmp_path / "m.npz"))  # the official layout has no place for it
+    out = keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    back = keras_vit.load_model(out, classifier_activation=None)
+    np.testing.assert_allclose(back.predict(x, verbose=0), logits, atol=1e-5)
+    features = model.feature_model("sequence").predict(x, verbose=0)
+    assert features.shape == (2, 17, 32)
+    taps = model.intermediates(x, blocks=[0], attention=True)
+    assert taps["attention"][0].shape == (2, 2, 17, 17)
 
 
 @pytest.mark.parametrize("edit, message", [
-    ({"init_values": 1e-5}, "init_values=1e-05"), ({"reg_tokens": 4}, "reg_tokens=4"),
+    ({"pre_norm": True}, "pre_norm=True"), ({"reg_tokens": 4}, "reg_tokens=4"),
     ({"global_pool": "map"}, "global_pool='map'"), ({"qk_norm": True}, "qk_norm=True")])
 def test_model_args_keras_vit_does_not_build_are_refused(tmp_path, edit, message):
     folder = tmp_path / "repo"
@@ -140,7 +154,9 @@ def test_save_pretrained_writes_a_timm_repository_that_reads_back(tmp_path, kwar
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(classifier="gap", gelu_approximate=True)])
+@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(classifier="gap", gelu_approximate=True),
+                                    dict(layer_scale_init=0.1, prefix_position_embedding=False,
+                                         gelu_approximate=False)])  # DeiT-III's parts
 def test_timm_loads_save_pretrained_strictly_with_our_logits(tmp_path, kwargs):
     python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
     model = _random_model(**kwargs)

@@ -15,6 +15,7 @@ from keras import ops
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
 from keras_vit.vit.initializers import mlp_bias_init, xavier_uniform
+from keras_vit.vit.layer_scale import LayerScale
 from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
@@ -158,8 +159,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 remat: bool = False, **kwargs):
+                 remat: bool = False, layer_scale_init: Optional[float] = None, **kwargs):
         super().__init__(**kwargs)
+        self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_heads = int(num_heads)
         self.mlp_dim = int(mlp_dim)
         self.gelu_approximate = bool(gelu_approximate)
@@ -176,10 +178,16 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
         self.layer_norm_2 = _layer_norm("LayerNorm_2", policy)
         self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, self.gelu_approximate, dtype=policy, name="MlpBlock_3")
+        self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
+        if self.layer_scale_init is not None:
+            self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
+            self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2")
 
     def build(self, input_shape):
-        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp, self.drop_path):
-            layer.build(input_shape)  # the weightless DropPath too: model.quantize() wants every layer built
+        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp, self.drop_path,
+                      self.layer_scale_0, self.layer_scale_2):
+            if layer is not None:  # the weightless DropPath too: model.quantize() wants every layer built
+                layer.build(input_shape)
 
     def call(self, x, training=None, return_attention=False):
         if self.remat and not return_attention:
@@ -205,8 +213,10 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
+        y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
         y = self.mlp(self.layer_norm_2(x), training=training)
+        y = self.layer_scale_2(y) if self.layer_scale_2 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x
 
@@ -218,7 +228,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
-                "remat": self.remat}
+                "remat": self.remat, "layer_scale_init": self.layer_scale_init}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -230,8 +240,9 @@ class Encoder(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 remat: bool = False, **kwargs):
+                 remat: bool = False, layer_scale_init: Optional[float] = None, **kwargs):
         super().__init__(**kwargs)
+        self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_layers = int(num_layers)
         self.remat = bool(remat)
         self.gelu_approximate = bool(gelu_approximate)
@@ -244,7 +255,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         self.blocks = [
             EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate,
                          self.attention_dropout_rate, self.drop_path_rate * i / steps, self.gelu_approximate,
-                         self.remat, dtype=self.dtype_policy, name=f"encoderblock_{i}")
+                         self.remat, self.layer_scale_init, dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
         self.encoder_norm = _layer_norm("encoder_norm", self.dtype_policy)
@@ -274,7 +285,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
-                "remat": self.remat}
+                "remat": self.remat, "layer_scale_init": self.layer_scale_init}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

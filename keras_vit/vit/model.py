@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 import types
-import warnings
-from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
 
+from keras_vit.utils import validate
 from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
@@ -28,6 +28,7 @@ from keras_vit.vit.lora import LoRA
 from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.preprocessing import ImagePreprocessing, PreprocessingAPI
+from keras_vit.vit.quantization import Quantization
 from keras_vit.vit.resnet import ResNetStem
 from keras_vit.vit.specs import ArraySpecs
 
@@ -66,6 +67,16 @@ def _layer_policy(dtype):
     return policy if isinstance(policy, keras.dtype_policies.DTypePolicyMap) else policy.name
 
 
+def _default_name(vit_config) -> str:
+    """The table name in a Keras-safe spelling ("ViT-B_16"), or "vision_transformer" for a custom size."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in table.MODELS else "vision_transformer"
+
+
+def _layer_scale(value) -> Optional[float]:
+    """`layer_scale_init` checked: None, or a number > 0."""
+    return None if value is None else validate.number("layer_scale_init", value, positive=True)
+
+
 def rescale_pixels(x):
     """Float pixels in [0, 255] -> [-1, 1], the range the official checkpoints were trained on: the one
     input-range rule (arithmetic only, so numpy arrays, any backend's tensors and tf.data graphs take it)."""
@@ -80,7 +91,7 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
+class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
@@ -117,6 +128,11 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
       remat: True recomputes each encoder block's activations in the backward pass instead of keeping
         them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
         gradients are unchanged.
+      layer_scale_init: LayerScale (DeiT-III, DINOv2): a learned per-channel scale on each residual branch,
+        initialised to this value; None (the original ViT) for none.
+      prefix_position_embedding: whether the class token gets a position embedding (True: the original ViT,
+        whose table has a class-token row) or is prepended after them (False: DeiT-III, DINOv2; timm's
+        `no_embed_class`).
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
@@ -133,14 +149,15 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
                  include_preprocessing: bool = False, gelu_approximate: bool = True,
                  position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
                  dtype=None, trainable: bool = True, remat: bool = False,
-                 data_config: Union[None, dict, DataConfig] = None, **kwargs):
+                 data_config: Union[None, dict, DataConfig] = None, layer_scale_init: Optional[float] = None,
+                 prefix_position_embedding: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
-                 gelu_approximate=gelu_approximate, remat=remat),
+                 gelu_approximate=gelu_approximate, remat=remat, prefix_position_embedding=prefix_position_embedding),
             classifier, pooling, representation_size, classes, rates)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
@@ -156,14 +173,13 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
         has_pre_logits = include_top or pooling is None
         parts = self._make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
                                       prefix, grid, dict(rates, gelu_approximate=bool(gelu_approximate),
-                                                         dynamic=dynamic, remat=bool(remat)),
+                                                         dynamic=dynamic, remat=bool(remat),
+                                                         layer_scale_init=_layer_scale(layer_scale_init),
+                                                         prefix_rows=prefix if prefix_position_embedding else 0),
                                       representation_size if has_pre_logits else None,
                                       classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
-        if name is None:
-            name = (re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in table.MODELS
-                    else "vision_transformer")
-        super().__init__(inputs, outputs, name=name, trainable=trainable, **kwargs)
+        super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)
 
@@ -172,10 +188,10 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
         self.include_top, self.pooling, self.classes = bool(include_top), pooling, int(classes)
         self.classifier_activation = classifier_activation
         self.classifier, self.representation_size = classifier, representation_size
-        self.dropout_rate, self.attention_dropout_rate = float(dropout_rate), float(attention_dropout_rate)
-        self.drop_path_rate = float(drop_path_rate)
+        self.dropout_rate, self.attention_dropout_rate, self.drop_path_rate = (
+            float(dropout_rate), float(attention_dropout_rate), float(drop_path_rate))
         self.include_preprocessing, self.data_config = bool(include_preprocessing), data_config
-        self.gelu_approximate = bool(gelu_approximate)
+        self.prefix_position_embedding, self.gelu_approximate = bool(prefix_position_embedding), bool(gelu_approximate)
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps = taps
         self._layer_policy = policy
@@ -193,12 +209,13 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
         p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
         p.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
         p.position_embedding = AddPositionEmbedding(
-            grid, prefix, stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy,
+            grid, options["prefix_rows"], stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy,
             name="posembed_input")
         p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
         p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
                             options["attention_dropout_rate"], options["drop_path_rate"],
-                            options["gelu_approximate"], options["remat"], dtype=policy, name="Transformer")
+                            options["gelu_approximate"], options["remat"], options["layer_scale_init"], dtype=policy,
+                            name="Transformer")
         p.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
         p.pre_logits = keras.layers.Dense(
             int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
@@ -264,7 +281,8 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
                     image_size=list(self.image_size), grid_size=list(self.grid_size),
                     num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing,
                     channels=self.channels, any_input_size=self.dynamic_size,
-                    data_config=self.data_config.to_dict())
+                    data_config=self.data_config.to_dict(), layer_scale_init=self.encoder.layer_scale_init,
+                    prefix_position_embedding=self.prefix_position_embedding)
 
     def get_config(self) -> dict:
         """The constructor's keywords (weights live in the saved file, not the config), plus
@@ -284,7 +302,8 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
             position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
             dtype=(self._layer_policy if isinstance(self._layer_policy, str)
                    else keras.saving.serialize_keras_object(self._layer_policy)),
-            trainable=self.trainable, remat=self.remat,
+            trainable=self.trainable, remat=self.remat, layer_scale_init=self.encoder.layer_scale_init,
+            prefix_position_embedding=self.prefix_position_embedding,
             data_config=self.data_config.to_dict())
 
     @classmethod
@@ -295,24 +314,6 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
         for mode in sorted(set((quantized or {}).values())):  # before Keras loads the saved int8 weights
             model.quantize(mode, filters=lambda layer, m=mode: quantized.get(layer.path) == m)
         return model
-
-    # ------------------------------------------------------------------ quantization
-
-    def quantize(self, mode: Optional[str] = None, config=None, filters=None, **kwargs) -> None:
-        """`keras.Model.quantize` (e.g. `model.quantize("int8")`): the attention projections, the MLP's Dense
-        layers, pre-logits and head get Keras' quantized kernels. Layers that hold no matmul weights
-        (patch embedding, norms, tokens) stay float, silently rather than with one warning each."""
-        if self.lora_layers():
-            raise ValueError(f"Model {self.name!r} has LoRA adapters: quantize the merged model "
-                             "(model.merge_lora().quantize(...)).")
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method implemented")
-            super().quantize(mode, config=config, filters=filters, **kwargs)
-
-    def quantized_layers(self) -> Dict[str, str]:
-        """{layer path: quantization mode} of the layers `quantize` has changed; empty for a float model."""
-        return {layer.path: layer.quantization_mode for layer in self._flatten_layers()
-                if getattr(layer, "quantization_mode", None) is not None}
 
     # ------------------------------------------------------------------ Keras' own entry points
 
@@ -340,10 +341,13 @@ class VisionTransformer(ArraySpecs, LoRA, FeatureAPI, PreprocessingAPI, keras.Mo
             x = patch_transform(x)
             if isinstance(x, (tuple, list)):
                 x, extras = x[0], tuple(x[1:])
-        if p.class_token is not None:
+        late = p.class_token is not None and p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2
+        if p.class_token is not None and not late:
             x = p.class_token(x)
         x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
              else p.position_embedding(x))
+        if late:
+            x = p.class_token(x)
         x = p.embedding_dropout(x, training=training)
         return (x, extras) if patch_transform is not None else x
 

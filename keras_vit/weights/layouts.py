@@ -121,6 +121,9 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
         for ours, theirs in (("Dense_0", "fc1"), ("Dense_1", "fc2")):
             p[f"{o}MlpBlock_3/{ours}/kernel"] = _linear_in(g(f"{t}mlp.{theirs}.weight"))
             p[f"{o}MlpBlock_3/{ours}/bias"] = g(f"{t}mlp.{theirs}.bias")
+        for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):  # DeiT-III, DINOv2
+            if f"{t}{theirs}.gamma" in sd:
+                p[f"{o}{ours}/scale"] = g(f"{t}{theirs}.gamma")
     if "head.weight" in sd:
         p["head/kernel"], p["head/bias"] = _linear_in(g("head.weight")), g("head.bias")
     g.check_all_used()
@@ -254,6 +257,10 @@ def official_to_timm(params: Params, num_layers: int) -> Params:
     sd["pos_embed"] = params[POSEMB_KEY]
     if "cls" in params:
         sd["cls_token"] = params["cls"]
+    for i in range(num_layers):
+        for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):
+            if f"Transformer/encoderblock_{i}/{ours}/scale" in params:
+                sd[f"blocks.{i}.{theirs}.gamma"] = params[f"Transformer/encoderblock_{i}/{ours}/scale"]
     sd["norm.weight"], sd["norm.bias"] = params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"]
     if "head/kernel" in params:
         sd["head.weight"], sd["head.bias"] = np.ascontiguousarray(params["head/kernel"].T), params["head/bias"]

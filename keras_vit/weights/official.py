@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import warnings
 import zipfile
 from typing import Dict, Optional, Sequence
@@ -20,9 +19,9 @@ import keras
 import numpy as np
 
 from keras_vit.utils import atomic
-from keras_vit.vit import table
 from keras_vit.vit.lora import base_variable
 from keras_vit.weights import layouts
+from keras_vit.weights.architecture import architecture_from_npz, posemb_prefix_rows  # noqa: F401 (public here)
 
 logger = logging.getLogger("keras_vit")
 
@@ -77,6 +76,9 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
         for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
             out[f"{p}MlpBlock_3/{name}/kernel"] = base_variable(dense)
             out[f"{p}MlpBlock_3/{name}/bias"] = dense.bias
+        for scale, name in ((block.layer_scale_0, "LayerScale_0"), (block.layer_scale_2, "LayerScale_2")):
+            if scale is not None:  # not in official files (save_npz refuses it); timm's ls1 / ls2
+                out[f"{p}{name}/scale"] = scale.scale
     out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma
     out["Transformer/encoder_norm/bias"] = model.encoder.encoder_norm.beta
     for name, dense in (("pre_logits", model.pre_logits), ("head", model.head)):
@@ -113,56 +115,6 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
         if value.dtype == object:
             raise ValueError(f"Checkpoint {path!r} entry {key!r} is an object array.")
     return layouts.jax_to_official(params)
-
-
-_BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
-_UNIT = re.compile(r"^block(\d+)/unit(\d+)/")
-
-
-def _indices(pattern, keys) -> list:
-    return sorted({tuple(int(g) for g in m.groups()) for m in map(pattern.match, keys) if m})
-
-
-def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint") -> dict:
-    """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
-
-    Patch size, width, depth, heads, MLP width, hybrid stages and width, class token or GAP,
-    representation layer, head size and (for square grids) the input size the file was
-    trained at. A non-square grid cannot be read from the file: pass `input_shape` then.
-    """
-    need = ["embedding/kernel", POSEMB_KEY, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
-            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
-    missing = [k for k in need if k not in params]
-    if missing:
-        raise ValueError(f"{path!r} is not an official ViT checkpoint: it lacks {', '.join(missing)}.")
-    p, _, _, d = params["embedding/kernel"].shape
-    blocks = [i for (i,) in _indices(_BLOCK, params)]
-    if blocks != list(range(len(blocks))):
-        raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
-    kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
-              num_heads=int(params[need[3]].shape[1]), mlp_dim=int(params[need[2]].shape[-1]),
-              classifier="token" if "cls" in params else "gap",
-              representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
-    if "head/kernel" in params:
-        kw["classes"] = int(params["head/kernel"].shape[-1])
-    else:
-        kw["include_top"] = False
-    if "conv_root/kernel" in params:
-        units = _indices(_UNIT, params)  # none: a root-only stem (R+Ti/16)
-        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max((s for s, _ in units),
-                                                                                       default=0))]
-        kw["resnet_layers"] = tuple(stages)
-        kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
-        if float(kw["resnet_width"]).is_integer():
-            kw["resnet_width"] = int(kw["resnet_width"])
-    prefix = 1 if "cls" in params else 0
-    n = params[POSEMB_KEY].shape[1] - prefix
-    side = int(round(np.sqrt(n)))
-    if side * side == n:
-        stride = p * table.resnet_stride(kw.get("resnet_layers"))
-        first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
-        kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
-    return kw
 
 
 # ----------------------------------------------------------------------------- posemb resize
@@ -290,7 +242,7 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
         value = params[key]
         if key == POSEMB_KEY and (value.shape != want or (
                 old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)):
-            value = _fit_posemb(value, model, "cls" in params, resize_posemb, old_grid, key, problems)
+            value = _fit_posemb(value, model, posemb_prefix_rows(params), resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
             notes.append(f"position embeddings resized {params[key].shape} -> {want}")
@@ -347,14 +299,14 @@ def _head_reset(params, targets, reset_head, problems) -> Optional[str]:
     return reason
 
 
-def _fit_posemb(value, model, file_has_cls, resize, old_grid, key, problems):
+def _fit_posemb(value, model, file_prefix, resize, old_grid, key, problems):
     layer = model.position_embedding
     want = (1, layer.num_tokens, value.shape[-1])
-    file_prefix = 1 if file_has_cls else 0
     if file_prefix > layer.num_prefix_tokens:  # token checkpoint into a 'gap' model
         value, file_prefix = value[:, file_prefix:], 0
     if file_prefix != layer.num_prefix_tokens:
-        problems.append(f"{key}: checkpoint has no class token row but the model needs one")
+        problems.append(f"{key}: checkpoint has no class token row but the model needs one (build it with "
+                        "prefix_position_embedding=False, or keras_vit.load_model the file)")
         return None
     if value.shape == want and (old_grid is None or tuple(old_grid) == layer.grid_size):
         return value
@@ -374,5 +326,12 @@ def save_npz(model: keras.Model, path: str) -> str:
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"save_npz writes .npz files; got {path!r}.")
+    foreign = ([f"LayerScale (layer_scale_init={model.encoder.layer_scale_init})"]
+               if getattr(model.encoder, "layer_scale_init", None) is not None else []) + (
+        ["a class token without a position embedding (prefix_position_embedding=False)"]
+        if model.class_token is not None and not model.prefix_position_embedding else [])
+    if foreign:
+        raise ValueError(f"Model {model.name!r} has parts the official layout has no place for: "
+                         f"{'; '.join(foreign)}. Write it with keras_vit.save_pretrained (timm) or .keras instead.")
     arrays = model_params(model)
     return atomic.write_file(path, lambda tmp: np.savez(tmp, **arrays))

@@ -24,12 +24,11 @@ CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin
 # model_args keras_vit reads (the arrays' shapes decide the sizes); those that act in training only; and the
 # structural ones keras_vit builds only at timm's default value (class_token=False goes with global_pool="avg")
 _READ = {"img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "num_classes", "in_chans",
-         "global_pool", "class_token", "act_layer"}
+         "global_pool", "class_token", "act_layer", "init_values", "no_embed_class"}
 _ACTIVATIONS = {"gelu": False, "gelu_tanh": True}  # timm's name -> keras_vit's gelu_approximate
 _TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
                   "dynamic_img_size"}
-_DEFAULTS = {"qkv_bias": True, "no_embed_class": False, "reg_tokens": 0, "pre_norm": False, "init_values": None,
-             "qk_norm": False, "fc_norm": None}
+_DEFAULTS = {"qkv_bias": True, "reg_tokens": 0, "pre_norm": False, "qk_norm": False, "fc_norm": None}
 
 
 def is_timm_dir(path: str) -> bool:
@@ -88,6 +87,8 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
         implied["classifier"] = "gap"
     if "act_layer" in args:
         implied["gelu_approximate"] = _ACTIVATIONS[args["act_layer"]]
+    if args.get("init_values"):  # LayerScale (its trained values are in the weights)
+        implied["layer_scale_init"] = float(args["init_values"])
     return params, implied
 
 
@@ -137,6 +138,10 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
                 class_token=not gap, act_layer="gelu_tanh" if model.gelu_approximate else "gelu")
     if gap:
         args["fc_norm"] = False  # the official GAP normalises before pooling, as timm does without fc_norm
+    if model.encoder.layer_scale_init is not None:
+        args["init_values"] = model.encoder.layer_scale_init
+    if model.class_token is not None and not model.prefix_position_embedding:
+        args["no_embed_class"] = True
     config = dict(architecture="vit_base_patch16_224", num_classes=model.classes, num_features=c.hidden_size,
                   global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model))
 

@@ -1,0 +1,83 @@
+"""What an official-layout file is, read off its arrays' shapes: patch size, width, depth, heads, MLP width,
+hybrid stages, class token or GAP, representation layer, head, LayerScale, and where the class token's position
+embedding lives. `keras_vit.load_model` builds from this when the source keeps no config of its own."""
+
+from __future__ import annotations
+
+import re
+from typing import Dict
+
+import numpy as np
+
+from keras_vit.vit import table
+from keras_vit.weights.layouts import POSEMB_KEY
+
+_BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
+_UNIT = re.compile(r"^block(\d+)/unit(\d+)/")
+
+
+def _indices(pattern, keys) -> list:
+    return sorted({tuple(int(g) for g in m.groups()) for m in map(pattern.match, keys) if m})
+
+
+LAYER_SCALE_READ = 1e-5  # the init recorded for a model read off a file with LayerScale (its values are loaded)
+
+
+def posemb_prefix_rows(params: Dict[str, np.ndarray]) -> int:
+    """Rows of the file's position table that belong to the class token: 1 in the original layout; 0 without a
+    class token, or when the table is exactly a square grid (DeiT-III / DINOv2: the class token is prepended
+    after the position embeddings)."""
+    if "cls" not in params:
+        return 0
+    rows = params[POSEMB_KEY].shape[1]
+    return 0 if _square(rows) and not _square(rows - 1) else 1
+
+
+def _square(n: int) -> bool:
+    return n >= 0 and int(round(np.sqrt(n))) ** 2 == n
+
+
+def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint") -> dict:
+    """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
+
+    Patch size, width, depth, heads, MLP width, hybrid stages and width, class token or GAP,
+    representation layer, head size and (for square grids) the input size the file was
+    trained at. A non-square grid cannot be read from the file: pass `input_shape` then.
+    """
+    need = ["embedding/kernel", POSEMB_KEY, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
+            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
+    missing = [k for k in need if k not in params]
+    if missing:
+        raise ValueError(f"{path!r} is not an official ViT checkpoint: it lacks {', '.join(missing)}.")
+    p, _, _, d = params["embedding/kernel"].shape
+    blocks = [i for (i,) in _indices(_BLOCK, params)]
+    if blocks != list(range(len(blocks))):
+        raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
+    kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
+              num_heads=int(params[need[3]].shape[1]), mlp_dim=int(params[need[2]].shape[-1]),
+              classifier="token" if "cls" in params else "gap",
+              representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
+    if "head/kernel" in params:
+        kw["classes"] = int(params["head/kernel"].shape[-1])
+    else:
+        kw["include_top"] = False
+    if "conv_root/kernel" in params:
+        units = _indices(_UNIT, params)  # none: a root-only stem (R+Ti/16)
+        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max((s for s, _ in units),
+                                                                                       default=0))]
+        kw["resnet_layers"] = tuple(stages)
+        kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
+        if float(kw["resnet_width"]).is_integer():
+            kw["resnet_width"] = int(kw["resnet_width"])
+    if "Transformer/encoderblock_0/LayerScale_0/scale" in params:
+        kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
+    prefix = posemb_prefix_rows(params)
+    if "cls" in params and not prefix:
+        kw["prefix_position_embedding"] = False
+    n = params[POSEMB_KEY].shape[1] - prefix
+    side = int(round(np.sqrt(n)))
+    if side * side == n:
+        stride = p * table.resnet_stride(kw.get("resnet_layers"))
+        first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
+        kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
+    return kw
