@@ -171,3 +171,18 @@ def test_timm_loads_save_pretrained_strictly_with_our_logits(tmp_path, kwargs):
         pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
     assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
+
+
+def test_deit3_exports_to_onnx_and_resizes(tmp_path):
+    from hub_export import export
+    from hub_export.formats import runtime_model
+
+    folder = os.path.join(FIXTURES, "deit3")
+    model = keras_vit.load_model(folder, classifier_activation=None)
+    x = np.load(os.path.join(folder, "input.npy"))
+    out = export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    run = runtime_model(os.path.join(out, "model.onnx"))
+    np.testing.assert_allclose(np.asarray(run(x)), model.predict(x, verbose=0), atol=1e-4)
+    bigger = keras_vit.load_model(folder, input_shape=(48, 48, 3), classifier_activation=None)
+    assert bigger.position_embedding.pos_embedding.shape == (1, 36, 32) and bigger.grid_size == (6, 6)
+    assert bigger.predict(np.zeros((1, 48, 48, 3), "float32"), verbose=0).shape == (1, 5)

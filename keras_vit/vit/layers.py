@@ -25,8 +25,11 @@ __all__ = ["LAYER_NORM_EPSILON", "gelu", "PatchEmbedding", "ClassToken", "DropPa
 
 def gelu(x, approximate: bool = True):
     """GELU: the tanh approximation (flax's default, the official models') or the exact erf form
-    (timm's and `transformers`' nn.GELU)."""
-    return ops.gelu(x, approximate=approximate)
+    (timm's and `transformers`' nn.GELU). The exact form is written with `erf` itself: TensorFlow's own exact
+    GELU lowers to `Erfc`, which the ONNX converter cannot express."""
+    if approximate:
+        return ops.gelu(x, approximate=True)
+    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
