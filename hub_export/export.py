@@ -169,7 +169,10 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
             serving.write(model, tmp, labels, top_k)
         else:
             formats.write(net, tmp, format, model.channels, quantize=quantize,
-                          representative_images=representative_images)
+                          representative_images=representative_images,
+                          preprocessing=ImagePreprocessing(None if model.dynamic_size else model.image_size,
+                                                           model.data_config,
+                                                           normalize=not model.include_preprocessing))
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 

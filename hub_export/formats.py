@@ -28,8 +28,10 @@ def _signature(net: keras.Model, channels: int):
 
 
 def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize: Optional[str] = None,
-          representative_images: Optional[Iterable[np.ndarray]] = None) -> str:
-    """Writes `net` in `fmt` under `directory` (which exists); returns the model file's path."""
+          representative_images: Optional[Iterable[np.ndarray]] = None, preprocessing=None) -> str:
+    """Writes `net` in `fmt` under `directory` (which exists); returns the model file's path. For
+    "saved_model", `preprocessing` (the model's `ImagePreprocessing`) adds the endpoint `serve_pixels`: images
+    of any size in [0, 255], prepared as the checkpoint was evaluated."""
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
     if quantize not in QUANTIZATIONS:
@@ -38,10 +40,25 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
     signature = _signature(net, channels)
     if fmt == "litert" and quantize:
         _quantized_litert(net, path, signature, quantize, representative_images)
+    elif fmt == "saved_model" and preprocessing is not None:
+        _saved_model(net, path, signature, preprocessing, channels)
     else:
         keras_format = "tf_saved_model" if fmt == "saved_model" else fmt
         net.export(path, format=keras_format, input_signature=signature, verbose=False)
     return path
+
+
+def _saved_model(net, path: str, signature, preprocessing, channels: int) -> None:
+    """Keras' own SavedModel export (`serve`, the default signature, on the model's input) plus `serve_pixels`
+    on pixels in [0, 255] of any size, through the checkpoint's preprocessing."""
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(net)
+    archive.add_endpoint("serve", lambda images: net(images, training=False), input_signature=signature)
+    archive.add_endpoint("serve_pixels", lambda images: net(preprocessing(images), training=False),
+                         input_signature=[tf.TensorSpec((None, None, None, channels), tf.float32, name="images")])
+    archive.write_out(path, verbose=False)
 
 
 def _quantized_litert(net, path: str, signature, quantize: str, representative_images) -> None:

@@ -22,7 +22,8 @@ def metadata(*, name: str, variant: str, image_size: tuple, output_dim: int, sou
 
 
 _RUNTIME_USAGE = {
-    "saved_model": "tf.saved_model.load(PATH).signatures['serving_default'](images=x)",
+    "saved_model": "tf.saved_model.load(PATH).signatures['serving_default'](images=x); pixels of any size in "
+                   "[0, 255]: .serve_pixels(images) (the checkpoint's preprocessing inside)",
     "litert": "ai_edge_litert.interpreter.Interpreter(model_path='PATH/model.tflite')",
     "onnx": "onnxruntime.InferenceSession('PATH/model.onnx').run(None, {'images': x})",
     "openvino": "openvino.Core().compile_model('PATH/model.xml', 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'})(x)",

@@ -212,3 +212,19 @@ def test_parity_with_timms_create_transform(tmp_path):
             worst[f"{name}/{photo}"] = (float(diff.max()), float(diff.mean()))
     print(json.dumps(worst, indent=1))
     assert max(m for m, _ in worst.values()) <= 6.0 and max(a for _, a in worst.values()) <= 0.5, worst
+
+
+def test_saved_model_export_takes_pixels_of_any_size_through_the_checkpoints_preprocessing(tmp_path):
+    from hub_export import export
+
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
+                                        input_shape=(32, 32, 3), classes=3, classifier_activation=None,
+                                        data_config=CONFIGS["imagenet_0.875"])
+    out = export(model, str(tmp_path / "sm"), "classification", format="saved_model")
+    loaded = tf.saved_model.load(os.path.join(out, "saved_model"))
+    photo = data.coffee().astype("float32")  # 400 x 600, pixels in [0, 255]
+    want = model.predict(np.asarray(model.preprocessor()(photo)), verbose=0)
+    np.testing.assert_allclose(loaded.serve_pixels(tf.constant(photo[None])).numpy(), want, atol=1e-4)
+    x = np.asarray(model.preprocessor()(photo))  # the default signature still takes the model's own input
+    got = loaded.signatures["serving_default"](images=tf.constant(x))
+    np.testing.assert_allclose(next(iter(got.values())).numpy(), want, atol=1e-4)
