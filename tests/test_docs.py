@@ -1,4 +1,5 @@
-"""The docs hold: every Python block of README.md and docs/*.md runs (offline stand-ins in tests/doc_prelude.py),
+"""The docs hold: every Python block of docs/*.md runs (offline stand-ins in tests/doc_prelude.py; README.md's
+run in tests/test_wheel.py with the installed package, through `run_blocks`),
 blocks that need a TPU, a bucket or the network carry a visible no-run marker and are listed here, the README
 fits in 120 lines, and the mkdocs site builds with --strict."""
 
@@ -13,9 +14,10 @@ import pytest
 from conftest import ROOT
 
 NO_RUN = "<!-- no-run:"
-# docs/own-data.md runs in tests/test_docs_own_data.py (it needs image folders and stand-in training lengths)
-PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
-                               if not p.endswith("own-data.md"))
+# docs/own-data.md runs in tests/test_docs_own_data.py (it needs image folders and stand-in training lengths);
+# README.md's blocks run in tests/test_wheel.py, with the installed wheel (run_blocks below, the same stand-ins)
+PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
+               if not p.endswith("own-data.md"))
 # (page, first line of the block): the Python blocks that are shown, not run, and why is in the marker
 EXPECTED_NO_RUN = set()
 
@@ -79,7 +81,7 @@ def test_every_python_block_runs(page, tmp_path):
 
 
 def test_no_run_blocks_are_marked_and_listed():
-    found = {(page, code.split("\n")[0]) for page in PAGES + ["docs/own-data.md"]
+    found = {(page, code.split("\n")[0]) for page in PAGES + ["README.md", "docs/own-data.md"]
              for code, no_run in _python_blocks(page) if no_run}
     print("blocks shown but not run:", sorted(found))
     assert found == EXPECTED_NO_RUN
