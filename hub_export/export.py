@@ -36,6 +36,17 @@ def _output_model(model: keras.Model, variant: str) -> keras.Model:
     return model.logits_model()
 
 
+_EXPORT_FILES = {"metadata.json", "README.md", "model.tflite", "model.onnx", "model.xml", "model.bin",
+                 "saved_model.pb", "fingerprint.pb", "keras_metadata.pb"}
+_EXPORT_FOLDERS = ("saved_model", "variables", "assets")
+
+
+def written_by_an_earlier_export(entry: str) -> bool:
+    """Whether `entry` (relative path) is a name our exporters wrote before export directories had a manifest:
+    what lets `overwrite=True` replace such an export while a file a user added to it still stops the write."""
+    return entry in _EXPORT_FILES or entry.split("/")[0] in _EXPORT_FOLDERS
+
+
 def is_our_export(path: str) -> bool:
     """True for a directory written by `export` (its metadata.json names our exporter)."""
     try:
@@ -176,7 +187,8 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 
-    return atomic.write_directory(out_dir, fill, overwrite=overwrite, replaceable=is_our_export)
+    return atomic.write_directory(out_dir, fill, overwrite=overwrite, replaceable=is_our_export,
+                                  legacy=written_by_an_earlier_export)
 
 
 def exported_file(out_dir: str) -> str:

@@ -97,3 +97,17 @@ def test_cli_calibration_of_the_wrong_size_is_one_line(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "(batch, 16, 16, 3)" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_export_from_before_manifests_is_replaced_unless_a_user_added_to_it(tmp_path):
+    from hub_export import export
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    out = export(model, str(tmp_path / "old"), "classification", format="onnx")
+    os.remove(os.path.join(out, atomic.MANIFEST))  # as the previous release wrote it
+    export(model, out, "classification", format="onnx", overwrite=True)
+    os.remove(os.path.join(out, atomic.MANIFEST))
+    with open(os.path.join(out, "notes.txt"), "w") as f:
+        f.write("mine")
+    with pytest.raises(FileExistsError, match="notes.txt"):
+        export(model, out, "classification", format="onnx", overwrite=True)

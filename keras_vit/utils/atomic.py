@@ -88,24 +88,26 @@ def _entries(root: str) -> list:
     return sorted(e for e in out if e != MANIFEST)
 
 
-def foreign_entry(path: str):
+def foreign_entry(path: str, legacy: Callable[[str], bool] = lambda entry: False):
     """The first entry of directory `path` that its manifest does not list (None when every entry is ours,
-    or the directory is empty)."""
+    or the directory is empty). A directory written before manifests existed has none: there `legacy(entry)`
+    says which entries its writer makes (the writer's own file names), and anything else is foreign."""
     try:
         with open(os.path.join(path, MANIFEST)) as f:
             ours = set(json.load(f)["entries"])
     except (OSError, ValueError, KeyError, TypeError):
-        ours = set()
+        return next((e for e in _entries(path) if not legacy(e)), None)
     return next((e for e in _entries(path) if e not in ours), None)
 
 
 def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *, overwrite: bool = False,
-                    replaceable: Callable[[str], bool] = lambda existing: True) -> str:
+                    replaceable: Callable[[str], bool] = lambda existing: True,
+                    legacy: Callable[[str], bool] = lambda entry: False) -> str:
     """Builds a directory with `fill(tmp_dir)` and renames it to `path`.
 
     An existing `path` is replaced only with `overwrite=True`, when `replaceable(path)` says it is ours
-    (e.g. an earlier export) and when it holds only what its manifest lists; the old one is removed only after
-    the new one is in place.
+    (e.g. an earlier export) and when it holds only what its manifest lists (`legacy`: the entries its writer
+    made before manifests existed); the old one is removed only after the new one is in place.
     """
     path, parent, base, tag = _prepare(path)
     if os.path.lexists(path):
@@ -114,7 +116,7 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
         if not os.path.isdir(path) or not replaceable(path):
             raise FileExistsError(f"{path} exists and is not an earlier output of ours; refusing to replace it "
                                   "(remove it yourself or choose another path).")
-        foreign = foreign_entry(path)
+        foreign = foreign_entry(path, legacy)
         if foreign is not None:
             raise FileExistsError(f"{path} holds {foreign!r}, which keras_vit did not write there; refusing to "
                                   "replace the directory (move that out, or choose another path).")
