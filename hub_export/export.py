@@ -47,6 +47,14 @@ def written_by_an_earlier_export(entry: str) -> bool:
     return entry in _EXPORT_FILES or entry.split("/")[0] in _EXPORT_FOLDERS
 
 
+def _preprocessing(model) -> ImagePreprocessing:
+    """The checkpoint's preprocessing inside a TF Hub module or SavedModel: `model.preprocessor()`, except that an
+    any-size model is only normalised (it takes the size it is given)."""
+    if not model.dynamic_size:
+        return model.preprocessor()
+    return ImagePreprocessing(None, model.data_config, normalize=not model.include_preprocessing)
+
+
 def is_our_export(path: str) -> bool:
     """True for a directory written by `export` (its metadata.json names our exporter)."""
     try:
@@ -62,8 +70,7 @@ class _Module(tf.Module):
     def __init__(self, net: keras.Model, model, channels: int = 3):
         super().__init__()
         self._net = net
-        self._preprocessing = ImagePreprocessing(None if model.dynamic_size else model.image_size,
-                                                 model.data_config, normalize=not model.include_preprocessing)
+        self._preprocessing = _preprocessing(model)
         self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
         self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
 
@@ -181,9 +188,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         else:
             formats.write(net, tmp, format, model.channels, quantize=quantize,
                           representative_images=representative_images,
-                          preprocessing=ImagePreprocessing(None if model.dynamic_size else model.image_size,
-                                                           model.data_config,
-                                                           normalize=not model.include_preprocessing))
+                          preprocessing=_preprocessing(model))
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 

@@ -8,8 +8,11 @@ to RGB and alpha is dropped.
 from __future__ import annotations
 
 import os
+from typing import Tuple
 
 import numpy as np
+
+from keras_vit.utils import validate
 
 _INTEGER_MAX = {"I;16": 65535.0, "I;16B": 65535.0, "I;16L": 65535.0, "I;16N": 65535.0}
 
@@ -39,7 +42,7 @@ def read_image(path: str, what: str = "image") -> np.ndarray:
     return pixels.astype("float32")
 
 
-def preprocess_image(pixels, data_config=None, size=(224, 224)) -> np.ndarray:
+def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int] = (224, 224)) -> np.ndarray:
     """The numpy / PIL reference of a data config (`keras_vit.DataConfig` or its dict): one image (H, W, C) in
     [0, 255] -> float32 (size[0], size[1], C), resized, centre-cropped and normalised as the checkpoint was
     evaluated. For runtimes that take the model's input only (ONNX, LiteRT, OpenVINO: `metadata.json` holds
@@ -51,6 +54,8 @@ def preprocess_image(pixels, data_config=None, size=(224, 224)) -> np.ndarray:
     image = np.asarray(pixels)
     if image.ndim != 3:
         raise ValueError(f"preprocess_image takes one (H, W, C) image, got shape {image.shape}.")
+    if isinstance(size, (str, bytes)) or len(validate.integers("size", size)) != 2:
+        raise ValueError(f"size must be (height, width), got {size!r}.")
     (rh, rw), size = config.resized_size(image.shape[0], image.shape[1], tuple(size)), tuple(size)
     if config.antialias and image.dtype == np.uint8 and image.shape[-1] == 3 and config.interpolation != "nearest":
         from PIL import Image

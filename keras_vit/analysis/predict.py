@@ -77,8 +77,9 @@ def main(argv=None) -> int:
             raise ValueError(f"--top must be >= 1, got {args.top}.")
         pixels = [image_files.read_image(path) for path in args.images]  # read before the model is loaded
         model = load_model(args.weights, model=args.model or None)
-        labels = read_labels(args.labels, model.classes) if args.labels or not model.data_config.labels else None
-        results = classify(model, args.images, args.top, labels or model.data_config.labels, pixels)
+        labels = (read_labels(args.labels, model.classes) if args.labels  # else the checkpoint's own label set
+                  else model.data_config.labels or read_labels(None, model.classes))
+        results = classify(model, args.images, args.top, labels, pixels)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -86,3 +86,9 @@ def image_shape(field: str, value) -> Tuple[Optional[int], Optional[int], Option
         raise ValueError(f"{field} must be a tuple (height, width, channels), e.g. (224, 224, 3), "
                          f"got {_shown(value)}.")
     return tuple(integer(f"{field}[{i}]", v, allow_none=True) for i, v in enumerate(value))
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (library errors are often pages long), for one-line reports."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else "no message"

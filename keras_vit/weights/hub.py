@@ -9,6 +9,7 @@ only `pytorch_model.bin` is refused (keras_vit never unpickles).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Tuple
 
@@ -18,6 +19,7 @@ PREFIXES = ("hf-hub:", "hf://")
 
 
 def is_handle(source) -> bool:
+    """Whether `source` is spelled as a hub handle (checked by `parse` before anything is fetched)."""
     return isinstance(source, str) and source.startswith(PREFIXES)
 
 
@@ -31,8 +33,11 @@ def parse(handle: str) -> Tuple[str, str]:
     return repo, revision
 
 
+@functools.lru_cache(maxsize=64)
 def resolve(handle: str) -> str:
-    """The local folder (the hub cache's snapshot) holding the handle's config.json and model.safetensors."""
+    """The local folder (the hub cache's snapshot) holding the handle's config.json and model.safetensors.
+    Remembered per process (a failure is not), so the data config and the weights of one `weights=` do not ask
+    the hub twice."""
     try:
         import huggingface_hub
         from huggingface_hub import constants, errors

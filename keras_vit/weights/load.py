@@ -290,8 +290,8 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch.update(kwargs)
     if "input_shape" not in arch:
         raise ValueError(f"{checkpoint.path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
-    if arch.get("data_config") is None:
-        arch["data_config"] = data_config(source, name)
+    if arch.get("data_config") is None:  # a release's from its name; the others from the local copy just read
+        arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     return official.load_params(VisionTransformer(**arch), checkpoint.params, checkpoint.path,
                                 old_grid=checkpoint.old_grid)
 

@@ -13,6 +13,7 @@ from typing import Dict, Optional
 
 import keras
 
+from keras_vit.utils import validate
 from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES
 
@@ -165,14 +166,9 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
             raise
         where = os.path.join(cache_dir or os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")),
                              "keras_vit", fname)
-        raise ValueError(f"Could not download release {release.name!r} from {release.url} ({_first_line(e)}). "
+        raise ValueError(f"Could not download release {release.name!r} from {release.url} ({type(e).__name__}: {validate.first_line(e)}). "
                          f"Without a network, fetch that URL elsewhere and place the file at {where} "
                          "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ").") from e
-
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:

@@ -18,6 +18,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
+from keras_vit.vit.labels import label_set_for
 from keras_vit.weights import safetensors_files
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
@@ -100,7 +101,7 @@ def data_config(directory: str) -> DataConfig:
     if interpolation not in INTERPOLATIONS or crop_mode not in CROP_MODES:
         raise ValueError(f"{directory!r}: pretrained_cfg interpolation={interpolation!r}, crop_mode={crop_mode!r}; "
                          f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}.")
-    labels = {1000: "imagenet1k", 21843: "imagenet21k"}.get(cfg.get("num_classes"))
+    labels = label_set_for(cfg.get("num_classes") or 0)
     return DataConfig(mean=cfg.get("mean", 0.5), std=cfg.get("std", 0.5), crop_pct=cfg.get("crop_pct", 0.9),
                       crop_mode=crop_mode, interpolation=interpolation, antialias=True,
                       labels=labels if cfg.get("label_offset", 0) == 0 else None)

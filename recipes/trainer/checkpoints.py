@@ -16,6 +16,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.utils.validate import first_line as _first_line
+
 logger = logging.getLogger("recipes")
 
 
@@ -118,11 +120,6 @@ class GuardedCheckpoints:
                 continue
             self._reported.add(name)
             logger.warning("Ignoring %s/%s: not a checkpoint of this trainer.", self.directory, name)
-
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else "no message"
 
 
 def _check_shape(path: str, key: str, expected, found) -> None:
