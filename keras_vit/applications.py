@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
-from keras_vit.vit import table
+from keras_vit.vit import table, timm_table
 from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import load
 
@@ -48,9 +48,9 @@ _ARGS = """
       data_config: the checkpoint's evaluation preprocessing (`keras_vit.DataConfig` or its dict); default:
         what `weights` implies, else the original code's (square resize, [-1, 1]). `model.preprocessor()`
         applies it.
-      layer_scale_init: LayerScale (DeiT-III, DINOv2) initialised to this value; None (the paper's) for none.
-      prefix_position_embedding: True (the paper's): the class token has a position embedding; False: it is
-        prepended after them (DeiT-III, DINOv2).
+      **variant: the ViT family's options, each defaulting to the paper's model: activation,
+        layer_norm_epsilon, layer_scale_init, num_register_tokens, distillation_token, pre_norm, fc_norm,
+        qk_norm, qkv_bias, patch_bias, prefix_position_embedding (see `keras_vit.VisionTransformer`).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
@@ -59,11 +59,22 @@ _ARGS = """
 
 def create_model(model_name: str, *, weights=None, classes: Optional[int] = None,
                  representation_size: Optional[int] = None, **kwargs) -> VisionTransformer:
-    """Builds a model of the table by name: `create_model("ViT-B/16", classes=10)`.
+    """Builds a model by name: `create_model("ViT-B/16", classes=10)`, `create_model("vit_small_patch14_dinov2")`.
 
-    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16"); `weights` and the
-    other keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
+    Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16"), or a timm architecture
+    of the ViT family (`keras_vit.list_models("timm")`; a pretrained tag after "." is ignored), built with timm's
+    defaults (image size, head, norms, activation) unless a keyword says otherwise. `weights` and the other
+    keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
     """
+    if timm_table.is_timm_name(model_name) and not _is_table_name(model_name):
+        arguments = timm_table.model_kwargs(model_name)
+        if classes is not None:
+            arguments.update(classes=classes, include_top=True)
+        arguments.update(kwargs)
+        if arguments.get("data_config") is None and weights is not None:
+            arguments["data_config"] = load.data_config(weights, None)
+        model = VisionTransformer(**arguments, representation_size=representation_size)
+        return load.load_weights(model, weights)
     config = table.vit_config(model_name)
     classes, representation_size = load.head_size(weights, config.name, classes, representation_size)
     if kwargs.get("data_config") is None:
@@ -71,6 +82,20 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
                               **kwargs)
     return load.load_weights(model, weights)
+
+
+def _is_table_name(name) -> bool:
+    try:
+        table.vit_config(name)
+        return True
+    except ValueError:
+        return False
+
+
+def _build(model_name: str, arguments: dict) -> VisionTransformer:
+    """`create_model(model_name, ...)` with a variant function's arguments (its `**variant` spread)."""
+    arguments = dict(arguments)
+    return create_model(model_name, **arguments.pop("variant"), **arguments)
 
 
 def _variant(model_name: str):
@@ -98,10 +123,10 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-             gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
              trainable: bool = True, remat: bool = False, data_config=None,
-             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-Ti/16", **locals())
+             **variant) -> VisionTransformer:
+    return _build("ViT-Ti/16", locals())
 
 
 @_variant("ViT-S/16")
@@ -110,10 +135,10 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-S/16", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-S/16", locals())
 
 
 @_variant("ViT-S/32")
@@ -122,10 +147,10 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-S/32", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-S/32", locals())
 
 
 @_variant("ViT-B/8")
@@ -134,10 +159,10 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-           gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+           gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
            trainable: bool = True, remat: bool = False, data_config=None,
-           layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-B/8", **locals())
+           **variant) -> VisionTransformer:
+    return _build("ViT-B/8", locals())
 
 
 @_variant("ViT-B/16")
@@ -146,10 +171,10 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-B/16", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-B/16", locals())
 
 
 @_variant("ViT-B/32")
@@ -158,10 +183,10 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-B/32", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-B/32", locals())
 
 
 @_variant("ViT-L/16")
@@ -170,10 +195,10 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-L/16", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-L/16", locals())
 
 
 @_variant("ViT-L/32")
@@ -182,10 +207,10 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-L/32", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-L/32", locals())
 
 
 @_variant("ViT-H/14")
@@ -194,10 +219,10 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
             representation_size: Optional[int] = None, dropout_rate: float = 0.0,
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("ViT-H/14", **locals())
+            **variant) -> VisionTransformer:
+    return _build("ViT-H/14", locals())
 
 
 @_variant("R50+ViT-B/16")
@@ -206,10 +231,10 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R50+ViT-B/16", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R50+ViT-B/16", locals())
 
 
 @_variant("R50+ViT-B/32")
@@ -218,10 +243,10 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R50+ViT-B/32", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R50+ViT-B/32", locals())
 
 
 @_variant("R50+ViT-L/16")
@@ -230,10 +255,10 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R50+ViT-L/16", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R50+ViT-L/16", locals())
 
 
 @_variant("R50+ViT-L/32")
@@ -242,10 +267,10 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R50+ViT-L/32", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R50+ViT-L/32", locals())
 
 
 @_variant("R26+ViT-S/32")
@@ -254,10 +279,10 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R26+ViT-S/32", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R26+ViT-S/32", locals())
 
 
 @_variant("R26+ViT-B/32")
@@ -266,10 +291,10 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R26+ViT-B/32", **locals())
+                **variant) -> VisionTransformer:
+    return _build("R26+ViT-B/32", locals())
 
 
 @_variant("R+ViT-Ti/16")
@@ -278,7 +303,7 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-               gelu_approximate: bool = True, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+               gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                trainable: bool = True, remat: bool = False, data_config=None,
-               layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True) -> VisionTransformer:
-    return create_model("R+ViT-Ti/16", **locals())
+               **variant) -> VisionTransformer:
+    return _build("R+ViT-Ti/16", locals())

@@ -93,12 +93,12 @@ def _write_bfloat16(sd: dict, path: str) -> dict:
 
 
 def test_bfloat16_safetensors_are_upcast_exactly(tmp_path):
-    from keras_vit.weights import layouts
+    from keras_vit.weights import timm_layout
 
     sd = load_file(os.path.join(REF, "timm_vit.safetensors"))
     exact = _write_bfloat16(sd, str(tmp_path / "bf16.safetensors"))
     model = keras_vit.load_model(str(tmp_path / "bf16.safetensors"), num_heads=2)
-    want = layouts.timm_to_official(exact, 2)
+    want = timm_layout.timm_to_official(exact, 2)
     from keras_vit.weights import official
 
     got = official.model_params(model)

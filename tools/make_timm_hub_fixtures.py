@@ -5,8 +5,11 @@ dropped tensor shows, an NHWC input and timm's own logits on it. Run by hand (no
     PYTHONPATH=tools/torchvision_stub python tools/make_timm_hub_fixtures.py [--out DIR]
 
 with torch 2.13.0 (CPU) and timm 1.0.31; torchvision is replaced by tools/torchvision_stub (see its docstring).
-Cases: "plain" (a small vit_base_patch16_224: class token, exact GELU, augreg2's data config) and "deit3"
-(LayerScale, which keras_vit does not build yet: its reader must refuse it by name).
+Cases, one per family (small sizes, timm's architecture otherwise): "plain" (class token, exact GELU, augreg2's
+data config), "deit3" (LayerScale, prefix tokens after the position embeddings), "deit" (distillation token and
+head), "dinov2" (registers, LayerScale), "clip" and "clip_quickgelu" (pre-norm, no patch bias, LayerNorm epsilon
+1e-5, exact or quick GELU), "siglip" (MAP head, no class token), "gap_fc_norm" (average pooling, LayerNorm after
+it) and "qk_norm" (qk-norm, no query/key/value biases).
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from timm.models._hub import save_for_hf  # noqa: E402
 
 SMALL = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
 CASES = {"plain": ("vit_base_patch16_224.augreg2_in21k_ft_in1k", {}),
-         "deit3": ("deit3_base_patch16_224.fb_in1k", {})}
+         "deit3": ("deit3_base_patch16_224.fb_in1k", {}),
+         "deit": ("deit_base_distilled_patch16_224.fb_in1k", {}),
+         "dinov2": ("vit_small_patch14_reg4_dinov2.lvd142m", {}),
+         "clip": ("vit_base_patch16_clip_224.openai", {}),
+         "clip_quickgelu": ("vit_base_patch16_clip_quickgelu_224.openai", {}),
+         "siglip": ("vit_base_patch16_siglip_224.webli", {}),
+         "gap_fc_norm": ("vit_base_patch16_224.mae", dict(global_pool="avg", class_token=False)),
+         "qk_norm": ("vit_base_patch16_224", dict(qk_norm=True, qkv_bias=False))}
 
 
 def _perturb(model: torch.nn.Module, seed: int) -> None:

@@ -12,7 +12,7 @@ import keras
 
 from keras_vit.utils import validate
 
-CLASSIFIERS = ("token", "gap")
+CLASSIFIERS = ("token", "gap", "map")
 POOLINGS = (None, "token", "avg", "max", "sequence")
 DEFAULT_INPUT_SHAPE = (224, 224, 3)
 DEFAULT_CLASSES = 1000
@@ -76,7 +76,7 @@ def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, class
     validate.choice("classifier", classifier, CLASSIFIERS)
     validate.choice("pooling", pooling, POOLINGS)
     if pooling == "token" and classifier != "token":
-        raise ValueError("pooling='token' needs classifier='token' (a 'gap' model has no class token).")
+        raise ValueError(f"pooling='token' needs classifier='token' (a {classifier!r} model has no class token).")
     representation_size = validate.integer("representation_size", representation_size, allow_none=True)
     classes = validate.integer("classes", classes, allow_none=True)
     if sizes["hidden_size"] % sizes["num_heads"]:

@@ -30,11 +30,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     FUSED = None
     PROJECTIONS = ("query", "key", "value", "out")
 
-    def __init__(self, num_heads: int, dropout_rate: float = 0.0, **kwargs):
+    def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
+                 layer_norm_epsilon: float = 1e-6, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.dropout_rate = float(dropout_rate)
+        self.qk_norm, self.qkv_bias, self.layer_norm_epsilon = bool(qk_norm), bool(qkv_bias), float(layer_norm_epsilon)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.query_norm = self.key_norm = None
+        if self.qk_norm:  # a LayerNorm over each head's queries and keys (ViT-22B; timm's q_norm / k_norm)
+            self.query_norm, self.key_norm = (keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=n) for n in ("query_norm", "key_norm"))
 
     def build(self, input_shape):
         d = input_shape[-1]
@@ -44,13 +50,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.head_dim = dh
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
-            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk", input_axes=1,
+            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk" if self.qkv_bias else None,
+                               input_axes=1,
                                kernel_initializer=init, dtype=self.dtype_policy, name=name)
             layer.build(tuple(input_shape))
             setattr(self, name, layer)
         self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d", input_axes=2,
                               kernel_initializer=init, dtype=self.dtype_policy, name="out")
         self.out.build(tuple(input_shape[:-1]) + (h, dh))
+        for norm in (self.query_norm, self.key_norm):
+            if norm is not None:
+                norm.build(tuple(input_shape[:-1]) + (h, dh))
 
     @property
     def quantized(self) -> bool:
@@ -64,10 +74,14 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         else:
             layers = [self.query, self.key, self.value]
             qkv_kernel = ops.concatenate([ops.reshape(l.kernel, (-1, h * dh)) for l in layers], axis=-1)
-            qkv_bias = ops.concatenate([ops.reshape(l.bias, (h * dh,)) for l in layers], axis=-1)
-            qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype)) + ops.cast(qkv_bias, x.dtype)
+            qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype))
+            if self.qkv_bias:
+                qkv = qkv + ops.cast(ops.concatenate([ops.reshape(l.bias, (h * dh,)) for l in layers], axis=-1),
+                                     x.dtype)
             qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if self.qk_norm:
+            q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
         fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
@@ -94,5 +108,5 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads,
-                "dropout_rate": self.dropout_rate}
+        return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
+                "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon}

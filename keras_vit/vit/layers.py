@@ -14,22 +14,13 @@ from keras import ops
 
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
-from keras_vit.vit.initializers import mlp_bias_init, xavier_uniform
 from keras_vit.vit.layer_scale import LayerScale
+from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
-__all__ = ["LAYER_NORM_EPSILON", "gelu", "PatchEmbedding", "ClassToken", "DropPath", "MultiHeadDotProductAttention",
+__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "PatchEmbedding", "ClassToken", "DropPath", "MultiHeadDotProductAttention",
            "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
-
-
-def gelu(x, approximate: bool = True):
-    """GELU: the tanh approximation (flax's default, the official models') or the exact erf form
-    (timm's and `transformers`' nn.GELU). The exact form is written with `erf` itself: TensorFlow's own exact
-    GELU lowers to `Erfc`, which the ONNX converter cannot express."""
-    if approximate:
-        return ops.gelu(x, approximate=True)
-    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -40,10 +31,11 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
     and multiplying by E. Output: (batch, grid_h * grid_w, D), row-major grid.
     """
 
-    def __init__(self, patch_size: int, hidden_size: int, **kwargs):
+    def __init__(self, patch_size: int, hidden_size: int, use_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.patch_size = int(patch_size)
         self.hidden_size = int(hidden_size)
+        self.use_bias = bool(use_bias)  # False: CLIP's pre-norm models (timm drops the bias with pre_norm)
 
     def build(self, input_shape):
         channels = input_shape[-1]
@@ -51,11 +43,13 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel", shape=(p, p, channels, self.hidden_size),
             initializer=keras.initializers.LecunNormal())
-        self.bias = self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
+        self.bias = (self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
+                     if self.use_bias else None)
 
     def call(self, images):
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
-        x = x + self.bias
+        if self.bias is not None:
+            x = x + self.bias
         return ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_size))
 
     def compute_output_shape(self, input_shape):
@@ -65,24 +59,32 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "patch_size": self.patch_size,
-                "hidden_size": self.hidden_size}
+                "hidden_size": self.hidden_size, "use_bias": self.use_bias}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class ClassToken(ArraySpecs, keras.layers.Layer):
-    """Prepends the learned [class] token (zero-initialised, as in the original code)."""
+    """Prepends learned tokens (zero-initialised, as the original code's [class] token): the class token, and
+    with `num_tokens` > 1 or another name the DINOv2 register tokens or DeiT's distillation token."""
+
+    def __init__(self, num_tokens: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.num_tokens = int(num_tokens)
 
     def build(self, input_shape):
-        self.cls = self.add_weight(name="cls", shape=(1, 1, input_shape[-1]), initializer="zeros")
+        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer="zeros")
 
     def call(self, tokens):
         cls = ops.cast(self.cls, tokens.dtype)
-        cls = ops.broadcast_to(cls, (ops.shape(tokens)[0], 1, ops.shape(tokens)[2]))
+        cls = ops.broadcast_to(cls, (ops.shape(tokens)[0], self.num_tokens, ops.shape(tokens)[2]))
         return ops.concatenate([cls, tokens], axis=1)
 
     def compute_output_shape(self, input_shape):
-        n = None if input_shape[1] is None else input_shape[1] + 1
+        n = None if input_shape[1] is None else input_shape[1] + self.num_tokens
         return (input_shape[0], n, input_shape[2])
+
+    def get_config(self):
+        return {**super().get_config(), "num_tokens": self.num_tokens}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -112,79 +114,58 @@ class DropPath(ArraySpecs, keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class MlpBlock(ArraySpecs, keras.layers.Layer):
-    """Dense(mlp_dim) -> GELU (tanh form unless `gelu_approximate=False`) -> Dropout -> Dense(D) -> Dropout."""
-
-    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate: bool = True, **kwargs):
-        super().__init__(**kwargs)
-        self.mlp_dim = int(mlp_dim)
-        self.gelu_approximate = bool(gelu_approximate)
-        self.dropout_rate = float(dropout_rate)
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-
-    def build(self, input_shape):
-        d = input_shape[-1]
-        self.dense_0 = keras.layers.Dense(
-            self.mlp_dim, kernel_initializer=xavier_uniform(d, self.mlp_dim),
-            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_0")
-        self.dense_1 = keras.layers.Dense(
-            d, kernel_initializer=xavier_uniform(self.mlp_dim, d),
-            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_1")
-        self.dense_0.build(input_shape)
-        self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
-
-    def call(self, x, training=None):
-        y = gelu(self.dense_0(x), self.gelu_approximate)
-        y = self.dropout(y, training=training)
-        y = self.dense_1(y)
-        return self.dropout(y, training=training)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        return {**super().get_config(), "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate, "gelu_approximate": self.gelu_approximate}
+def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> keras.layers.LayerNormalization:
+    """A LayerNorm over the last axis (epsilon 1e-6 as flax and timm; CLIP's checkpoints use 1e-5)."""
+    return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype_policy, name=name)
 
 
-def _layer_norm(name: str, dtype_policy) -> keras.layers.LayerNormalization:
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype=dtype_policy, name=name)
+# The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the
+# paper's ViT. Encoder and EncoderBlock take and report them alike.
+BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class EncoderBlock(ArraySpecs, keras.layers.Layer):
     """Pre-LN Transformer block (eq. 2-3): x + MSA(LN(x)), then x + MLP(LN(x)).
 
-    Call with `return_attention=True` to also get the attention probabilities
-    (batch, heads, tokens, tokens), used by `keras_vit.inspect`.
+    The family's variations: LayerScale on both branches (`layer_scale_init`), the MLP's `activation`,
+    `layer_norm_epsilon`, LayerNorm on queries and keys per head (`qk_norm`) and `qkv_bias`. Call with
+    `return_attention=True` to also get the attention probabilities (batch, heads, tokens, tokens), used by
+    `keras_vit.inspect`.
     """
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 remat: bool = False, layer_scale_init: Optional[float] = None, **kwargs):
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
+                 remat: bool = False, layer_scale_init: Optional[float] = None, activation: Optional[str] = None,
+                 layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
-        self.num_heads = int(num_heads)
-        self.mlp_dim = int(mlp_dim)
-        self.gelu_approximate = bool(gelu_approximate)
+        self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
+        self.activation = activation_name(activation, gelu_approximate)
+        self.layer_norm_epsilon, self.qk_norm, self.qkv_bias = float(layer_norm_epsilon), bool(qk_norm), bool(qkv_bias)
         self.remat = bool(remat)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
-        policy = self.dtype_policy
-        self.layer_norm_0 = _layer_norm("LayerNorm_0", policy)
+        policy, eps = self.dtype_policy, self.layer_norm_epsilon
+        self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps)
         self.attention = MultiHeadDotProductAttention(
-            self.num_heads, self.attention_dropout_rate, dtype=policy,
-            name="MultiHeadDotProductAttention_1")
+            self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
+            layer_norm_epsilon=eps, dtype=policy, name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
-        self.layer_norm_2 = _layer_norm("LayerNorm_2", policy)
-        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, self.gelu_approximate, dtype=policy, name="MlpBlock_3")
+        self.layer_norm_2 = layer_norm("LayerNorm_2", policy, eps)
+        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation, dtype=policy,
+                            name="MlpBlock_3")
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
             self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2")
+
+    @property
+    def gelu_approximate(self) -> bool:
+        return self.activation == "gelu_tanh"
 
     def build(self, input_shape):
         for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp, self.drop_path,
@@ -226,47 +207,68 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
+    def options(self) -> dict:
+        """The family options (`BLOCK_OPTIONS`' keys) as built."""
+        return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
+                    qkv_bias=self.qkv_bias)
+
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
-                "remat": self.remat, "layer_scale_init": self.layer_scale_init}
+                "drop_path_rate": self.drop_path_rate, "remat": self.remat,
+                "layer_scale_init": self.layer_scale_init, **self.options()}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class Encoder(ArraySpecs, keras.layers.Layer):
-    """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm.
+    """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm (none with `final_norm=False`:
+    models that normalise after pooling instead, timm's fc_norm).
 
-    Stochastic depth grows linearly from 0 (first block) to `drop_path_rate` (last).
+    Stochastic depth grows linearly from 0 (first block) to `drop_path_rate` (last). The family's block
+    options (`BLOCK_OPTIONS`) go to every block.
     """
 
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate: bool = True,
-                 remat: bool = False, layer_scale_init: Optional[float] = None, **kwargs):
-        super().__init__(**kwargs)
+                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
+                 remat: bool = False, layer_scale_init: Optional[float] = None, final_norm: bool = True,
+                 **options):
+        block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
+        super().__init__(**options)
+        block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
-        self.num_layers = int(num_layers)
-        self.remat = bool(remat)
-        self.gelu_approximate = bool(gelu_approximate)
-        self.num_heads = int(num_heads)
-        self.mlp_dim = int(mlp_dim)
+        self.num_layers, self.num_heads, self.mlp_dim = int(num_layers), int(num_heads), int(mlp_dim)
+        self.remat, self.final_norm = bool(remat), bool(final_norm)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
         steps = max(self.num_layers - 1, 1)
         self.blocks = [
-            EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate,
-                         self.attention_dropout_rate, self.drop_path_rate * i / steps, self.gelu_approximate,
-                         self.remat, self.layer_scale_init, dtype=self.dtype_policy, name=f"encoderblock_{i}")
+            EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate, self.attention_dropout_rate,
+                         self.drop_path_rate * i / steps, None, self.remat, self.layer_scale_init,
+                         **block_options, dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
-        self.encoder_norm = _layer_norm("encoder_norm", self.dtype_policy)
+        self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"])
+                             if self.final_norm else None)
+
+    @property
+    def activation(self) -> str:
+        return self.blocks[0].activation if self.blocks else activation_name(None, None)
+
+    @property
+    def gelu_approximate(self) -> bool:
+        return self.activation == "gelu_tanh"
 
     def build(self, input_shape):
         for block in self.blocks:
             block.build(input_shape)
-        self.encoder_norm.build(input_shape)
+        if self.encoder_norm is not None:
+            self.encoder_norm.build(input_shape)
+
+    def finish(self, x):
+        """The last blocks' output through the final LayerNorm (if the encoder has one)."""
+        return self.encoder_norm(x) if self.encoder_norm is not None else x
 
     def call(self, x, training=None, return_attention=False):
         attention = []
@@ -276,42 +278,44 @@ class Encoder(ArraySpecs, keras.layers.Layer):
                 attention.append(probs)
             else:
                 x = block(x, training=training)
-        x = self.encoder_norm(x)
+        x = self.finish(x)
         return (x, attention) if return_attention else x
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
+        options = self.blocks[0].options() if self.blocks else dict(BLOCK_OPTIONS)
         return {**super().get_config(), "num_layers": self.num_layers,
                 "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "gelu_approximate": self.gelu_approximate,
-                "remat": self.remat, "layer_scale_init": self.layer_scale_init}
+                "drop_path_rate": self.drop_path_rate, "remat": self.remat,
+                "layer_scale_init": self.layer_scale_init, "final_norm": self.final_norm, **options}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TokenPooling(ArraySpecs, keras.layers.Layer):
     """Reduces the token sequence to one vector.
 
-    mode 'token': the class token (row 0); 'gap': mean over the patch tokens;
+    mode 'token': the token at row `index` (0: the class token; 1: DeiT's distillation token); 'gap': mean over the patch tokens;
     'max': max over the patch tokens. `num_prefix_tokens` rows are skipped for
     'gap'/'max'.
     """
 
     MODES = ("token", "gap", "max")
 
-    def __init__(self, mode: str = "token", num_prefix_tokens: int = 1, **kwargs):
+    def __init__(self, mode: str = "token", num_prefix_tokens: int = 1, index: int = 0, **kwargs):
         super().__init__(**kwargs)
         if mode not in self.MODES:
             raise ValueError(f"Unknown pooling mode {mode!r}; expected one of {self.MODES}.")
         self.mode = mode
         self.num_prefix_tokens = int(num_prefix_tokens)
+        self.index = int(index)
 
     def call(self, x):
         if self.mode == "token":
-            return x[:, 0]
+            return x[:, self.index]
         patches = x[:, self.num_prefix_tokens:]
         if self.mode == "gap":
             return ops.mean(patches, axis=1)
@@ -322,4 +326,4 @@ class TokenPooling(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "mode": self.mode,
-                "num_prefix_tokens": self.num_prefix_tokens}
+                "num_prefix_tokens": self.num_prefix_tokens, "index": self.index}

@@ -12,25 +12,23 @@ by name. It does no file I/O: `weights=` goes to the loader `keras_vit.weights` 
 from __future__ import annotations
 
 import re
-import types
 from typing import Callable, Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
 
-from keras_vit.utils import validate
 from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.initializers import PACKAGE
-from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling
+from keras_vit.vit.components import make_components
+from keras_vit.vit.layers import TokenPooling
 from keras_vit.vit.lora import LoRA
-from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.data_config import DataConfig
-from keras_vit.vit.preprocessing import ImagePreprocessing, PreprocessingAPI
+from keras_vit.vit.preprocessing import PreprocessingAPI
 from keras_vit.vit.quantization import Quantization
-from keras_vit.vit.resnet import ResNetStem
 from keras_vit.vit.specs import ArraySpecs
+from keras_vit.vit.variant import Variant
 
 
 # The loader behind `VisionTransformer(weights=...)`, registered by `keras_vit.weights` when it is imported:
@@ -72,11 +70,6 @@ def _default_name(vit_config) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", vit_config.name) if vit_config.name in table.MODELS else "vision_transformer"
 
 
-def _layer_scale(value) -> Optional[float]:
-    """`layer_scale_init` checked: None, or a number > 0."""
-    return None if value is None else validate.number("layer_scale_init", value, positive=True)
-
-
 def rescale_pixels(x):
     """Float pixels in [0, 255] -> [-1, 1], the range the official checkpoints were trained on: the one
     input-range rule (arithmetic only, so numpy arrays, any backend's tensors and tf.data graphs take it)."""
@@ -113,15 +106,17 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
       classes: head size. Unset (None): 1000, or with a released checkpoint its own head (and
         pre-logits); a different number zero-initialises the head, with a warning.
       classifier_activation: activation of the head ("softmax", None for logits, ...).
-      classifier: "token" (class token) or "gap" (global average pooling, no class token).
+      classifier: "token" (class token), "gap" (global average pooling, no class token) or "map" (multihead
+        attention pooling, SigLIP's head; no class token).
       representation_size: width of the Dense+tanh pre-logits layer; None for none.
       dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
       drop_path_rate: stochastic depth of the last block (linear from 0).
       include_preprocessing: if True, inputs are pixels in [0, 255], normalised inside per `data_config`.
       position_grid: (rows, cols) of the stored position embeddings of a model with None height/width
         (default: a 224-pixel side's grid).
-      gelu_approximate: the MLP's GELU in the tanh form (True: the original JAX code and its checkpoints)
-        or the exact erf form (False: timm and `transformers`; their loaders set it).
+      gelu_approximate: the older spelling of `activation`: True "gelu_tanh", False "gelu".
+      activation: the MLP's activation: "gelu_tanh" (default; the original JAX code and its checkpoints), "gelu"
+        (exact; timm and `transformers`) or "quick_gelu" (OpenAI CLIP). Loaders set it from the source.
       name: model name (default: the table name, e.g. "ViT-B_16").
       dtype: dtype policy of every layer (default: the global policy when built).
       trainable: False freezes every weight (a frozen backbone reloads frozen).
@@ -130,9 +125,18 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         gradients are unchanged.
       layer_scale_init: LayerScale (DeiT-III, DINOv2): a learned per-channel scale on each residual branch,
         initialised to this value; None (the original ViT) for none.
-      prefix_position_embedding: whether the class token gets a position embedding (True: the original ViT,
-        whose table has a class-token row) or is prepended after them (False: DeiT-III, DINOv2; timm's
+      prefix_position_embedding: whether the prefix tokens get position embeddings (True: the original ViT,
+        whose table has a class-token row) or are prepended after them (False: DeiT-III, DINOv2; timm's
         `no_embed_class`).
+      layer_norm_epsilon: every LayerNorm's epsilon (1e-6; OpenAI CLIP's checkpoints 1e-5).
+      num_register_tokens: DINOv2's register tokens (after the class token; dropped at pooling); 0.
+      distillation_token: DeiT's distillation token (after the class token) with its own head; at inference
+        the logits of the two heads are averaged, as timm does.
+      pre_norm: a LayerNorm on the embeddings before the first block (CLIP).
+      fc_norm: the final LayerNorm after pooling instead of before it (MAE-style GAP; timm's fc_norm).
+      qk_norm: a LayerNorm on each head's queries and keys.
+      qkv_bias, patch_bias: biases of the query/key/value projections and of the patch embedding (CLIP has no
+        patch bias).
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
@@ -146,19 +150,29 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 include_preprocessing: bool = False, gelu_approximate: bool = True,
+                 include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
                  position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
                  dtype=None, trainable: bool = True, remat: bool = False,
                  data_config: Union[None, dict, DataConfig] = None, layer_scale_init: Optional[float] = None,
-                 prefix_position_embedding: bool = True, **kwargs):
+                 prefix_position_embedding: bool = True, activation: Optional[str] = None,
+                 layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+                 pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+                 patch_bias: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
-                 gelu_approximate=gelu_approximate, remat=remat, prefix_position_embedding=prefix_position_embedding),
-            classifier, pooling, representation_size, classes, rates)
+                 remat=remat), classifier, pooling, representation_size, classes, rates)
+        variant = Variant.checked(gelu_approximate, activation=activation, layer_norm_epsilon=layer_norm_epsilon,
+                                  layer_scale_init=layer_scale_init, num_register_tokens=num_register_tokens,
+                                  distillation_token=distillation_token, pre_norm=pre_norm, fc_norm=fc_norm,
+                                  qk_norm=qk_norm, qkv_bias=qkv_bias, patch_bias=patch_bias,
+                                  prefix_position_embedding=prefix_position_embedding)
+        if variant.distillation_token and (classifier != "token" or representation_size is not None):
+            raise ValueError("distillation_token=True goes with classifier='token' and no representation_size "
+                             "(DeiT's two heads read the class and distillation tokens).")
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)
@@ -167,16 +181,12 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
-        prefix = 1 if classifier == "token" else 0
+        prefix = variant.num_prefix_tokens(classifier == "token")
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
-        dynamic = h is None or w is None
         has_pre_logits = include_top or pooling is None
-        parts = self._make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
-                                      prefix, grid, dict(rates, gelu_approximate=bool(gelu_approximate),
-                                                         dynamic=dynamic, remat=bool(remat),
-                                                         layer_scale_init=_layer_scale(layer_scale_init),
-                                                         prefix_rows=prefix if prefix_position_embedding else 0),
-                                      representation_size if has_pre_logits else None,
+        parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
+                                      classifier, grid, dict(rates, dynamic=h is None or w is None, remat=bool(remat)),
+                                      variant, representation_size if has_pre_logits else None,
                                       classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
@@ -191,41 +201,12 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         self.dropout_rate, self.attention_dropout_rate, self.drop_path_rate = (
             float(dropout_rate), float(attention_dropout_rate), float(drop_path_rate))
         self.include_preprocessing, self.data_config = bool(include_preprocessing), data_config
-        self.prefix_position_embedding, self.gelu_approximate = bool(prefix_position_embedding), bool(gelu_approximate)
+        self.variant = variant
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps = taps
         self._layer_policy = policy
         if loader is not None:
             loader.load_weights(self, weights)
-
-    def _make_components(self, c, resnet_width, preprocessing, prefix, grid, options, representation_size,
-                         classes, classifier_activation, policy) -> types.SimpleNamespace:
-        """The layers, named after the official checkpoint tree; None where the model has no such part. Returned
-        as a namespace (they become attributes after `keras.Model.__init__`)."""
-        p = types.SimpleNamespace()
-        p.preprocessing = ImagePreprocessing(None, preprocessing,
-                                             name="preprocessing") if preprocessing is not None else None
-        p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
-        p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, dtype=policy, name="embedding")
-        p.class_token = ClassToken(dtype=policy, name="cls") if prefix else None
-        p.position_embedding = AddPositionEmbedding(
-            grid, options["prefix_rows"], stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy,
-            name="posembed_input")
-        p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
-        p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
-                            options["attention_dropout_rate"], options["drop_path_rate"],
-                            options["gelu_approximate"], options["remat"], options["layer_scale_init"], dtype=policy,
-                            name="Transformer")
-        p.token_pooling = TokenPooling("token" if prefix else "gap", prefix, dtype=policy, name="pooling")
-        p.pre_logits = keras.layers.Dense(
-            int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
-            dtype=policy, name="pre_logits") if representation_size is not None else None
-        p.head = keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
-                                    name="head") if classes is not None else None
-        p.predictions = keras.layers.Activation(
-            classifier_activation, dtype="float32",
-            name="predictions") if classes is not None and classifier_activation is not None else None
-        return p
 
     def _make_graph(self, inputs, include_top, pooling, prefix, policy, parts) -> tuple:
         """(outputs, taps): the functional graph on the components `parts`, and its named feature taps."""
@@ -234,7 +215,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         if include_top or pooling is None:
             taps["pre_logits"] = self._pool(tokens, parts)
         if include_top:
-            taps["logits"] = parts.head(taps["pre_logits"])
+            taps["logits"] = self._logits(tokens, taps["pre_logits"], parts)
             return (parts.predictions(taps["logits"]) if parts.predictions is not None else taps["logits"]), taps
         if pooling == "sequence":
             return tokens, taps
@@ -248,6 +229,27 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
     def effective_patch_size(self) -> int:
         """Pixels per token side (patch size times the ResNet stem's stride)."""
         return self.vit_config.effective_patch_size
+
+    @property
+    def gelu_approximate(self) -> bool:
+        """True when the MLP uses the tanh GELU (`activation == "gelu_tanh"`; the older spelling)."""
+        return self.variant.activation == "gelu_tanh"
+
+    @property
+    def prefix_position_embedding(self) -> bool:
+        return self.variant.prefix_position_embedding
+
+    @property
+    def token_layout(self) -> dict:
+        """{part: (start, stop)} rows of the token sequence: "class", "distillation", "registers" (those the
+        model has) and "patches" (stop None: any-size models have as many as the input gives)."""
+        layout, start = {}, 0
+        for part, count in (("class", self.class_token is not None), ("distillation", self.variant.distillation_token),
+                            ("registers", self.variant.num_register_tokens)):
+            if count:
+                layout[part], start = (start, start + int(count)), start + int(count)
+        layout["patches"] = (start, None if self.dynamic_size else start + self.grid_size[0] * self.grid_size[1])
+        return layout
 
     @property
     def remat(self) -> bool:
@@ -281,8 +283,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                     image_size=list(self.image_size), grid_size=list(self.grid_size),
                     num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing,
                     channels=self.channels, any_input_size=self.dynamic_size,
-                    data_config=self.data_config.to_dict(), layer_scale_init=self.encoder.layer_scale_init,
-                    prefix_position_embedding=self.prefix_position_embedding)
+                    data_config=self.data_config.to_dict(), **self.variant.to_config())
 
     def get_config(self) -> dict:
         """The constructor's keywords (weights live in the saved file, not the config), plus
@@ -298,13 +299,12 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
             classifier_activation=self.classifier_activation, classifier=self.classifier,
             representation_size=self.representation_size, dropout_rate=self.dropout_rate,
             attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
-            include_preprocessing=self.include_preprocessing, gelu_approximate=self.gelu_approximate,
+            include_preprocessing=self.include_preprocessing,
             position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
             dtype=(self._layer_policy if isinstance(self._layer_policy, str)
                    else keras.saving.serialize_keras_object(self._layer_policy)),
-            trainable=self.trainable, remat=self.remat, layer_scale_init=self.encoder.layer_scale_init,
-            prefix_position_embedding=self.prefix_position_embedding,
-            data_config=self.data_config.to_dict())
+            trainable=self.trainable, remat=self.remat, data_config=self.data_config.to_dict(),
+            **self.variant.to_config())
 
     @classmethod
     def from_config(cls, config: dict) -> "VisionTransformer":
@@ -328,7 +328,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
 
     def _embed(self, images, training=None, patch_transform=None, parts=None):
         """Images -> tokens entering the encoder; `patch_transform` may rewrite the patch embeddings. `parts`: the
-        components (default: this model's own)."""
+        components (default: this model's own). Token order: class, distillation, registers, patches (timm's)."""
         p = self if parts is None else parts
         x = images
         if p.preprocessing is not None:
@@ -341,21 +341,36 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
             x = patch_transform(x)
             if isinstance(x, (tuple, list)):
                 x, extras = x[0], tuple(x[1:])
-        late = p.class_token is not None and p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2
-        if p.class_token is not None and not late:
-            x = p.class_token(x)
+        prefix = [t for t in (p.register_tokens, p.distillation_token, p.class_token) if t is not None]
+        late = p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2: prefix tokens after the table
+        for token in ([] if late else prefix):
+            x = token(x)
         x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
              else p.position_embedding(x))
-        if late:
-            x = p.class_token(x)
+        for token in (prefix if late else []):
+            x = token(x)
         x = p.embedding_dropout(x, training=training)
+        if p.pre_norm is not None:
+            x = p.pre_norm(x)
         return (x, extras) if patch_transform is not None else x
 
     def _pool(self, tokens, parts=None):
-        """Encoded tokens -> the pre-logits vector (pooled per `classifier`, then the representation)."""
+        """Encoded tokens -> the pre-logits vector: pooled per `classifier` (DeiT: the mean of the class and
+        distillation tokens, timm's pre-logits), then fc_norm and the representation layer where present."""
         p = self if parts is None else parts
         x = p.token_pooling(tokens)
+        if p.distillation_pooling is not None:
+            x = (x + p.distillation_pooling(tokens)) / 2
+        if p.fc_norm is not None:
+            x = p.fc_norm(x)
         return p.pre_logits(x) if p.pre_logits is not None else x
+
+    def _logits(self, tokens, pre_logits, parts=None):
+        """The head on the pre-logits; DeiT's: the mean of the class token's and the distillation token's heads."""
+        p = self if parts is None else parts
+        if p.head_distillation is None:
+            return p.head(pre_logits)
+        return (p.head(p.token_pooling(tokens)) + p.head_distillation(p.distillation_pooling(tokens))) / 2
 
 
 def all_or_nothing(model: keras.Model, load: Callable[[], None], source) -> keras.Model:

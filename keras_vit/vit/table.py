@@ -112,9 +112,15 @@ def _canonical(name: str) -> str:
 _BY_CANONICAL = {_canonical(n): c for n, c in MODELS.items()}
 
 
-def list_models() -> list:
-    """Names of all variants in the table, in the paper's order."""
-    return list(MODELS)
+def list_models(family: Optional[str] = None) -> list:
+    """Model names `create_model` builds. None or "paper": the paper's table, in its order; "timm": every timm
+    architecture keras_vit builds; a family ("vit", "deit", "deit3", "dinov2", "clip", "siglip", "gap"): the timm
+    architectures of that family (`keras_vit.vit.timm_table`)."""
+    if family in (None, "paper"):
+        return list(MODELS)
+    from keras_vit.vit import timm_table
+
+    return timm_table.list_timm_models(None if family == "timm" else family)
 
 
 def vit_config(name: str) -> ViTConfig:

@@ -23,18 +23,43 @@ def _indices(pattern, keys) -> list:
 LAYER_SCALE_READ = 1e-5  # the init recorded for a model read off a file with LayerScale (its values are loaded)
 
 
+def prefix_tokens(params: Dict[str, np.ndarray]) -> int:
+    """How many tokens come before the patches: class, distillation and register tokens."""
+    return sum(int(params[k].shape[1]) for k in ("cls", "dist", "reg") if k in params)
+
+
 def posemb_prefix_rows(params: Dict[str, np.ndarray]) -> int:
-    """Rows of the file's position table that belong to the class token: 1 in the original layout; 0 without a
-    class token, or when the table is exactly a square grid (DeiT-III / DINOv2: the class token is prepended
-    after the position embeddings)."""
-    if "cls" not in params:
+    """Rows of the file's position table that belong to the prefix tokens (class, distillation, registers): all
+    of them in the original layout; 0 without prefix tokens, or when the table is exactly a square grid
+    (DeiT-III / DINOv2: the prefix tokens are prepended after the position embeddings)."""
+    prefix = prefix_tokens(params)
+    if not prefix:
         return 0
     rows = params[POSEMB_KEY].shape[1]
-    return 0 if _square(rows) and not _square(rows - 1) else 1
+    return 0 if _square(rows) and not _square(rows - prefix) else prefix
 
 
 def _square(n: int) -> bool:
     return n >= 0 and int(round(np.sqrt(n))) ** 2 == n
+
+
+def _variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
+    """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
+    block = "Transformer/encoderblock_0/"
+    kw = {}
+    if block + "LayerScale_0/scale" in params:
+        kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
+    if "reg" in params:
+        kw["num_register_tokens"] = int(params["reg"].shape[1])
+    for key, option in (("dist", "distillation_token"), ("pre_norm/scale", "pre_norm"), ("fc_norm/scale", "fc_norm"),
+                        (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm")):
+        if key in params:
+            kw[option] = True
+    for key, option in ((block + "MultiHeadDotProductAttention_1/query/bias", "qkv_bias"),
+                        ("embedding/bias", "patch_bias")):
+        if key not in params:
+            kw[option] = False
+    return kw
 
 
 def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint") -> dict:
@@ -55,7 +80,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
         raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
     kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
               num_heads=int(params[need[3]].shape[1]), mlp_dim=int(params[need[2]].shape[-1]),
-              classifier="token" if "cls" in params else "gap",
+              classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
               representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
     if "head/kernel" in params:
         kw["classes"] = int(params["head/kernel"].shape[-1])
@@ -69,10 +94,9 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
         kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
         if float(kw["resnet_width"]).is_integer():
             kw["resnet_width"] = int(kw["resnet_width"])
-    if "Transformer/encoderblock_0/LayerScale_0/scale" in params:
-        kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
+    kw.update(_variant_from_npz(params))
     prefix = posemb_prefix_rows(params)
-    if "cls" in params and not prefix:
+    if prefix_tokens(params) and not prefix:
         kw["prefix_position_embedding"] = False
     n = params[POSEMB_KEY].shape[1] - prefix
     side = int(round(np.sqrt(n)))

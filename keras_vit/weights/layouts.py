@@ -1,7 +1,8 @@
 """Other layouts <-> the official one: big_vision / vit_jax train states, timm `vit_*` state dicts and
 Hugging Face `transformers` ViT.
 
-Everything keras_vit reads is first brought to the official `.npz` keys (docs/reference.md), so
+timm's layout is in `keras_vit.weights.timm_layout`. Everything keras_vit reads is first brought to the
+official `.npz` keys (docs/reference.md), so
 one architecture reader and one all-or-nothing loader serve every source. Facts (docs/reference.md,
 "Other layouts"):
 PyTorch Linear weights are (out, in) and convolutions (O, I, kh, kw); timm fuses q, k, v into
@@ -18,7 +19,6 @@ import numpy as np
 Params = Dict[str, np.ndarray]
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
-_TIMM_BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _HF_BLOCK = re.compile(r"^encoder\.layer\.(\d+)\.")
 
 
@@ -41,13 +41,15 @@ def _conv_in(weight: np.ndarray) -> np.ndarray:  # (O, I, kh, kw) -> (kh, kw, I,
 
 
 def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params:
-    """Separate (D, D) torch projections -> the official (D, H, D/H) / (H, D/H, D) kernels."""
+    """Separate (D, D) torch projections -> the official (D, H, D/H) / (H, D/H, D) kernels (biases: q, k, v, out;
+    None for an absent one)."""
     d = q.shape[1]
     head = d // num_heads
     p = {}
     for name, w, b in (("query", q, biases[0]), ("key", k, biases[1]), ("value", v, biases[2])):
         p[f"{prefix}{name}/kernel"] = _linear_in(w).reshape(d, num_heads, head)
-        p[f"{prefix}{name}/bias"] = b.reshape(num_heads, head)
+        if b is not None:  # None: a model without query/key/value biases
+            p[f"{prefix}{name}/bias"] = b.reshape(num_heads, head)
     p[f"{prefix}out/kernel"] = _linear_in(out_w).reshape(num_heads, head, d)
     p[f"{prefix}out/bias"] = biases[3]
     return p
@@ -92,42 +94,6 @@ class _Reader:
                          f"{left[0]!r}{f' ({what}, not part of this ViT)' if what else ''}: loading without them "
                          f"would give other logits, so nothing was loaded. Unmapped: {', '.join(left[:6])}"
                          f"{' ...' if len(left) > 6 else ''}.")
-
-
-def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
-    """A timm `VisionTransformer` state dict (class-token or GAP, no hybrid stem) in official keys."""
-    unsupported = sorted({k.split(".")[0] for k in sd} - {"cls_token", "pos_embed", "patch_embed", "blocks", "norm",
-                                                           "fc_norm", "head"})
-    if unsupported or any(k.startswith("patch_embed.backbone") for k in sd):
-        raise ValueError(f"{source} has parts keras_vit's timm reader does not map: "
-                         f"{unsupported or ['patch_embed.backbone (a hybrid stem)']}.")
-    if any(k.startswith("fc_norm.") for k in sd):
-        raise ValueError(f"{source} normalises after pooling (timm fc_norm); the official GAP normalises before "
-                         "it. Build the timm model with fc_norm=False to export an equivalent one.")
-    g = _Reader(sd, source)
-    p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), "embedding/bias": g("patch_embed.proj.bias"),
-                 POSEMB_KEY: g("pos_embed"),
-                 "Transformer/encoder_norm/scale": g("norm.weight"), "Transformer/encoder_norm/bias": g("norm.bias")}
-    if "cls_token" in sd:
-        p["cls"] = g("cls_token")
-    for i in _blocks(sd, _TIMM_BLOCK):
-        t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-        q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
-        bq, bk, bv = np.split(g(t + "attn.qkv.bias"), 3)
-        p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (bq, bk, bv, g(t + "attn.proj.bias")),
-                               num_heads, o + "MultiHeadDotProductAttention_1/"))
-        for ours, theirs in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
-            p[f"{o}{ours}/scale"], p[f"{o}{ours}/bias"] = g(f"{t}{theirs}.weight"), g(f"{t}{theirs}.bias")
-        for ours, theirs in (("Dense_0", "fc1"), ("Dense_1", "fc2")):
-            p[f"{o}MlpBlock_3/{ours}/kernel"] = _linear_in(g(f"{t}mlp.{theirs}.weight"))
-            p[f"{o}MlpBlock_3/{ours}/bias"] = g(f"{t}mlp.{theirs}.bias")
-        for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):  # DeiT-III, DINOv2
-            if f"{t}{theirs}.gamma" in sd:
-                p[f"{o}{ours}/scale"] = g(f"{t}{theirs}.gamma")
-    if "head.weight" in sd:
-        p["head/kernel"], p["head/bias"] = _linear_in(g("head.weight")), g("head.bias")
-    g.check_all_used()
-    return p
 
 
 def transformers_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
@@ -240,30 +206,6 @@ def _common_out(params: Params, num_layers: int, names: dict) -> Params:
         for ours, theirs in (("Dense_0", names["fc1"]), ("Dense_1", names["fc2"])):
             sd[names["block"](i) + theirs + ".weight"] = np.ascontiguousarray(params[f"{o}MlpBlock_3/{ours}/kernel"].T)
             sd[names["block"](i) + theirs + ".bias"] = params[f"{o}MlpBlock_3/{ours}/bias"]
-    return sd
-
-
-def official_to_timm(params: Params, num_layers: int) -> Params:
-    """Official keys -> a timm `VisionTransformer` state dict."""
-    def attention(i, ws, bs, out_w, out_b):
-        t = f"blocks.{i}.attn."
-        return {t + "qkv.weight": np.concatenate(ws, 0), t + "qkv.bias": np.concatenate(bs),
-                t + "proj.weight": out_w, t + "proj.bias": out_b}
-
-    sd = _common_out(params, num_layers, dict(attention=attention, block=lambda i: f"blocks.{i}.", ln0="norm1",
-                                              ln2="norm2", fc1="mlp.fc1", fc2="mlp.fc2"))
-    sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
-    sd["patch_embed.proj.bias"] = params["embedding/bias"]
-    sd["pos_embed"] = params[POSEMB_KEY]
-    if "cls" in params:
-        sd["cls_token"] = params["cls"]
-    for i in range(num_layers):
-        for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):
-            if f"Transformer/encoderblock_{i}/{ours}/scale" in params:
-                sd[f"blocks.{i}.{theirs}.gamma"] = params[f"Transformer/encoderblock_{i}/{ours}/scale"]
-    sd["norm.weight"], sd["norm.bias"] = params["Transformer/encoder_norm/scale"], params["Transformer/encoder_norm/bias"]
-    if "head/kernel" in params:
-        sd["head.weight"], sd["head.bias"] = np.ascontiguousarray(params["head/kernel"].T), params["head/bias"]
     return sd
 
 

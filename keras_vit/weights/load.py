@@ -240,9 +240,25 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
 
 
 def _warn_gelu(checkpoint: Checkpoint, model: keras.Model) -> None:
-    """A warning when a source trained with one GELU form goes into a model of the other."""
-    exact = checkpoint.implied.get("gelu_approximate")
-    if checkpoint.model is None and exact is not None and exact != model.gelu_approximate:
+    """A warning when a source trained with one GELU form goes into a model of the other; an error when the
+    source's activation or LayerNorm epsilon is another family's (quick GELU, CLIP's 1e-5): the shapes would
+    fit and the logits be wrong."""
+    implied = checkpoint.implied
+    if checkpoint.model is not None:
+        return
+    activation = implied.get("activation")
+    if activation is None and implied.get("gelu_approximate") is not None:
+        activation = "gelu_tanh" if implied["gelu_approximate"] else "gelu"
+    eps = implied.get("layer_norm_epsilon")
+    have = model.variant
+    wrong = [f"{field} {theirs!r} (the model's {ours!r})" for field, theirs, ours in
+             (("activation", activation, have.activation), ("LayerNorm epsilon", eps, have.layer_norm_epsilon))
+             if theirs is not None and theirs != ours and not {theirs, ours} <= {"gelu", "gelu_tanh"}]
+    if wrong:
+        raise ValueError(f"{checkpoint.source!r} was trained with {', '.join(wrong)}: another family's model. "
+                         "Build it with keras_vit.load_model(source), which takes the source's; nothing was loaded.")
+    if activation in ("gelu", "gelu_tanh") and activation != have.activation:
+        exact = activation == "gelu_tanh"
         warnings.warn(f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
                       f"{model.name!r} uses the other form; build it with gelu_approximate={exact} "
                       "(keras_vit.load_model does) for the source's logits.")

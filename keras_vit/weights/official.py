@@ -27,6 +27,7 @@ logger = logging.getLogger("keras_vit")
 
 POSEMB_KEY = layouts.POSEMB_KEY
 _HEAD_KEYS = ("head/kernel", "head/bias")
+_HEAD_DIST_KEYS = ("head_dist/kernel", "head_dist/bias")  # DeiT's second head: reset with the first
 _PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 
 
@@ -56,34 +57,69 @@ def _stem_map(stem) -> Dict[str, keras.Variable]:
     return out
 
 
+def _dense(out: dict, key: str, layer) -> None:
+    """`key`/kernel and `key`/bias of a Dense / EinsumDense (no bias entry for a layer built without one)."""
+    out[key + "/kernel"] = base_variable(layer)
+    if getattr(layer, "bias", None) is not None:
+        out[key + "/bias"] = layer.bias
+
+
+def _norm(out: dict, key: str, layer) -> None:
+    out[key + "/scale"], out[key + "/bias"] = layer.gamma, layer.beta
+
+
+def _block_map(out: dict, p: str, block) -> None:
+    """One encoder block's variables under the prefix `p`."""
+    _norm(out, p + "LayerNorm_0", block.layer_norm_0)
+    _norm(out, p + "LayerNorm_2", block.layer_norm_2)
+    att = block.attention
+    for part in ("query", "key", "value", "out"):
+        _dense(out, f"{p}MultiHeadDotProductAttention_1/{part}", getattr(att, part))
+    for norm, name in ((att.query_norm, "query_norm"), (att.key_norm, "key_norm")):
+        if norm is not None:  # qk-norm: not in official files
+            _norm(out, f"{p}MultiHeadDotProductAttention_1/{name}", norm)
+    for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
+        _dense(out, f"{p}MlpBlock_3/{name}", dense)
+    for scale, name in ((block.layer_scale_0, "LayerScale_0"), (block.layer_scale_2, "LayerScale_2")):
+        if scale is not None:  # not in official files (save_npz refuses it); timm's ls1 / ls2
+            out[f"{p}{name}/scale"] = scale.scale
+
+
+def _map_head_map(out: dict, head) -> None:
+    """big_vision's MAPHead keys for an `AttentionPooling` layer."""
+    out["MAPHead_0/probe"] = head.probe
+    for part in ("query", "key", "value", "out"):
+        _dense(out, f"MAPHead_0/MultiHeadDotProductAttention_0/{part}", getattr(head, part))
+    _norm(out, "MAPHead_0/LayerNorm_0", head.layer_norm)
+    _dense(out, "MAPHead_0/MlpBlock_0/Dense_0", head.mlp.dense_0)
+    _dense(out, "MAPHead_0/MlpBlock_0/Dense_1", head.mlp.dense_1)
+
+
 def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
     """Official checkpoint key -> the model's variable, for every parameter of `model` (for a LoRA-adapted
-    layer, its frozen base kernel: loading a checkpoint under adapters sets the base)."""
+    layer, its frozen base kernel: loading a checkpoint under adapters sets the base). Parts the official
+    layout lacks get keys in its style: `reg`, `dist`, `head_dist`, `pre_norm`, `fc_norm`, `.../query_norm`,
+    `.../LayerScale_0`, and big_vision's `MAPHead_0/...` for the MAP head."""
     _check_model(model)
-    out = {"embedding/kernel": model.patch_embedding.kernel, "embedding/bias": model.patch_embedding.bias}
-    if model.class_token is not None:
-        out["cls"] = model.class_token.cls
+    out = {}
+    _dense(out, "embedding", model.patch_embedding)
+    for key, token in (("cls", model.class_token), ("dist", model.distillation_token), ("reg", model.register_tokens)):
+        if token is not None:
+            out[key] = token.cls
     out[POSEMB_KEY] = model.position_embedding.pos_embedding
+    if model.pre_norm is not None:
+        _norm(out, "pre_norm", model.pre_norm)
     for i, block in enumerate(model.encoder.blocks):
-        p = f"Transformer/encoderblock_{i}/"
-        for ln, name in ((block.layer_norm_0, "LayerNorm_0"), (block.layer_norm_2, "LayerNorm_2")):
-            out[p + name + "/scale"], out[p + name + "/bias"] = ln.gamma, ln.beta
-        att = block.attention
-        for part in ("query", "key", "value", "out"):
-            projection = getattr(att, part)
-            out[f"{p}MultiHeadDotProductAttention_1/{part}/kernel"] = base_variable(projection)
-            out[f"{p}MultiHeadDotProductAttention_1/{part}/bias"] = projection.bias
-        for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
-            out[f"{p}MlpBlock_3/{name}/kernel"] = base_variable(dense)
-            out[f"{p}MlpBlock_3/{name}/bias"] = dense.bias
-        for scale, name in ((block.layer_scale_0, "LayerScale_0"), (block.layer_scale_2, "LayerScale_2")):
-            if scale is not None:  # not in official files (save_npz refuses it); timm's ls1 / ls2
-                out[f"{p}{name}/scale"] = scale.scale
-    out["Transformer/encoder_norm/scale"] = model.encoder.encoder_norm.gamma
-    out["Transformer/encoder_norm/bias"] = model.encoder.encoder_norm.beta
-    for name, dense in (("pre_logits", model.pre_logits), ("head", model.head)):
+        _block_map(out, f"Transformer/encoderblock_{i}/", block)
+    if model.encoder.encoder_norm is not None:
+        _norm(out, "Transformer/encoder_norm", model.encoder.encoder_norm)
+    if model.classifier == "map":
+        _map_head_map(out, model.token_pooling)
+    if model.fc_norm is not None:
+        _norm(out, "fc_norm", model.fc_norm)
+    for name, dense in (("pre_logits", model.pre_logits), ("head", model.head), ("head_dist", model.head_distillation)):
         if dense is not None:
-            out[f"{name}/kernel"], out[f"{name}/bias"] = dense.kernel, dense.bias
+            _dense(out, name, dense)
     if model.stem is not None:
         out.update(_stem_map(model.stem))
     return out
@@ -233,7 +269,7 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
     missing, notes = [], []
     for key, var in targets.items():
         want = tuple(var.shape)
-        if key in _HEAD_KEYS and reset:
+        if (key in _HEAD_KEYS or key in _HEAD_DIST_KEYS) and reset:
             assign[key] = np.zeros(want, dtype="float32")
             continue
         if key not in params:
@@ -260,7 +296,7 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             problems.append(f"{key}: {bad} non-finite value(s) (NaN/Inf) -- a diverged or damaged checkpoint")
             continue
         assign[key] = value
-    ignorable = set(_PRE_LOGITS_KEYS) | set(_HEAD_KEYS) | {"cls"}
+    ignorable = set(_PRE_LOGITS_KEYS) | set(_HEAD_KEYS) | set(_HEAD_DIST_KEYS) | {"cls"}
     unexpected = sorted(k for k in params if k not in targets and k not in ignorable)
     if missing:
         raise ValueError(f"Checkpoint {path!r} lacks {len(missing)} weight(s) the model needs: "
@@ -326,10 +362,7 @@ def save_npz(model: keras.Model, path: str) -> str:
     path = os.fspath(path)
     if not path.endswith(".npz"):
         raise ValueError(f"save_npz writes .npz files; got {path!r}.")
-    foreign = ([f"LayerScale (layer_scale_init={model.encoder.layer_scale_init})"]
-               if getattr(model.encoder, "layer_scale_init", None) is not None else []) + (
-        ["a class token without a position embedding (prefix_position_embedding=False)"]
-        if model.class_token is not None and not model.prefix_position_embedding else [])
+    foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) if hasattr(model, "variant") else []
     if foreign:
         raise ValueError(f"Model {model.name!r} has parts the official layout has no place for: "
                          f"{'; '.join(foreign)}. Write it with keras_vit.save_pretrained (timm) or .keras instead.")

@@ -19,7 +19,7 @@ from keras_vit.utils import atomic
 from keras_vit.vit import table
 from keras_vit.vit.data_config import TRANSFORMERS_VIT, DataConfig
 from keras_vit.vit.model import ensure_vit
-from keras_vit.weights import layouts, official
+from keras_vit.weights import layouts, official, timm_layout
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
@@ -81,7 +81,7 @@ def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.
         raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
     width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
     heads = _heads_for(width, path, num_heads)
-    return layouts.timm_to_official(sd, heads, path), dict(num_heads=heads, gelu_approximate=False)
+    return timm_layout.timm_to_official(sd, heads, path), dict(num_heads=heads, gelu_approximate=False)
 
 
 def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -148,6 +148,11 @@ def _plain_params(model, layout: str) -> tuple:
     if model.pre_logits is not None:
         raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
                          "classifier lacks; rebuild it without one (representation_size=None) to export.")
+    foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) + (
+        [f"classifier={model.classifier!r}"] if model.classifier == "map" else [])
+    if layout == "transformers" and foreign:
+        raise ValueError(f"Model {model.name!r} has parts a transformers ViT lacks: {'; '.join(foreign)}. Write it "
+                         "with keras_vit.save_pretrained (a timm repository) instead.")
     params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in official.model_params(model).items()}
     return params, model.vit_config.num_layers
 
@@ -157,7 +162,7 @@ def timm_state_dict(model) -> Dict[str, np.ndarray]:
     params, n = _plain_params(model, "timm")
     if not model.include_top:
         raise ValueError(f"Model {model.name!r} has no head (include_top=False); a timm repository holds one.")
-    return layouts.official_to_timm(params, n)
+    return timm_layout.official_to_timm(params, n)
 
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
@@ -174,7 +179,7 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
         if not str(path).endswith(".safetensors"):
             raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
                              "directory: keras_vit.save_pretrained).")
-        sd = layouts.official_to_timm(params, n)
+        sd = timm_layout.official_to_timm(params, n)
         return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     if model.classifier != "token" or not model.include_top:
         raise ValueError(f"transformers' ViTForImageClassification classifies the class token with a head; model "

@@ -4,32 +4,31 @@ models (`config.json` + `model.safetensors`).
 `config.json` holds `architecture` (timm's model name), `model_args` (the keywords it was built with; absent
 in files from older timm, where the arrays' shapes and the model table decide) and `pretrained_cfg` (input
 size, mean, std, crop_pct, crop_mode, interpolation): that last part becomes the model's `DataConfig`. The
-weights are a timm state dict, read by the same strict reader as a bare timm `.safetensors` file. Arguments of
-timm's `VisionTransformer` that keras_vit does not build yet (LayerScale, registers, qk-norm, ...) are refused
-by name; `pytorch_model.bin` is never unpickled.
+weights are a timm state dict, read by the same strict reader as a bare timm `.safetensors` file. The
+architecture comes from the name's facts (`keras_vit.vit.timm_table`; timm's hub configs often hold nothing
+else) with `model_args` applied; arguments keras_vit does not build yet are refused by name;
+`pytorch_model.bin` is never unpickled.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
+from keras_vit.vit import timm_table
 from keras_vit.vit.labels import label_set_for
 from keras_vit.weights import safetensors_files
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
-# model_args keras_vit reads (the arrays' shapes decide the sizes); those that act in training only; and the
-# structural ones keras_vit builds only at timm's default value (class_token=False goes with global_pool="avg")
-_READ = {"img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "num_classes", "in_chans",
-         "global_pool", "class_token", "act_layer", "init_values", "no_embed_class"}
-_ACTIVATIONS = {"gelu": False, "gelu_tanh": True}  # timm's name -> keras_vit's gelu_approximate
+_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}  # timm's act_layer names
+# model_args that act in training only (dropout, initialisation) or at call time only
 _TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
-                  "dynamic_img_size"}
-_DEFAULTS = {"qkv_bias": True, "reg_tokens": 0, "pre_norm": False, "qk_norm": False, "fc_norm": None}
+                  "dynamic_img_size", "dynamic_img_pad", "fix_init", "patch_drop_rate"}
+_POOLS = {"token": "token", "avg": "gap", "map": "map"}
 
 
 def is_timm_dir(path: str) -> bool:
@@ -52,22 +51,61 @@ def _config(directory: str) -> dict:
     return config
 
 
-def _check_args(directory: str, config: dict) -> dict:
-    """model_args, after refusing those that make a network keras_vit does not build (named)."""
-    args = config.get("model_args") or {}
+def _override(name: str, kw: dict, args: dict) -> dict:
+    """The table's keywords for timm's `name` with the `model_args` it was built with applied (timm merges
+    them over the architecture's own); an argument keras_vit does not build is refused by name."""
+    kw = dict(kw)
+    ratio = kw["mlp_dim"] / kw["hidden_size"]
+    simple = dict(patch_size="patch_size", embed_dim="hidden_size", depth="num_layers", num_heads="num_heads",
+                  reg_tokens="num_register_tokens", qk_norm="qk_norm", qkv_bias="qkv_bias")
     for key, value in args.items():
-        if key in _READ or key in _TRAINING_ONLY:
-            continue
-        if key not in _DEFAULTS or (value != _DEFAULTS[key] and not (key == "fc_norm" and value is False)):
-            raise ValueError(f"{directory!r} ({config['architecture']}) was built with {key}={value!r}, a part of "
-                             "timm's VisionTransformer that keras_vit does not build yet; nothing was loaded.")
-    if "act_layer" in args and args["act_layer"] not in _ACTIVATIONS:
-        raise ValueError(f"{directory!r} ({config['architecture']}) uses act_layer={args['act_layer']!r}; keras_vit's "
-                         f"MLP has {' or '.join(_ACTIVATIONS)}; nothing was loaded.")
-    pool = args.get("global_pool", config.get("global_pool", "token"))
-    if pool not in ("token", "avg"):
-        raise ValueError(f"{directory!r}: global_pool={pool!r}; keras_vit pools with the class token or an average.")
-    return args
+        if key in simple:
+            kw[simple[key]] = value
+        elif key == "mlp_ratio":
+            ratio = float(value)
+        elif key == "img_size":
+            size = (value, value) if isinstance(value, int) else tuple(value)
+            kw["input_shape"] = (int(size[0]), int(size[1]), kw["input_shape"][2])
+        elif key == "in_chans":
+            kw["input_shape"] = (*kw["input_shape"][:2], int(value))
+        elif key == "num_classes":
+            kw.pop("classes", None), kw.pop("include_top", None)
+            kw.update(classes=int(value)) if value else kw.update(include_top=False)
+        elif key == "global_pool" and value in _POOLS:
+            if _POOLS[value] != kw["classifier"] and "fc_norm" not in args:
+                kw["fc_norm"] = value == "avg"  # timm's default: fc_norm with average pooling
+            kw["classifier"] = _POOLS[value]
+        elif key == "act_layer" and value in _ACTIVATIONS:
+            kw["activation"] = _ACTIVATIONS[value]
+        elif key == "init_values":
+            kw["layer_scale_init"] = float(value) if value else None
+        elif key == "no_embed_class":
+            kw["prefix_position_embedding"] = not value
+        elif key == "pre_norm":
+            kw["pre_norm"], kw["patch_bias"] = bool(value), not value  # timm drops the patch bias with pre-norm
+        elif key == "fc_norm":
+            kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
+        elif key == "class_token":
+            if not value and kw["classifier"] == "token":
+                raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")
+        elif key not in _TRAINING_ONLY:
+            raise ValueError(f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
+                             "keras_vit does not build yet; nothing was loaded.")
+    kw["mlp_dim"] = int(round(kw["hidden_size"] * ratio))
+    return kw
+
+
+def architecture(directory: str, config: Optional[dict] = None) -> dict:
+    """`VisionTransformer` keywords of a timm repository directory: its `architecture`'s facts (the table,
+    `keras_vit.vit.timm_table`) with its `model_args` applied. An architecture keras_vit does not know, or one
+    with parts it does not build, is refused naming them."""
+    config = _config(directory) if config is None else config
+    name = config["architecture"]
+    try:
+        kw = timm_table.model_kwargs(name)
+    except ValueError as e:
+        raise ValueError(f"{directory!r}: {e} Nothing was loaded.") from None
+    return _override(name, kw, config.get("model_args") or {})
 
 
 def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -79,17 +117,8 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
                 "(timm.models.load_checkpoint, then save_for_hf(..., safe_serialization=True))."
                 if os.path.exists(os.path.join(directory, PICKLE)) else "")
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
-    args = _check_args(directory, config)
-    params, implied = safetensors_files.read_timm(weights, args.get("num_heads"))
-    size = args.get("img_size") or (config.get("pretrained_cfg") or {}).get("input_size", [3, 224, 224])[1:]
-    size = (size, size) if isinstance(size, int) else tuple(size)
-    implied.update(input_shape=(int(size[0]), int(size[1]), int(args.get("in_chans", 3))))
-    if args.get("global_pool", config.get("global_pool")) == "avg" and args.get("class_token", True) is False:
-        implied["classifier"] = "gap"
-    if "act_layer" in args:
-        implied["gelu_approximate"] = _ACTIVATIONS[args["act_layer"]]
-    if args.get("init_values"):  # LayerScale (its trained values are in the weights)
-        implied["layer_scale_init"] = float(args["init_values"])
+    implied = architecture(directory, config)
+    params, _ = safetensors_files.read_timm(weights, implied["num_heads"])
     return params, implied
 
 
@@ -117,11 +146,37 @@ def _pretrained_cfg(model) -> dict:
                 fixed_input_size=not model.dynamic_size, custom_load=False)
 
 
+def _model_args(model) -> Tuple[dict, str]:
+    """(timm's `model_args`, the architecture whose fixed parts match the model's): the LayerNorm epsilon and
+    the distillation head are not `model_args` in timm, so the architecture's name carries them."""
+    c, v = model.vit_config, model.variant
+    if v.patch_bias == v.pre_norm:
+        raise ValueError(f"Model {model.name!r} has pre_norm={v.pre_norm} with patch_bias={v.patch_bias}; timm "
+                         "ties the two (a pre-norm model has no patch bias), so it has no timm equivalent.")
+    pool = {"token": "token", "gap": "avg", "map": "map"}[model.classifier]
+    args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
+                depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
+                num_classes=model.classes, in_chans=model.channels, global_pool=pool,
+                class_token=model.class_token is not None, act_layer=v.activation, fc_norm=v.fc_norm,
+                init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
+                reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias)
+    if v.distillation_token:
+        if v.layer_norm_epsilon != 1e-6:
+            raise ValueError(f"Model {model.name!r}: timm's distilled ViT has LayerNorm epsilon 1e-6, this model "
+                             f"{v.layer_norm_epsilon}.")
+        return args, "deit_base_distilled_patch16_224"
+    names = {1e-6: "vit_base_patch16_224", 1e-5: "vit_base_patch16_clip_224"}
+    if v.layer_norm_epsilon not in names:
+        raise ValueError(f"Model {model.name!r}: LayerNorm epsilon {v.layer_norm_epsilon} is not one of timm's ViT "
+                         f"architectures' ({sorted(names)}).")
+    return args, names[v.layer_norm_epsilon]
+
+
 def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: bool = False) -> str:
     """Writes `model` as a timm repository directory (`config.json` + `model.safetensors`), what
     `timm.create_model("hf-hub:...")` or `pretrained_cfg_overlay=dict(file=...)` loads strictly, with the
-    model's data config as `pretrained_cfg`. Plain ViTs (class token or GAP) with a head and no representation
-    layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it holds nothing
+    model's data config as `pretrained_cfg`. Every family keras_vit builds (no hybrids), with a head and no
+    representation layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it holds nothing
     but an earlier output of this writer."""
     from safetensors.numpy import save_file
 
@@ -131,19 +186,8 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         raise ValueError(f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
                          "keras_vit.save_safetensors(model, dir, layout='transformers')).")
     sd = safetensors_files.timm_state_dict(model)
-    c = model.vit_config
-    gap = model.classifier == "gap"
-    args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
-                depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
-                num_classes=model.classes, in_chans=model.channels, global_pool="avg" if gap else "token",
-                class_token=not gap, act_layer="gelu_tanh" if model.gelu_approximate else "gelu")
-    if gap:
-        args["fc_norm"] = False  # the official GAP normalises before pooling, as timm does without fc_norm
-    if model.encoder.layer_scale_init is not None:
-        args["init_values"] = model.encoder.layer_scale_init
-    if model.class_token is not None and not model.prefix_position_embedding:
-        args["no_embed_class"] = True
-    config = dict(architecture="vit_base_patch16_224", num_classes=model.classes, num_features=c.hidden_size,
+    args, architecture_name = _model_args(model)
+    config = dict(architecture=architecture_name, num_classes=model.classes, num_features=model.vit_config.hidden_size,
                   global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model))
 
     def fill(tmp: str) -> None:

@@ -1,0 +1,58 @@
+"""The components of a `VisionTransformer`, built from its checked keywords (one function, so that the model
+class keeps the anatomy's order and its description while this keeps the list of parts)."""
+
+from __future__ import annotations
+
+import types
+
+import keras
+
+from keras_vit.vit.attention_pooling import AttentionPooling
+from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
+from keras_vit.vit.position_embedding import AddPositionEmbedding
+from keras_vit.vit.preprocessing import ImagePreprocessing
+from keras_vit.vit.resnet import ResNetStem
+
+
+def make_components(c, resnet_width, preprocessing, classifier, grid, options, variant,
+                     representation_size, classes, classifier_activation, policy) -> types.SimpleNamespace:
+    """The layers of a `VisionTransformer`, named after the official checkpoint tree (big_vision's for the MAP head); None where the
+    model has no such part. Returned as a namespace (they become attributes after `keras.Model.__init__`)."""
+    p, v, eps = types.SimpleNamespace(), variant, variant.layer_norm_epsilon
+    prefix = v.num_prefix_tokens(classifier == "token")
+    p.preprocessing = ImagePreprocessing(None, preprocessing,
+                                         name="preprocessing") if preprocessing is not None else None
+    p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
+    p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, use_bias=v.patch_bias, dtype=policy,
+                                       name="embedding")
+    p.class_token = ClassToken(dtype=policy, name="cls") if classifier == "token" else None
+    p.distillation_token = ClassToken(dtype=policy, name="dist") if v.distillation_token else None
+    p.register_tokens = (ClassToken(v.num_register_tokens, dtype=policy, name="registers")
+                         if v.num_register_tokens else None)
+    p.position_embedding = AddPositionEmbedding(
+        grid, prefix if v.prefix_position_embedding else 0,
+        stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy, name="posembed_input")
+    p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
+    p.pre_norm = layer_norm("pre_norm", policy, eps) if v.pre_norm else None
+    p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
+                        options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
+                        v.layer_scale_init, final_norm=not v.fc_norm, activation=v.activation,
+                        layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, dtype=policy,
+                        name="Transformer")
+    p.token_pooling = (AttentionPooling(c.num_heads, c.mlp_dim, v.activation, eps, prefix, dtype=policy,
+                                        name="MAPHead_0") if classifier == "map" else
+                       TokenPooling(classifier if classifier == "token" else "gap", prefix, dtype=policy,
+                                    name="pooling"))
+    p.distillation_pooling = (TokenPooling("token", prefix, index=1, dtype=policy, name="distillation_pooling")
+                              if v.distillation_token else None)
+    p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm else None
+    p.pre_logits = keras.layers.Dense(
+        int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
+        dtype=policy, name="pre_logits") if representation_size is not None else None
+    p.head, p.head_distillation = (keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
+                                                      name=name) if classes is not None and wanted else None
+                                   for name, wanted in (("head", True), ("head_dist", v.distillation_token)))
+    p.predictions = keras.layers.Activation(
+        classifier_activation, dtype="float32",
+        name="predictions") if classes is not None and classifier_activation is not None else None
+    return p

@@ -1,0 +1,95 @@
+"""The Transformer's MLP block (paper eq. 3) and the activations the ViT family uses in it.
+
+Three activations occur in published ViT checkpoints: GELU in its tanh form (the original JAX code, big_vision,
+SigLIP), the exact erf form (timm's and `transformers`' default: DeiT, DINOv2, AugReg in timm) and OpenAI CLIP's
+"quick GELU", x * sigmoid(1.702 x). They differ by up to ~1e-3 (tanh vs exact) and ~2e-2 (quick) per unit, which
+moves logits well past any parity bound, so the model records which one its checkpoint was trained with.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_vit.vit.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.vit.specs import ArraySpecs
+
+ACTIVATIONS = ("gelu_tanh", "gelu", "quick_gelu")
+
+
+def gelu(x, approximate: bool = True):
+    """GELU: the tanh approximation (flax's default, the official models') or the exact erf form
+    (timm's and `transformers`' nn.GELU). The exact form is written with `erf` itself: TensorFlow's own exact
+    GELU lowers to `Erfc`, which the ONNX converter cannot express."""
+    if approximate:
+        return ops.gelu(x, approximate=True)
+    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
+
+
+def activate(x, activation: str):
+    """`x` through one of `ACTIVATIONS` by name."""
+    if activation == "gelu_tanh":
+        return gelu(x, approximate=True)
+    if activation == "gelu":
+        return gelu(x, approximate=False)
+    if activation == "quick_gelu":
+        return x * ops.sigmoid(ops.cast(1.702, x.dtype) * x)
+    raise ValueError(f"Unknown activation {activation!r}; expected one of {ACTIVATIONS}.")
+
+
+def activation_name(activation, gelu_approximate) -> str:
+    """The MLP's activation from the constructor's two spellings: `activation` (one of `ACTIVATIONS`) or the
+    older `gelu_approximate` (True: "gelu_tanh", False: "gelu"); both given must agree. Default "gelu_tanh"."""
+    from_flag = None if gelu_approximate is None else ("gelu_tanh" if gelu_approximate else "gelu")
+    if activation is None:
+        return from_flag or "gelu_tanh"
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation={activation!r}; expected one of {ACTIVATIONS}.")
+    if from_flag is not None and from_flag != activation:
+        raise ValueError(f"activation={activation!r} contradicts gelu_approximate={gelu_approximate!r}; give one.")
+    return activation
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MlpBlock(ArraySpecs, keras.layers.Layer):
+    """Dense(mlp_dim) -> activation -> Dropout -> Dense(D) -> Dropout.
+
+    `activation`: one of `ACTIVATIONS` (default the tanh GELU); `gelu_approximate` is the older spelling of the
+    choice between the two GELUs (kept so that models saved before `activation` existed reload).
+    """
+
+    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate=None, activation=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.mlp_dim = int(mlp_dim)
+        self.activation = activation_name(activation, gelu_approximate)
+        self.dropout_rate = float(dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+
+    @property
+    def gelu_approximate(self) -> bool:
+        return self.activation == "gelu_tanh"
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        self.dense_0 = keras.layers.Dense(
+            self.mlp_dim, kernel_initializer=xavier_uniform(d, self.mlp_dim),
+            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_0")
+        self.dense_1 = keras.layers.Dense(
+            d, kernel_initializer=xavier_uniform(self.mlp_dim, d),
+            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_1")
+        self.dense_0.build(input_shape)
+        self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+
+    def call(self, x, training=None):
+        y = activate(self.dense_0(x), self.activation)
+        y = self.dropout(y, training=training)
+        y = self.dense_1(y)
+        return self.dropout(y, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
+                "activation": self.activation}

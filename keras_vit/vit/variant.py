@@ -1,0 +1,88 @@
+"""The ViT family's variations on the paper's model, as one checked record (`Variant`).
+
+DeiT, DeiT-III, DINOv2, CLIP, SigLIP and MAE-style models are the paper's encoder with a few parts added,
+moved or switched off. `VisionTransformer` takes each as a keyword (defaults: the paper's model) and keeps
+them here, so the description, `get_config`, the weight readers and `save_npz` see one list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional
+
+from keras_vit.utils import validate
+from keras_vit.vit.layers import LAYER_NORM_EPSILON
+from keras_vit.vit.mlp import activation_name
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """The family options of one model (each a constructor keyword of `VisionTransformer`).
+
+    Attributes:
+      activation: the MLP's activation: "gelu_tanh" (the paper's code), "gelu" (exact; timm, DeiT, DINOv2) or
+        "quick_gelu" (OpenAI CLIP).
+      layer_norm_epsilon: every LayerNorm's epsilon (1e-6; CLIP 1e-5).
+      layer_scale_init: LayerScale on both residual branches, initialised to this (DeiT-III, DINOv2); None.
+      num_register_tokens: learned tokens after the class token that take part in attention and are then
+        dropped (DINOv2 "with registers", Darcet et al. 2024); 0.
+      distillation_token: DeiT's second prefix token with its own head; the two heads' logits are averaged.
+      pre_norm: a LayerNorm on the embeddings before the first block (CLIP).
+      fc_norm: the final LayerNorm after pooling instead of before it (MAE-style GAP models).
+      qk_norm: LayerNorm on each head's queries and keys.
+      qkv_bias: biases on the query/key/value projections.
+      patch_bias: a bias in the patch embedding (CLIP has none).
+      prefix_position_embedding: whether the prefix tokens (class, registers, distillation) have position
+        embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
+    """
+
+    activation: str = "gelu_tanh"
+    layer_norm_epsilon: float = LAYER_NORM_EPSILON
+    layer_scale_init: Optional[float] = None
+    num_register_tokens: int = 0
+    distillation_token: bool = False
+    pre_norm: bool = False
+    fc_norm: bool = False
+    qk_norm: bool = False
+    qkv_bias: bool = True
+    patch_bias: bool = True
+    prefix_position_embedding: bool = True
+
+    @classmethod
+    def checked(cls, gelu_approximate=None, **options) -> "Variant":
+        """The record after type and range checks (errors name the keyword)."""
+        options["activation"] = activation_name(options.get("activation"), gelu_approximate)
+        options["layer_norm_epsilon"] = validate.number("layer_norm_epsilon",
+                                                        options.get("layer_norm_epsilon", LAYER_NORM_EPSILON),
+                                                        positive=True)
+        if options.get("layer_scale_init") is not None:
+            options["layer_scale_init"] = validate.number("layer_scale_init", options["layer_scale_init"],
+                                                          positive=True)
+        registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
+        options["num_register_tokens"] = registers
+        for field in ("distillation_token", "pre_norm", "fc_norm", "qk_norm", "qkv_bias", "patch_bias",
+                      "prefix_position_embedding"):
+            if field in options:
+                validate.boolean(field, options[field])
+        return cls(**options)
+
+    def to_config(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def num_prefix_tokens(self, class_token: bool) -> int:
+        """Tokens before the patches: the class token, the distillation token, the registers."""
+        return int(class_token) + int(self.distillation_token) + self.num_register_tokens
+
+    def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:
+        """What the official `.npz` layout has no place for (`save_npz` refuses these, naming them). The two GELUs
+        are allowed (the file does not say which; timm-read models use the exact one)."""
+        default = Variant(activation="gelu" if self.activation == "gelu" else "gelu_tanh",
+                          prefix_position_embedding=True if has_prefix_tokens else self.prefix_position_embedding)
+        parts = {"activation": "the quick GELU", "layer_norm_epsilon": "another LayerNorm epsilon",
+                 "layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
+                 "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
+                 "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm",
+                 "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
+                 "prefix_position_embedding": "prefix tokens without position embeddings"}
+        return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
+                if getattr(self, field) != getattr(default, field)]

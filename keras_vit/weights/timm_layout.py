@@ -1,0 +1,170 @@
+"""timm's `VisionTransformer` / `VisionTransformerDistilled` state dicts <-> the official keys.
+
+Facts (docs/reference.md, "Other layouts"): PyTorch Linear weights are (out, in), convolutions (O, I, kh, kw);
+timm fuses q, k, v into one `qkv` Linear (and k, v into `kv` in the MAP head, `attn_pool`); the class,
+distillation and register tokens are `cls_token`, `dist_token`, `reg_token`; LayerScale is `ls1` / `ls2.gamma`;
+qk-norm `attn.q_norm` / `k_norm`; the LayerNorm after the embeddings `norm_pre`, after pooling `fc_norm`. Parts
+keras_vit has but the official layout lacks get keys in its style (`keras_vit.weights.official.weight_map`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from keras_vit.weights.layouts import POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader
+
+_BLOCK = re.compile(r"^blocks\.(\d+)\.")
+_TOP = {"cls_token", "reg_token", "dist_token", "pos_embed", "patch_embed", "norm_pre", "blocks", "norm", "fc_norm",
+        "attn_pool", "head", "head_dist"}
+_TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
+_NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"))
+_MAP = "MAPHead_0/"
+
+
+def _norm_in(g: _Reader, p: Params, theirs: str, ours: str) -> None:
+    p[ours + "/scale"], p[ours + "/bias"] = g(theirs + ".weight"), g(theirs + ".bias")
+
+
+def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool = False) -> None:
+    """A Linear; its bias is required unless `optional_bias` (a part keras_vit builds with or without one)."""
+    p[ours + "/kernel"] = _linear_in(g(theirs + ".weight"))
+    if not optional_bias or theirs + ".bias" in g.sd:
+        p[ours + "/bias"] = g(theirs + ".bias")
+
+
+def _block_in(g: _Reader, p: Params, i: int, num_heads: int) -> None:
+    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    a = o + "MultiHeadDotProductAttention_1/"
+    q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
+    biases = np.split(g(t + "attn.qkv.bias"), 3) if t + "attn.qkv.bias" in g.sd else (None, None, None)
+    p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, g(t + "attn.proj.bias")), num_heads, a))
+    norms = [f"{t}attn.{n}_norm.{w}" for n in "qk" for w in ("weight", "bias")]
+    if all(k in g.sd for k in norms):  # qk-norm; a part of it alone is left for the reader to refuse by name
+        for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
+            _norm_in(g, p, f"{t}attn.{theirs}", a + ours)
+    _norm_in(g, p, t + "norm1", o + "LayerNorm_0")
+    _norm_in(g, p, t + "norm2", o + "LayerNorm_2")
+    _linear(g, p, t + "mlp.fc1", o + "MlpBlock_3/Dense_0")
+    _linear(g, p, t + "mlp.fc2", o + "MlpBlock_3/Dense_1")
+    for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):  # DeiT-III, DINOv2
+        if f"{t}{theirs}.gamma" in g.sd:
+            p[f"{o}{ours}/scale"] = g(f"{t}{theirs}.gamma")
+
+
+def _map_head_in(g: _Reader, p: Params, num_heads: int, source: str) -> None:
+    """timm's `AttentionPoolLatent` (one latent query) as big_vision's MAPHead."""
+    latent = g("attn_pool.latent")
+    if latent.shape[1] != 1:
+        raise ValueError(f"{source}: attn_pool.latent holds {latent.shape[1]} queries; keras_vit's MAP head has one.")
+    p[_MAP + "probe"] = latent
+    k, v = np.split(g("attn_pool.kv.weight"), 2, axis=0)
+    bk, bv = np.split(g("attn_pool.kv.bias"), 2)
+    p.update(_attention_in(g("attn_pool.q.weight"), k, v, g("attn_pool.proj.weight"),
+                           (g("attn_pool.q.bias"), bk, bv, g("attn_pool.proj.bias")), num_heads,
+                           _MAP + "MultiHeadDotProductAttention_0/"))
+    _norm_in(g, p, "attn_pool.norm", _MAP + "LayerNorm_0")
+    _linear(g, p, "attn_pool.mlp.fc1", _MAP + "MlpBlock_0/Dense_0")
+    _linear(g, p, "attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1")
+
+
+def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
+    """A timm ViT state dict (every family of `keras_vit.VisionTransformer`; no hybrid stem) in official keys.
+    Every tensor is mapped or the read is refused naming it (`_Reader`)."""
+    unsupported = sorted({k.split(".")[0] for k in sd} - _TOP)
+    if unsupported or any(k.startswith("patch_embed.backbone") for k in sd):
+        raise ValueError(f"{source} has parts keras_vit's timm reader does not map: "
+                         f"{unsupported or ['patch_embed.backbone (a hybrid stem)']}.")
+    g = _Reader(sd, source)
+    p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), POSEMB_KEY: g("pos_embed")}
+    if "patch_embed.proj.bias" in sd:
+        p["embedding/bias"] = g("patch_embed.proj.bias")
+    for theirs, ours in _TOKENS:
+        if theirs in sd:
+            p[ours] = g(theirs)
+    for theirs, ours in _NORMS:
+        if theirs + ".weight" in sd:
+            _norm_in(g, p, theirs, ours)
+    for i in _blocks(sd, _BLOCK):
+        _block_in(g, p, i, num_heads)
+    if any(k.startswith("attn_pool.") for k in sd):
+        _map_head_in(g, p, num_heads, source)
+    for theirs, ours in (("head", "head"), ("head_dist", "head_dist")):
+        if theirs + ".weight" in sd:
+            _linear(g, p, theirs, ours)
+    g.check_all_used()
+    return p
+
+
+# ----------------------------------------------------------------------------- official -> timm
+
+def _torch_linear(params: Params, ours: str) -> tuple:
+    kernel = params[ours + "/kernel"]
+    return np.ascontiguousarray(kernel.reshape(-1, kernel.shape[-1]).T), params.get(ours + "/bias")
+
+
+def _put(sd: Params, theirs: str, weight, bias=None) -> None:
+    sd[theirs + ".weight"] = weight
+    if bias is not None:
+        sd[theirs + ".bias"] = bias
+
+
+def _attention_out(params: Params, a: str) -> tuple:
+    """(weights (D_out, D_in), biases) of query, key, value and out; a bias is None when absent."""
+    d = params[a + "query/kernel"].shape[0]
+    ws = [np.ascontiguousarray(params[f"{a}{n}/kernel"].reshape(d, -1).T) for n in ("query", "key", "value")]
+    bs = [params[f"{a}{n}/bias"].reshape(-1) if f"{a}{n}/bias" in params else None for n in ("query", "key", "value")]
+    out = params[a + "out/kernel"]
+    return ws, bs, np.ascontiguousarray(out.reshape(-1, out.shape[-1]).T), params[a + "out/bias"]
+
+
+def _block_out(params: Params, sd: Params, i: int) -> None:
+    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    a = o + "MultiHeadDotProductAttention_1/"
+    ws, bs, out_w, out_b = _attention_out(params, a)
+    _put(sd, t + "attn.qkv", np.concatenate(ws, 0), None if bs[0] is None else np.concatenate(bs))
+    _put(sd, t + "attn.proj", out_w, out_b)
+    for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
+        if f"{a}{ours}/scale" in params:
+            _put(sd, f"{t}attn.{theirs}", params[f"{a}{ours}/scale"], params[f"{a}{ours}/bias"])
+    for ours, theirs in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
+        _put(sd, t + theirs, params[f"{o}{ours}/scale"], params[f"{o}{ours}/bias"])
+    for ours, theirs in (("Dense_0", "fc1"), ("Dense_1", "fc2")):
+        _put(sd, f"{t}mlp.{theirs}", *_torch_linear(params, f"{o}MlpBlock_3/{ours}"))
+    for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):
+        if f"{o}{ours}/scale" in params:
+            sd[f"{t}{theirs}.gamma"] = params[f"{o}{ours}/scale"]
+
+
+def _map_head_out(params: Params, sd: Params) -> None:
+    ws, bs, out_w, out_b = _attention_out(params, _MAP + "MultiHeadDotProductAttention_0/")
+    sd["attn_pool.latent"] = params[_MAP + "probe"]
+    _put(sd, "attn_pool.q", ws[0], bs[0])
+    _put(sd, "attn_pool.kv", np.concatenate(ws[1:], 0), np.concatenate(bs[1:]))
+    _put(sd, "attn_pool.proj", out_w, out_b)
+    _put(sd, "attn_pool.norm", params[_MAP + "LayerNorm_0/scale"], params[_MAP + "LayerNorm_0/bias"])
+    for ours, theirs in (("Dense_0", "fc1"), ("Dense_1", "fc2")):
+        _put(sd, f"attn_pool.mlp.{theirs}", *_torch_linear(params, f"{_MAP}MlpBlock_0/{ours}"))
+
+
+def official_to_timm(params: Params, num_layers: int) -> Params:
+    """Official keys -> a timm `VisionTransformer` (`VisionTransformerDistilled` with `dist`) state dict."""
+    sd: Params = {"patch_embed.proj.weight": np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1)),
+                  "pos_embed": params[POSEMB_KEY]}
+    if "embedding/bias" in params:
+        sd["patch_embed.proj.bias"] = params["embedding/bias"]
+    for theirs, ours in _TOKENS:
+        if ours in params:
+            sd[theirs] = params[ours]
+    for theirs, ours in _NORMS:
+        if ours + "/scale" in params:
+            _put(sd, theirs, params[ours + "/scale"], params[ours + "/bias"])
+    for i in range(num_layers):
+        _block_out(params, sd, i)
+    if _MAP + "probe" in params:
+        _map_head_out(params, sd)
+    for theirs, ours in (("head", "head"), ("head_dist", "head_dist")):
+        if ours + "/kernel" in params:
+            _put(sd, theirs, *_torch_linear(params, ours))
+    return sd

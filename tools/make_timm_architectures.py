@@ -1,0 +1,120 @@
+"""Makes keras_vit/data/timm_architectures.json: the facts of every architecture timm registers in its
+`vision_transformer`, `vision_transformer_hybrid` and `deit` modules, read off the model timm itself builds
+(on the meta device: no weights, no download), in keras_vit's vocabulary, with timm's own parameter count and
+the parts keras_vit does not build yet. `keras_vit.create_model("<timm name>")` and the timm repository reader
+use it, because timm's `config.json` on the hub often states only the architecture's name. Run by hand:
+
+    PYTHONPATH=tools/torchvision_stub python tools/make_timm_architectures.py
+
+with torch 2.13.0 (CPU) and timm 1.0.31.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchvision_stub"))
+
+import timm  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_vit", "data", "timm_architectures.json")
+
+
+def _activation(act) -> str:
+    name = type(act).__name__
+    if name == "GELU":
+        return "gelu_tanh" if getattr(act, "approximate", "none") == "tanh" else "gelu"
+    return {"GELUTanh": "gelu_tanh", "QuickGELU": "quick_gelu"}.get(name, f"unsupported:{name}")
+
+
+def _is_identity(module) -> bool:
+    return module is None or isinstance(module, nn.Identity)
+
+
+def _unsupported(model, block) -> list:
+    """What keras_vit does not build yet, in words."""
+    out = []
+    checks = [
+        (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
+        (type(model.patch_embed).__name__ != "PatchEmbed", f"patch embedding {type(model.patch_embed).__name__}"
+         + (" (a hybrid CNN stem)" if hasattr(model.patch_embed, "backbone") else "")),
+        (not _is_identity(getattr(model.patch_embed, "norm", None)), "a norm in the patch embedding"),
+        (type(block).__name__ != "Block", f"block {type(block).__name__}"),
+        (type(getattr(block, "attn", None)).__name__ != "Attention", f"attention {type(getattr(block, 'attn', None)).__name__}"),
+        (type(getattr(block, "mlp", None)).__name__ != "Mlp", f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
+        (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
+        (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
+        (getattr(model, "pool_include_prefix", False), "pooling that includes the prefix tokens"),
+    ]
+    out += [what for bad, what in checks if bad]
+    if not out:
+        attn, mlp = block.attn, block.mlp
+        checks = [
+            (not isinstance(block.norm1, nn.LayerNorm), f"norm {type(block.norm1).__name__}"),
+            (not _is_identity(getattr(attn, "norm", None)), "a norm inside attention"),
+            (not _is_identity(getattr(mlp, "norm", None)), "a norm inside the MLP"),
+            (attn.proj.bias is None or mlp.fc1.bias is None, "projections without bias"),
+            (attn.qkv.out_features != 3 * model.embed_dim, "an attention width other than the embedding's"),
+            (_activation(mlp.act).startswith("unsupported"), f"activation {type(mlp.act).__name__}"),
+            (_is_identity(model.norm) and _is_identity(model.fc_norm), "no final norm"),
+        ]
+        pool = getattr(model, "attn_pool", None)
+        if pool is not None:
+            checks += [(pool.latent_len != 1, "a MAP head with several queries"),
+                       (not _is_identity(pool.q_norm) or pool.pos_embed is not None, "a MAP head with extras")]
+        out += [what for bad, what in checks if bad]
+    return out
+
+
+def facts(name: str) -> dict:
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False)
+    block = model.blocks[0]
+    count = sum(p.numel() for p in model.parameters())
+    entry = dict(params=int(count), image_size=list(model.patch_embed.img_size),
+                 classes=int(model.num_classes), unsupported=_unsupported(model, block))
+    if entry["unsupported"]:
+        return entry
+    attn, mlp, norm = block.attn, block.mlp, block.norm1
+    patch = model.patch_embed.patch_size
+    entry.update(
+        patch_size=int(patch[0]) if patch[0] == patch[1] else list(patch), hidden_size=int(model.embed_dim),
+        mlp_dim=int(mlp.fc1.out_features), num_heads=int(attn.num_heads), num_layers=len(model.blocks),
+        classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
+        activation=_activation(mlp.act), layer_norm_epsilon=float(norm.eps),
+        layer_scale_init=None if _is_identity(block.ls1) else float(block.ls1.init_values),
+        num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
+        distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
+        fc_norm=not _is_identity(model.fc_norm), qk_norm=not _is_identity(attn.q_norm),
+        qkv_bias=attn.qkv.bias is not None, patch_bias=model.patch_embed.proj.bias is not None,
+        prefix_position_embedding=not getattr(model, "no_embed_class", False),
+        dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)))
+    if getattr(model, "cls_token", None) is None and model.global_pool == "token":
+        entry["unsupported"] = ["token pooling without a class token"]
+    return entry
+
+
+def main() -> None:
+    table = {}
+    for module in MODULES:
+        for name in timm.list_models(module=module):
+            try:
+                table[name] = dict(module=module, **facts(name))
+            except Exception as e:  # noqa: BLE001 (recorded: the table says why)
+                table[name] = dict(module=module, unsupported=[f"timm could not build it here: {e}"])
+    with open(OUT, "w") as f:
+        json.dump(dict(timm=timm.__version__, torch=torch.__version__, architectures=table), f, indent=1,
+                  sort_keys=True)
+    bad = {n: e["unsupported"] for n, e in table.items() if e["unsupported"]}
+    print(f"{len(table)} architectures, {len(table) - len(bad)} buildable; not yet:")
+    for n, why in sorted(bad.items()):
+        print(f"  {n}: {'; '.join(why)}")
+
+
+if __name__ == "__main__":
+    main()
