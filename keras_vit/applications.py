@@ -66,7 +66,8 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     defaults (image size, head, norms, activation) unless a keyword says otherwise. `weights` and the other
     keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
     """
-    if timm_table.is_timm_name(model_name) and not _is_table_name(model_name):
+    timm_spelling = isinstance(model_name, str) and model_name == model_name.lower() and "_" in model_name
+    if (timm_table.is_timm_name(model_name) or timm_spelling) and not _is_table_name(model_name):
         arguments = timm_table.model_kwargs(model_name)
         if classes is not None:
             arguments.update(classes=classes, include_top=True)

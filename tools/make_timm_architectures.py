@@ -93,7 +93,8 @@ def facts(name: str) -> dict:
         fc_norm=not _is_identity(model.fc_norm), qk_norm=not _is_identity(attn.q_norm),
         qkv_bias=attn.qkv.bias is not None, patch_bias=model.patch_embed.proj.bias is not None,
         prefix_position_embedding=not getattr(model, "no_embed_class", False),
-        dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)))
+        dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
+        class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None)
     if getattr(model, "cls_token", None) is None and model.global_pool == "token":
         entry["unsupported"] = ["token pooling without a class token"]
     return entry

@@ -87,13 +87,16 @@ def attention_rollout(model: keras.Model, images, head_fusion: str = "mean", dis
     """Per-image rollout map over the patch grid, upsampled to the image size: [batch, H, W] in [0, 1]
     (`upsample=False`: [batch, grid_h, grid_w]).
 
-    'token' models use the class token's row; 'gap' models (no class token) use the
-    mean over all token rows, since their prediction pools every token.
+    'token' models use the class token's row (DeiT: the mean of the class and distillation tokens' rows, as its
+    two heads are averaged); models without a class token ('gap', 'map') the mean over all token rows, since
+    their prediction pools every token. Register tokens are rows like any other but never columns of the map.
     """
     images = check_images(model, images)
     joint = rollout_from_attention(attention_weights(model, images), head_fusion, discard_ratio)
-    prefix = model.num_prefix_tokens
-    rows = joint[:, 0, prefix:] if prefix else joint.mean(axis=1)
+    layout = model.token_layout
+    readers = [layout[part][0] for part in ("class", "distillation") if part in layout]
+    start = layout["patches"][0]
+    rows = joint[:, readers, start:].mean(axis=1) if readers else joint[:, :, start:].mean(axis=1)
     size, (gh, gw) = _sizes(model, images)
     maps = rows.reshape(-1, gh, gw)
     maps = maps / np.maximum(maps.max(axis=(1, 2), keepdims=True), 1e-12)
@@ -151,9 +154,10 @@ def similarity_from_posemb(posemb: np.ndarray, grid: Tuple[int, int], num_prefix
 
 
 def position_embedding_similarity(model: keras.Model) -> np.ndarray:
-    """[grid_h, grid_w, grid_h, grid_w] cosine similarities, class-token row excluded (Fig. 7 centre)."""
-    posemb = keras.ops.convert_to_numpy(ensure_vit(model).position_embedding.pos_embedding)
-    return similarity_from_posemb(posemb, model.grid_size, model.num_prefix_tokens)
+    """[grid_h, grid_w, grid_h, grid_w] cosine similarities, prefix-token rows excluded (Fig. 7 centre)."""
+    layer = ensure_vit(model).position_embedding
+    posemb = keras.ops.convert_to_numpy(layer.pos_embedding)
+    return similarity_from_posemb(posemb, model.grid_size, layer.num_prefix_tokens)
 
 
 def principal_components(filters: np.ndarray, n: int) -> Tuple[np.ndarray, np.ndarray]:

@@ -19,13 +19,13 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     """The layers of a `VisionTransformer`, named after the official checkpoint tree (big_vision's for the MAP head); None where the
     model has no such part. Returned as a namespace (they become attributes after `keras.Model.__init__`)."""
     p, v, eps = types.SimpleNamespace(), variant, variant.layer_norm_epsilon
-    prefix = v.num_prefix_tokens(classifier == "token")
+    prefix = v.num_prefix_tokens(classifier)
     p.preprocessing = ImagePreprocessing(None, preprocessing,
                                          name="preprocessing") if preprocessing is not None else None
     p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
     p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, use_bias=v.patch_bias, dtype=policy,
                                        name="embedding")
-    p.class_token = ClassToken(dtype=policy, name="cls") if classifier == "token" else None
+    p.class_token = ClassToken(dtype=policy, name="cls") if v.has_class_token(classifier) else None
     p.distillation_token = ClassToken(dtype=policy, name="dist") if v.distillation_token else None
     p.register_tokens = (ClassToken(v.num_register_tokens, dtype=policy, name="registers")
                          if v.num_register_tokens else None)

@@ -33,8 +33,8 @@ class FeatureAPI:
         """
         if pooling not in POOLINGS:
             raise ValueError(f"Unknown pooling {pooling!r}; expected one of {POOLINGS}.")
-        if pooling == "token" and not self.num_prefix_tokens:
-            raise ValueError("pooling='token' needs a class token; this is a classifier='gap' model.")
+        if pooling == "token" and self.class_token is None:
+            raise ValueError(f"pooling='token' needs a class token; this is a classifier={self.classifier!r} model.")
         extras = ()
         if patch_transform is None:
             tokens = self._taps["sequence"]
@@ -149,7 +149,7 @@ class FeatureAPI:
 
         Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"
         {index: (batch, heads, tokens, tokens) float32 probabilities} when `attention=True`,
-        "encoded" (after the final LayerNorm), "pre_logits" (when the model has them) and
+        "encoded" (after the final LayerNorm; rows as `model.token_layout` says), "pre_logits" (when the model has them) and
         "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
         """
         wanted = set(self._block_indices(blocks))
@@ -166,9 +166,9 @@ class FeatureAPI:
                 out["blocks"][i] = x
                 if attention:
                     out["attention"][i] = probs
-        out["encoded"] = self.encoder.encoder_norm(x)
+        out["encoded"] = self.encoder.finish(x)
         if "pre_logits" in self._taps:
             out["pre_logits"] = self._pool(out["encoded"])
         if self.head is not None:
-            out["logits"] = self.head(out["pre_logits"])
+            out["logits"] = self._logits(out["encoded"], out["pre_logits"])
         return out

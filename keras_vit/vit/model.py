@@ -137,6 +137,8 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
       qk_norm: a LayerNorm on each head's queries and keys.
       qkv_bias, patch_bias: biases of the query/key/value projections and of the patch embedding (CLIP has no
         patch bias).
+      class_token: True adds a class token to a "gap" / "map" model (EVA keeps one it does not read); None: only
+        classifier="token" has one.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
@@ -157,7 +159,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                  prefix_position_embedding: bool = True, activation: Optional[str] = None,
                  layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
                  pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
-                 patch_bias: bool = True, **kwargs):
+                 patch_bias: bool = True, class_token: Optional[bool] = None, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
@@ -169,7 +171,10 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                                   layer_scale_init=layer_scale_init, num_register_tokens=num_register_tokens,
                                   distillation_token=distillation_token, pre_norm=pre_norm, fc_norm=fc_norm,
                                   qk_norm=qk_norm, qkv_bias=qkv_bias, patch_bias=patch_bias,
-                                  prefix_position_embedding=prefix_position_embedding)
+                                  prefix_position_embedding=prefix_position_embedding,
+                                  class_token=None if class_token == (classifier == "token") else class_token)
+        if variant.class_token is False:
+            raise ValueError("classifier='token' reads the class token: class_token=False contradicts it.")
         if variant.distillation_token and (classifier != "token" or representation_size is not None):
             raise ValueError("distillation_token=True goes with classifier='token' and no representation_size "
                              "(DeiT's two heads read the class and distillation tokens).")
@@ -181,7 +186,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
-        prefix = variant.num_prefix_tokens(classifier == "token")
+        prefix = variant.num_prefix_tokens(classifier)
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         has_pre_logits = include_top or pooling is None
         parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,

@@ -34,6 +34,8 @@ class Variant:
       patch_bias: a bias in the patch embedding (CLIP has none).
       prefix_position_embedding: whether the prefix tokens (class, registers, distillation) have position
         embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
+      class_token: a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one
+        that attends but is not read); None: as the classifier says (only "token" has one).
     """
 
     activation: str = "gelu_tanh"
@@ -47,6 +49,7 @@ class Variant:
     qkv_bias: bool = True
     patch_bias: bool = True
     prefix_position_embedding: bool = True
+    class_token: Optional[bool] = None
 
     @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
@@ -61,17 +64,20 @@ class Variant:
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
         for field in ("distillation_token", "pre_norm", "fc_norm", "qk_norm", "qkv_bias", "patch_bias",
-                      "prefix_position_embedding"):
-            if field in options:
+                      "prefix_position_embedding", "class_token"):
+            if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         return cls(**options)
 
     def to_config(self) -> dict:
         return dataclasses.asdict(self)
 
-    def num_prefix_tokens(self, class_token: bool) -> int:
+    def has_class_token(self, classifier: str) -> bool:
+        return classifier == "token" if self.class_token is None else self.class_token
+
+    def num_prefix_tokens(self, classifier: str) -> int:
         """Tokens before the patches: the class token, the distillation token, the registers."""
-        return int(class_token) + int(self.distillation_token) + self.num_register_tokens
+        return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
     def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:
         """What the official `.npz` layout has no place for (`save_npz` refuses these, naming them). The two GELUs
@@ -83,6 +89,7 @@ class Variant:
                  "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
                  "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm",
                  "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
-                 "prefix_position_embedding": "prefix tokens without position embeddings"}
+                 "prefix_position_embedding": "prefix tokens without position embeddings",
+                 "class_token": "a class token the classifier does not read"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -43,7 +43,7 @@ def _square(n: int) -> bool:
     return n >= 0 and int(round(np.sqrt(n))) ** 2 == n
 
 
-def _variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
+def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
     block = "Transformer/encoderblock_0/"
     kw = {}
@@ -94,7 +94,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
         kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
         if float(kw["resnet_width"]).is_integer():
             kw["resnet_width"] = int(kw["resnet_width"])
-    kw.update(_variant_from_npz(params))
+    kw.update(variant_from_npz(params))
     prefix = posemb_prefix_rows(params)
     if prefix_tokens(params) and not prefix:
         kw["prefix_position_embedding"] = False

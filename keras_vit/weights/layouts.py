@@ -165,9 +165,6 @@ def jax_to_official(params: Params) -> Params:
             if key.startswith(prefix):
                 key = key[len(prefix):]
         out[key] = value
-    if any(k.startswith("MAPHead") for k in out):
-        raise ValueError("a big_vision checkpoint with a MAP head (pool_type='map') has no equivalent here; "
-                         "keras_vit models pool with the class token or GAP.")
     out = _unstack_scan(out)
     renamed = {}
     for key, value in out.items():

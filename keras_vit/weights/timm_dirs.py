@@ -56,6 +56,7 @@ def _override(name: str, kw: dict, args: dict) -> dict:
     them over the architecture's own); an argument keras_vit does not build is refused by name."""
     kw = dict(kw)
     ratio = kw["mlp_dim"] / kw["hidden_size"]
+    base_class_token = kw["classifier"] == "token" if kw.get("class_token") is None else kw["class_token"]
     simple = dict(patch_size="patch_size", embed_dim="hidden_size", depth="num_layers", num_heads="num_heads",
                   reg_tokens="num_register_tokens", qk_norm="qk_norm", qkv_bias="qkv_bias")
     for key, value in args.items():
@@ -86,12 +87,15 @@ def _override(name: str, kw: dict, args: dict) -> dict:
         elif key == "fc_norm":
             kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
         elif key == "class_token":
-            if not value and kw["classifier"] == "token":
-                raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")
+            continue  # below, once the pooling is known
         elif key not in _TRAINING_ONLY:
             raise ValueError(f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
                              "keras_vit does not build yet; nothing was loaded.")
     kw["mlp_dim"] = int(round(kw["hidden_size"] * ratio))
+    has_class_token = bool(args.get("class_token", base_class_token))
+    if not has_class_token and kw["classifier"] == "token":
+        raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")
+    kw["class_token"] = None if has_class_token == (kw["classifier"] == "token") else has_class_token
     return kw
 
 

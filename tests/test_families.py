@@ -1,0 +1,169 @@
+"""The ViT family in one `VisionTransformer`: every family's timm repository (tools/make_timm_hub_fixtures.py:
+made by timm 1.0.31 itself, every parameter perturbed) gives timm's logits, keeps its parts through `.keras`,
+`save_pretrained` and the feature API, and is refused where it does not fit. No torch needed."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit.analysis.inspect import attention_rollout
+from keras_vit.vit import timm_table
+
+from conftest import ROOT
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "timm_hub")
+# family -> what its model must show (token layout, the option that makes it that family)
+FAMILIES = {
+    "plain": ({"class": (0, 1), "patches": (1, 17)}, dict(activation="gelu")),
+    "deit": ({"class": (0, 1), "distillation": (1, 2), "patches": (2, 18)}, dict(distillation_token=True)),
+    "deit3": ({"class": (0, 1), "patches": (1, 17)}, dict(layer_scale_init=1e-6, prefix_position_embedding=False)),
+    "dinov2": ({"class": (0, 1), "registers": (1, 5), "patches": (5, 21)},
+               dict(num_register_tokens=4, layer_scale_init=1e-5, prefix_position_embedding=False)),
+    "clip": ({"class": (0, 1), "patches": (1, 17)}, dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)),
+    "clip_quickgelu": ({"class": (0, 1), "patches": (1, 17)}, dict(activation="quick_gelu", pre_norm=True)),
+    "siglip": ({"patches": (0, 16)}, dict(activation="gelu")),
+    "gap_fc_norm": ({"patches": (0, 16)}, dict(fc_norm=True)),
+    "qk_norm": ({"class": (0, 1), "patches": (1, 17)}, dict(qk_norm=True, qkv_bias=False)),
+}
+CLASSIFIERS = {"siglip": "map", "gap_fc_norm": "gap"}
+
+
+def _load(case: str, **kwargs):
+    folder = os.path.join(FIXTURES, case)
+    return keras_vit.load_model(folder, classifier_activation=None, **kwargs), np.load(os.path.join(folder, "input.npy"))
+
+
+def _timm_logits(case: str) -> np.ndarray:
+    return np.load(os.path.join(FIXTURES, case, "logits.npy"))
+
+
+@pytest.mark.parametrize("case", sorted(FAMILIES))
+def test_each_family_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
+    model, x = _load(case)
+    layout, options = FAMILIES[case]
+    assert model.token_layout == layout
+    assert model.classifier == CLASSIFIERS.get(case, "token")
+    for field, value in options.items():
+        assert getattr(model.variant, field) == value, field
+    logits = model.predict(x, verbose=0)
+    assert np.abs(logits - _timm_logits(case)).max() <= 1e-4  # measured <= 2e-7 for every family
+    config = model.get_config()
+    assert {k: config[k] for k in options} == options and model.describe()["classifier"] == model.classifier
+    model.save(tmp_path / "m.keras")
+    back = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(back.predict(x, verbose=0), logits, atol=1e-6)
+    again = keras_vit.load_model(keras_vit.save_pretrained(model, str(tmp_path / "repo")), classifier_activation=None)
+    np.testing.assert_allclose(again.predict(x, verbose=0), logits, atol=1e-6)
+    assert again.variant == model.variant
+
+
+@pytest.mark.parametrize("case", sorted(FAMILIES))
+def test_features_and_taps_separate_prefix_tokens_from_patches(case):
+    model, x = _load(case)
+    n = model.token_layout["patches"][1]
+    sequence = model.feature_model("sequence").predict(x, verbose=0)
+    assert sequence.shape == (2, n, 32)
+    taps = model.intermediates(x, blocks=[-1], attention=True)
+    np.testing.assert_allclose(np.asarray(taps["encoded"]), sequence, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(taps["logits"]), _timm_logits(case), atol=1e-4)
+    assert taps["attention"][1].shape == (2, 2, n, n)
+    start = model.token_layout["patches"][0]
+    avg = model.feature_model("avg").predict(x, verbose=0)
+    np.testing.assert_allclose(avg, sequence[:, start:].mean(axis=1), atol=1e-5)  # registers are not patches
+    rollout = attention_rollout(model, x, upsample=False)
+    assert rollout.shape == (2, 4, 4) and np.isfinite(rollout).all()
+
+
+def test_one_familys_checkpoint_in_anothers_model_is_refused_and_changes_nothing():
+    dinov2, _ = _load("dinov2")
+    plain, x = _load("plain")
+    before = [w.copy() for w in plain.get_weights()]
+    with pytest.raises(ValueError, match="another ViT family.*LayerScale.*register tokens: checkpoint 4, model 0"):
+        keras_vit.load_weights(plain, os.path.join(FIXTURES, "dinov2"))
+    with pytest.raises(ValueError, match="quick_gelu"):  # the shapes fit; the activation does not
+        keras_vit.load_weights(_load("clip")[0], os.path.join(FIXTURES, "clip_quickgelu"))
+    with pytest.raises(ValueError, match="another ViT family.*distillation token: checkpoint True"):
+        keras_vit.load_weights(plain, os.path.join(FIXTURES, "deit"))
+    for a, b in zip(before, plain.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert dinov2.variant.num_register_tokens == 4
+
+
+@pytest.mark.parametrize("case, part", [("dinov2", "register tokens"), ("deit", "distillation token"),
+                                        ("clip", "LayerNorm after the embeddings"), ("qk_norm", "qk-norm"),
+                                        ("gap_fc_norm", "LayerNorm after pooling")])
+def test_official_and_transformers_writers_refuse_parts_they_cannot_hold(case, part, tmp_path):
+    model, _ = _load(case)
+    with pytest.raises(ValueError, match=part):
+        keras_vit.save_npz(model, str(tmp_path / "m.npz"))
+    with pytest.raises(ValueError, match=part):
+        keras_vit.save_safetensors(model, str(tmp_path / "hf"), layout="transformers")
+    assert not os.listdir(tmp_path)
+
+
+def test_timm_names_build_with_timms_parameter_counts():
+    """A few names per family (the slow breadth test walks all of them); counts recorded by timm itself."""
+    for name in ("deit_tiny_distilled_patch16_224", "deit3_small_patch16_224", "vit_small_patch14_reg4_dinov2",
+                 "vit_medium_patch16_gap_256", "vit_base_patch32_clip_quickgelu_224", "vit_tiny_patch16_224"):
+        model = keras_vit.create_model(name)
+        assert model.count_params() == timm_table.parameter_count(name), name
+    assert "vit_small_patch14_reg4_dinov2" in keras_vit.list_models("dinov2")
+    assert set(keras_vit.list_models("siglip")) <= set(keras_vit.list_models("timm"))
+    assert keras_vit.list_models() == list(keras_vit.MODELS)  # the paper's table, unchanged
+    with pytest.raises(ValueError, match="hybrid CNN stem"):
+        keras_vit.create_model("vit_base_r50_s16_224")
+    with pytest.raises(ValueError, match="not an architecture"):
+        keras_vit.create_model("vit_base_patch16_nonsense")
+
+
+def test_a_repository_of_an_unknown_architecture_is_refused(tmp_path):
+    folder = tmp_path / "repo"
+    os.makedirs(folder)
+    for name in ("model.safetensors", "input.npy"):
+        os.link(os.path.join(FIXTURES, "plain", name), folder / name)
+    config = json.load(open(os.path.join(FIXTURES, "plain", "config.json")))
+    config["architecture"] = "vit_base_r50_s16_224"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="hybrid CNN stem.*Nothing was loaded"):
+        keras_vit.load_model(str(folder))
+
+
+def _timm_counts() -> dict:
+    """timm's own registry and counts (tools/timm_registry_counts.py in a Python with torch and timm)."""
+    import subprocess
+    import sys
+
+    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
+    done = subprocess.run([python, os.path.join(ROOT, "tools", "timm_registry_counts.py")], capture_output=True,
+                          text=True, timeout=900, env=env, cwd=ROOT)
+    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
+        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_breadth_every_timm_vit_up_to_400m_parameters_builds_by_name_with_timms_count():
+    """Walks timm's registry (vision_transformer, vision_transformer_hybrid, deit; up to 400 M parameters) and
+    builds each name keras_vit's table says it builds, comparing parameter counts with timm's own."""
+    timm = _timm_counts()
+    assert timm["timm"] == timm_table.timm_version(), "the table was read from another timm: re-run the tool"
+    counts = {n: c for n, c in timm["counts"].items() if isinstance(c, int) and c <= 400_000_000}
+    assert set(counts) <= set(timm_table._table()["architectures"])
+    built, wrong = [], []
+    for name in sorted(counts):
+        if name not in keras_vit.list_models("timm"):
+            continue
+        model = keras_vit.create_model(name)
+        (built if model.count_params() == counts[name] else wrong).append(name)
+        del model
+        keras.backend.clear_session()
+    assert not wrong, wrong
+    share = len(built) / len(counts)
+    print(f"breadth: {len(built)} of {len(counts)} timm ViT architectures up to 400M parameters ({share:.0%})")
+    assert share >= 0.75  # README reports the figure and what the rest lack
