@@ -149,8 +149,9 @@ def _to_rgb_float(image: tf.Tensor) -> tf.Tensor:
     return image
 
 
-def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: bool = True):
-    """Inception crop + resize + flip, stateless in `seed` (a [2] int tensor); -> [-1, 1]."""
+def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: bool = True,
+                     normalize: Callable = rescale_pixels):
+    """Inception crop + resize + flip, stateless in `seed` (a [2] int tensor); -> `normalize` ([-1, 1])."""
     image = _to_rgb_float(image)
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
         tf.shape(image), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed,
@@ -160,20 +161,21 @@ def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: 
     image = tf.image.resize(image, (image_size, image_size), method="bilinear")
     if flip:
         image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
-    return rescale_pixels(image)
+    return normalize(image)
 
 
-def preprocess_eval(image, image_size: int):
-    """Plain square resize (the original fine-tuning eval); -> [-1, 1]."""
+def preprocess_eval(image, image_size: int, normalize: Callable = rescale_pixels):
+    """Plain square resize (the original fine-tuning eval); -> `normalize` ([-1, 1])."""
     image = tf.image.resize(_to_rgb_float(image), (image_size, image_size), method="bilinear")
-    return rescale_pixels(image)
+    return normalize(image)
 
 
 def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,
                  start_step: int = 0, cache: bool = False, crop_area=(0.05, 1.0), flip: bool = True,
                  label_fn: Optional[Callable] = None, image_fn: Optional[Callable] = None,
-                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
-    """Batches of (images [-1, 1] NHWC float32, int32 labels).
+                 shuffle_buffer: int = 10_000, normalize: Optional[Callable] = None) -> tf.data.Dataset:
+    """Batches of (images NHWC float32, int32 labels); images in [-1, 1], or `normalize`d from [0, 255] (the
+    model's data config: `recipes.trainer.family.normalizer`).
 
     Training streams repeat forever, shuffled with `seed`, and start at `start_step`
     (resumption); eval streams are one pass with a final partial batch.
@@ -183,8 +185,9 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
         ds = ds.cache()
     fn = label_fn or (lambda ex: tf.cast(ex["label"], tf.int32))
     img = image_fn or (lambda ex: ex["image"])
+    normalize = normalize or rescale_pixels
     if not training:
-        ds = ds.map(lambda ex: (preprocess_eval(img(ex), image_size), fn(ex)),
+        ds = ds.map(lambda ex: (preprocess_eval(img(ex), image_size, normalize), fn(ex)),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
     ds = ds.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).enumerate()
@@ -192,7 +195,7 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
 
     def train_map(i, ex):
         key = tf.stack([tf.constant(seed, tf.int64), i])
-        return preprocess_train(img(ex), key, image_size, crop_area, flip), fn(ex)
+        return preprocess_train(img(ex), key, image_size, crop_area, flip, normalize), fn(ex)
 
     ds = ds.map(train_map, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -79,7 +79,7 @@ def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
 def run_task(task: Task, args) -> dict:
     """Fine-tunes and evaluates one task (or returns its finished result)."""
     from recipes import data
-    from recipes.trainer import train_and_evaluate
+    from recipes.trainer import family, train_and_evaluate
 
     out = os.path.join(args.workdir, task.name)
     result_path = os.path.join(out, "result.json")
@@ -88,15 +88,17 @@ def run_task(task: Task, args) -> dict:
         return read_result(result_path, task.name)
     config = task_config(task, args)
     data_dir = args.data_dir or None
+    normalize = family.normalizer(config=config)  # the init source's mean and std
 
     def train_input(batch, size, training):
         src = data.load_source(task.tfds_name, task.train800val200, data_dir)
         return data.make_dataset(src, batch, size, True, seed=config.seed, crop_area=(1.0, 1.0), flip=False,
-                                 label_fn=task.label, image_fn=task.image, shuffle_buffer=1000)
+                                 label_fn=task.label, image_fn=task.image, shuffle_buffer=1000, normalize=normalize)
 
     def eval_input(batch, size, training):
         src = data.load_source(task.tfds_name, task.test, data_dir)
-        return data.make_dataset(src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image)
+        return data.make_dataset(src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image,
+                                 normalize=normalize)
 
     print(f"{task.name}: fine-tuning {config.total_steps} steps at {config.dataset.image_size} px", flush=True)
     summary = train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input,

@@ -91,7 +91,7 @@ from recipes.trainer import common
 c = demo.get_config("pretrain")
 c.model.update(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
 dist = jax_engine.make_distribution("model", keras_vit.ViTConfig("t", 8, 32, 64, 4, 2), 2)
-model, net, loss_fn, optimizer = common.build(c, dist.scope(), 10, 10)
+model, net, loss_fn, optimizer, _ = common.build(c, dist.scope(), 10, 10)
 engine = jax_engine.JaxEngine(net, optimizer, dist, num_classes=10, global_batch_size=8)
 engine((np.zeros((8, 32, 32, 3), "float32"), np.zeros((8,), "int32")))
 spec = lambda a: [str(s) for s in a.sharding.spec] + [str(dict(a.sharding.mesh.shape))]

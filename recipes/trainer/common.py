@@ -22,7 +22,7 @@ import tensorflow as tf
 import keras_vit
 from keras_vit.weights import official
 from recipes import atomic, data
-from recipes.trainer import config_checks, distribute, optim, tf_step
+from recipes.trainer import config_checks, distribute, family, optim, tf_step
 from recipes.trainer.checkpoints import NonFiniteError
 
 logger = pylogging.getLogger("recipes")
@@ -55,19 +55,25 @@ def precision(config: ml_collections.ConfigDict) -> Iterator[None]:
 TRANSFORMER_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers")
 
 
-def build_model(config, image_size: int, num_classes: int) -> keras.Model:
+def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> keras.Model:
     """The classifier of `config.model` at `image_size`, emitting logits.
 
-    `config.model.name` picks a row of the model table; any non-zero size field overrides
-    that row's value (e.g. `--config.model.num_layers=2` for a quick check). With an empty
-    name, the five size fields (and `resnet_layers` / `resnet_width` for a hybrid) define a custom model.
+    `config.model.name` picks a row of the model table, or a timm architecture (`keras_vit.list_models("timm")`);
+    any non-zero size field overrides that row's value (e.g. `--config.model.num_layers=2` for a quick check).
+    With an empty name, the five size fields (and `resnet_layers` / `resnet_width` for a hybrid) define a custom
+    model; with no sizes either, `config.init_weights`' own architecture (`checkpoint`, read) is built, its
+    family's parts included (`recipes.trainer.family`). The init source's data config is recorded on the model.
     """
     m = config.model
     kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
-                  classifier=m.classifier, representation_size=m.representation_size or None,
                   dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
-                  drop_path_rate=m.drop_path_rate, gelu_approximate=m.gelu_approximate, remat=m.remat)
+                  drop_path_rate=m.drop_path_rate, remat=m.remat, data_config=family.data_config(config))
     overrides = {f: int(m[f]) for f in TRANSFORMER_FIELDS if m[f]}
+    known = family.family_keywords(config, checkpoint)
+    if known is not None:
+        return keras_vit.VisionTransformer(**{**known, **overrides}, **kwargs)
+    kwargs.update(classifier=m.classifier, representation_size=m.representation_size or None,
+                  gelu_approximate=m.gelu_approximate)
     if m.resnet_layers:
         overrides.update(resnet_layers=tuple(int(n) for n in m.resnet_layers), resnet_width=m.resnet_width)
     if m.name:
@@ -76,27 +82,31 @@ def build_model(config, image_size: int, num_classes: int) -> keras.Model:
         return keras_vit.VisionTransformer(**sizes, **kwargs)
     missing = [f for f in TRANSFORMER_FIELDS if f not in overrides]
     if missing:
-        raise ValueError(f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set.")
+        raise ValueError(f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set, "
+                         "or config.init_weights given to train its own architecture.")
     return keras_vit.VisionTransformer(**overrides, **kwargs)
+
+
+def read_init(config):
+    """`config.init_weights` read once (`keras_vit.weights.read_checkpoint`), errors naming the flag."""
+    def source_model() -> keras.Model:  # only a .weights.h5 source asks for it
+        return build_model(config, config.init_image_size or config.dataset.image_size,
+                           config.init_classes or config.dataset.num_classes)
+
+    try:
+        return keras_vit.weights.read_checkpoint(config.init_weights, model_name=config.model.name or None,
+                                                 build=source_model)
+    except (ValueError, FileNotFoundError) as e:
+        raise ValueError(f"config.init_weights={config.init_weights!r}: {e}") from e
 
 
 def init_from_weights(model: keras.Model, config, checkpoint=None) -> None:
     """Fine-tuning start from `config.init_weights` (any source `keras_vit.load_model` takes), or from
-    `checkpoint` when the caller has read it already (`keras_vit.weights.read_checkpoint`: VTAB reads its
-    source once per run). A `.weights.h5` file is read as `config.model` at `init_image_size` with
-    `init_classes`. The weights then follow the official rules: position embeddings resized to this run's
-    grid, a new head zero-initialised when the class count differs."""
-    path = config.init_weights
-    if checkpoint is None:
-        def source_model() -> keras.Model:  # only a .weights.h5 source asks for it
-            return build_model(config, config.init_image_size or model.image_size[0],
-                               config.init_classes or model.classes)
-
-        try:
-            checkpoint = keras_vit.weights.read_checkpoint(path, model_name=config.model.name or None,
-                                                           build=source_model)
-        except (ValueError, FileNotFoundError) as e:
-            raise ValueError(f"config.init_weights={path!r}: {e}") from e
+    `checkpoint` when the caller has read it already (`read_init`; VTAB reads its source once per run). A
+    `.weights.h5` file is read as `config.model` at `init_image_size` with `init_classes`. The weights then
+    follow the official rules: position embeddings resized to this run's grid, a new head zero-initialised when
+    the class count differs."""
+    checkpoint = read_init(config) if checkpoint is None else checkpoint
     official.load_params(model, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
 
 
@@ -218,12 +228,15 @@ def record_folder(config, source, outdir: str) -> None:
     atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 
-def build(config, scope, num_classes: int, steps_total: int) -> tuple:
-    """(classifier, trained network, loss_fn or None, optimizer), built under `scope` (the tf.distribute
-    strategy's or the keras.distribution's: it decides where each variable lives) and the precision."""
+def build(config, scope, num_classes: int, steps_total: int, init_checkpoint=None) -> tuple:
+    """(classifier, trained network, loss_fn or None, optimizer, init checkpoint or None), built under `scope`
+    (the tf.distribute strategy's or the keras.distribution's: it decides where each variable lives) and the
+    precision. The init source is read here when the run trains its architecture (`family`), once."""
     loss_fn = None
+    if init_checkpoint is None and family.wants_source_architecture(config):
+        init_checkpoint = read_init(config)
     with scope, precision(config):
-        model = build_model(config, config.dataset.image_size, num_classes)
+        model = build_model(config, config.dataset.image_size, num_classes, init_checkpoint)
         if config.lora.rank:  # before the optimizer sees the trainable variables: adapters and head only
             model.enable_lora(config.lora.rank, [t for t in config.lora.targets.split(",") if t],
                               alpha=config.lora.alpha or None)
@@ -236,7 +249,7 @@ def build(config, scope, num_classes: int, steps_total: int) -> tuple:
         optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps,
                                          lr_scales=scales)
         optimizer.build(net.trainable_variables)
-    return model, net, loss_fn, optimizer
+    return model, net, loss_fn, optimizer, init_checkpoint
 
 
 def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief) -> dict:
@@ -315,7 +328,8 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
         eval_ds = eval_input(config.batch_size, ds_cfg.image_size, False)
     elif ds_cfg.eval_split:
         eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
-        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False)
+        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False,
+                                    normalize=family.normalizer(model))
     else:
         return None
     accuracy = evaluate(eval_ds) if evaluate is not None else tf_step.evaluate(model, eval_ds)
@@ -324,14 +338,17 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
     return accuracy
 
 
-def train_stream(config, source, train_input: Optional[Callable], start: int, global_batch: int):
+def train_stream(config, source, train_input: Optional[Callable], start: int, global_batch: int,
+                 normalize: Optional[Callable] = None):
     """The training batches from step `start` on: `train_input`'s, or the config's dataset (keyed by seed and
-    step, so a resumed run sees the batches an uninterrupted one would)."""
+    step, so a resumed run sees the batches an uninterrupted one would), normalised by `normalize` (the
+    model's data config; default [-1, 1])."""
     size, ds_cfg = config.dataset.image_size, config.dataset
     if train_input is not None:
         return train_input(global_batch, size, True).skip(start)
     return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
-                             cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip)
+                             cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip,
+                             normalize=normalize)
 
 
 def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, callbacks) -> tuple:

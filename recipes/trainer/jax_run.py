@@ -15,7 +15,7 @@ from typing import Callable, List, Optional
 
 import jax
 import keras
-from recipes.trainer import common, config_checks, jax_step, lock, run_record
+from recipes.trainer import common, config_checks, family, jax_step, lock, run_record
 from recipes.trainer.jax_checkpoints import OrbaxCheckpoints
 
 logger = logging.getLogger("recipes")
@@ -68,7 +68,8 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
            chief, init_checkpoint) -> dict:
     run_record.prepare(config, outdir, "jax", writer=chief)  # another config's run is refused before anything is read
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
-    model, net, loss_fn, optimizer = common.build(config, scope, num_classes, steps_total)
+    model, net, loss_fn, optimizer, init_checkpoint = common.build(config, scope, num_classes, steps_total,
+                                                                   init_checkpoint)
     engine = jax_step.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
                                   label_smoothing=config.label_smoothing, clip_norm=config.optimizer.clip_norm,
                                   loss_fn=loss_fn)
@@ -82,7 +83,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
     start = engine.step()
     logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
                 start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
-    dataset = common.train_stream(config, source, train_input, start, config.batch_size)
+    dataset = common.train_stream(config, source, train_input, start, config.batch_size, family.normalizer(model))
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
     history = common.loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,

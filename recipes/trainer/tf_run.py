@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from recipes import data
-from recipes.trainer import common, lock, run_record, tf_step
+from recipes.trainer import common, family, lock, run_record, tf_step
 from recipes.trainer.checkpoints import CheckpointManager
 
 logger = logging.getLogger("recipes")
@@ -31,7 +31,8 @@ def train_and_evaluate(config, workdir: str, *, strategy: tf.distribute.Strategy
 def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
            callbacks, init_checkpoint) -> dict:
     run_record.prepare(config, outdir, "tensorflow")  # another config's run is refused before anything is read
-    model, net, loss_fn, optimizer = common.build(config, strategy.scope(), num_classes, steps_total)
+    model, net, loss_fn, optimizer, init_checkpoint = common.build(config, strategy.scope(), num_classes,
+                                                                   steps_total, init_checkpoint)
     manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
                                 {"model": net.variables, "optimizer": optimizer.variables},
                                 keep=config.keep_checkpoints)
@@ -43,7 +44,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
     logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
 
     def build_train(global_batch):
-        return common.train_stream(config, source, train_input, start, global_batch)
+        return common.train_stream(config, source, train_input, start, global_batch, family.normalizer(model))
 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
