@@ -36,13 +36,32 @@ def _is_identity(module) -> bool:
     return module is None or isinstance(module, nn.Identity)
 
 
+def _stem(model):
+    """(resnet_layers, resnet_width) of a hybrid whose backbone is the BiT ResNet keras_vit builds (timm's
+    ResNetV2 without pre-activation, "same" padding, or its stem alone); None otherwise."""
+    backbone = getattr(model.patch_embed, "backbone", None)
+    if backbone is None:
+        return None
+    if type(backbone).__name__ == "ResNetV2":
+        blocks = [b for stage in backbone.stages for b in stage.blocks]
+        if any(type(b).__name__ != "Bottleneck" for b in blocks) or type(backbone.stem.conv).__name__ != "StdConv2dSame":
+            return None
+        return [len(stage.blocks) for stage in backbone.stages], backbone.stem.conv.out_channels / 64
+    if type(backbone).__name__ == "Sequential" and type(getattr(backbone, "conv", None)).__name__ == "StdConv2dSame":
+        return [], backbone.conv.out_channels / 64
+    return None
+
+
 def _unsupported(model, block) -> list:
     """What keras_vit does not build yet, in words."""
     out = []
+    hybrid = type(model.patch_embed).__name__ == "HybridEmbed"
     checks = [
         (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
-        (type(model.patch_embed).__name__ != "PatchEmbed", f"patch embedding {type(model.patch_embed).__name__}"
-         + (" (a hybrid CNN stem)" if hasattr(model.patch_embed, "backbone") else "")),
+        (hybrid and _stem(model) is None,
+         f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
+        (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
+         f"patch embedding {type(model.patch_embed).__name__}"),
         (not _is_identity(getattr(model.patch_embed, "norm", None)), "a norm in the patch embedding"),
         (type(block).__name__ != "Block", f"block {type(block).__name__}"),
         (type(getattr(block, "attn", None)).__name__ != "Attention", f"attention {type(getattr(block, 'attn', None)).__name__}"),
@@ -76,7 +95,8 @@ def facts(name: str) -> dict:
         model = timm.create_model(name, pretrained=False)
     block = model.blocks[0]
     count = sum(p.numel() for p in model.parameters())
-    entry = dict(params=int(count), image_size=list(model.patch_embed.img_size),
+    size = model.patch_embed.img_size
+    entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
                  classes=int(model.num_classes), unsupported=_unsupported(model, block))
     if entry["unsupported"]:
         return entry
@@ -95,6 +115,11 @@ def facts(name: str) -> dict:
         prefix_position_embedding=not getattr(model, "no_embed_class", False),
         dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
         class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None)
+    stem = _stem(model)
+    if stem is not None:
+        width = stem[1]
+        entry.update(resnet_layers=stem[0], resnet_width=int(width) if float(width).is_integer() else width,
+                     stem_numerics="timm")
     if getattr(model, "cls_token", None) is None and model.global_pool == "token":
         entry["unsupported"] = ["token pooling without a class token"]
     return entry

@@ -22,7 +22,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     prefix = v.num_prefix_tokens(classifier)
     p.preprocessing = ImagePreprocessing(None, preprocessing,
                                          name="preprocessing") if preprocessing is not None else None
-    p.stem = ResNetStem(c.resnet_layers, resnet_width, dtype=policy, name="resnet") if c.is_hybrid else None
+    p.stem = (ResNetStem(c.resnet_layers, resnet_width, v.stem_numerics, dtype=policy, name="resnet")
+              if c.is_hybrid else None)
     p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, use_bias=v.patch_bias, dtype=policy,
                                        name="embedding")
     p.class_token = ClassToken(dtype=policy, name="cls") if v.has_class_token(classifier) else None

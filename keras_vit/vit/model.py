@@ -123,22 +123,10 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
       remat: True recomputes each encoder block's activations in the backward pass instead of keeping
         them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
         gradients are unchanged.
-      layer_scale_init: LayerScale (DeiT-III, DINOv2): a learned per-channel scale on each residual branch,
-        initialised to this value; None (the original ViT) for none.
-      prefix_position_embedding: whether the prefix tokens get position embeddings (True: the original ViT,
-        whose table has a class-token row) or are prepended after them (False: DeiT-III, DINOv2; timm's
-        `no_embed_class`).
-      layer_norm_epsilon: every LayerNorm's epsilon (1e-6; OpenAI CLIP's checkpoints 1e-5).
-      num_register_tokens: DINOv2's register tokens (after the class token; dropped at pooling); 0.
-      distillation_token: DeiT's distillation token (after the class token) with its own head; at inference
-        the logits of the two heads are averaged, as timm does.
-      pre_norm: a LayerNorm on the embeddings before the first block (CLIP).
-      fc_norm: the final LayerNorm after pooling instead of before it (MAE-style GAP; timm's fc_norm).
-      qk_norm: a LayerNorm on each head's queries and keys.
-      qkv_bias, patch_bias: biases of the query/key/value projections and of the patch embedding (CLIP has no
-        patch bias).
-      class_token: True adds a class token to a "gap" / "map" model (EVA keeps one it does not read); None: only
-        classifier="token" has one.
+      layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
+        pre_norm, fc_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics: the ViT family's
+        variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids), each defaulting to the
+        paper's model; documented on `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
@@ -159,7 +147,8 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                  prefix_position_embedding: bool = True, activation: Optional[str] = None,
                  layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
                  pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
-                 patch_bias: bool = True, class_token: Optional[bool] = None, **kwargs):
+                 patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+                 **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
@@ -172,7 +161,8 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                                   distillation_token=distillation_token, pre_norm=pre_norm, fc_norm=fc_norm,
                                   qk_norm=qk_norm, qkv_bias=qkv_bias, patch_bias=patch_bias,
                                   prefix_position_embedding=prefix_position_embedding,
-                                  class_token=None if class_token == (classifier == "token") else class_token)
+                                  class_token=None if class_token == (classifier == "token") else class_token,
+                                  stem_numerics=stem_numerics)
         if variant.class_token is False:
             raise ValueError("classifier='token' reads the class token: class_token=False contradicts it.")
         if variant.distillation_token and (classifier != "token" or representation_size is not None):

@@ -81,6 +81,9 @@ def model_kwargs(name: str) -> dict:
         raise ValueError(f"timm's {base_name(name)} has parts keras_vit does not build yet: "
                          f"{'; '.join(entry['unsupported'])}.")
     kw = {k: entry[k] for k in _KEYWORDS}
+    if "resnet_layers" in entry:  # timm's BiT-ResNet hybrids
+        kw.update(resnet_layers=tuple(entry["resnet_layers"]), resnet_width=entry["resnet_width"],
+                  stem_numerics=entry["stem_numerics"])
     if isinstance(kw["patch_size"], list):
         raise ValueError(f"timm's {base_name(name)} has non-square patches {kw['patch_size']}.")
     kw["input_shape"] = (*entry["image_size"], 3)

@@ -34,6 +34,8 @@ class Variant:
       patch_bias: a bias in the patch embedding (CLIP has none).
       prefix_position_embedding: whether the prefix tokens (class, registers, distillation) have position
         embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
+      stem_numerics: a hybrid's ResNet stem computed as the original code ("original") or timm ("timm": weight
+        standardisation sqrt(var + 1e-8), GroupNorm epsilon 1e-5); `keras_vit.vit.resnet.STEM_NUMERICS`.
       class_token: a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one
         that attends but is not read); None: as the classifier says (only "token" has one).
     """
@@ -50,6 +52,7 @@ class Variant:
     patch_bias: bool = True
     prefix_position_embedding: bool = True
     class_token: Optional[bool] = None
+    stem_numerics: str = "original"
 
     @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
@@ -67,6 +70,7 @@ class Variant:
                       "prefix_position_embedding", "class_token"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
+        validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
         return cls(**options)
 
     def to_config(self) -> dict:
@@ -90,6 +94,7 @@ class Variant:
                  "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm",
                  "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
                  "prefix_position_embedding": "prefix tokens without position embeddings",
-                 "class_token": "a class token the classifier does not read"}
+                 "class_token": "a class token the classifier does not read",
+                 "stem_numerics": "timm's ResNet-stem numerics"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

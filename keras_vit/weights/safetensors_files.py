@@ -81,7 +81,10 @@ def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.
         raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
     width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
     heads = _heads_for(width, path, num_heads)
-    return timm_layout.timm_to_official(sd, heads, path), dict(num_heads=heads, gelu_approximate=False)
+    implied = dict(num_heads=heads, gelu_approximate=False)
+    if any(k.startswith("patch_embed.backbone.") for k in sd):
+        implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
+    return timm_layout.timm_to_official(sd, heads, path), implied
 
 
 def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -143,8 +146,8 @@ def _plain_params(model, layout: str) -> tuple:
     """({official key: float32 array}, depth) of a plain ViT that PyTorch's libraries can hold, or a ValueError
     naming what they cannot (a hybrid stem, a representation layer)."""
     model = ensure_vit(model, f"{layout} writers take keras_vit models")
-    if model.stem is not None:
-        raise ValueError(f"Model {model.name!r} is a hybrid; only plain ViTs are written as {layout} safetensors.")
+    if model.stem is not None and layout != "timm":
+        raise ValueError(f"Model {model.name!r} is a hybrid; {layout} has no hybrid ViT.")
     if model.pre_logits is not None:
         raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
                          "classifier lacks; rebuild it without one (representation_size=None) to export.")

@@ -150,6 +150,21 @@ def _pretrained_cfg(model) -> dict:
                 fixed_input_size=not model.dynamic_size, custom_load=False)
 
 
+# timm's registered BiT-ResNet hybrids, by stages: the architecture name builds the backbone (model_args cannot)
+_HYBRIDS = {(): "vit_tiny_r_s16_p8_224", (2, 2, 2, 2): "vit_small_r26_s32_224", (3, 4, 9): "vit_base_r50_s16_224",
+            (3, 4, 6, 3): "vit_large_r50_s32_224"}
+
+
+def _hybrid_architecture(model) -> str:
+    c = model.vit_config
+    name = _HYBRIDS.get(tuple(c.resnet_layers)) if c.resnet_width == 1 else None
+    if name is None or model.variant.stem_numerics != "timm":
+        raise ValueError(f"Model {model.name!r}: a hybrid with stages {tuple(c.resnet_layers)} and width "
+                         f"{c.resnet_width} ({model.variant.stem_numerics} numerics) is none of timm's registered "
+                         f"hybrids ({', '.join(f'{v} {k}' for k, v in _HYBRIDS.items())}, timm numerics).")
+    return name
+
+
 def _model_args(model) -> Tuple[dict, str]:
     """(timm's `model_args`, the architecture whose fixed parts match the model's): the LayerNorm epsilon and
     the distillation head are not `model_args` in timm, so the architecture's name carries them."""
@@ -164,6 +179,8 @@ def _model_args(model) -> Tuple[dict, str]:
                 class_token=model.class_token is not None, act_layer=v.activation, fc_norm=v.fc_norm,
                 init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
                 reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias)
+    if model.stem is not None:
+        return args, _hybrid_architecture(model)
     if v.distillation_token:
         if v.layer_norm_epsilon != 1e-6:
             raise ValueError(f"Model {model.name!r}: timm's distilled ViT has LayerNorm epsilon 1e-6, this model "

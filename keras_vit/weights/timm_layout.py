@@ -69,15 +69,37 @@ def _map_head_in(g: _Reader, p: Params, num_heads: int, source: str) -> None:
     _linear(g, p, "attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1")
 
 
+_BACKBONE = "patch_embed.backbone."
+_UNIT = re.compile(r"^patch_embed\.backbone\.stages\.(\d+)\.blocks\.(\d+)\.")
+# timm's ResNetV2 unit (non-pre-activation bottleneck) -> the original code's names
+_UNIT_PARTS = (("conv1", "norm1", "conv1", "gn1"), ("conv2", "norm2", "conv2", "gn2"),
+               ("conv3", "norm3", "conv3", "gn3"), ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj"))
+
+
+def _stem_in(g: _Reader, p: Params) -> None:
+    """timm's hybrid backbone (a ResNetV2 without pre-activation, or its stem alone) in the original code's keys."""
+    root = _BACKBONE + ("stem." if any(k.startswith(_BACKBONE + "stem.") for k in g.sd) else "")
+    p["conv_root/kernel"] = _conv_in(g(root + "conv.weight"))
+    _norm_in(g, p, root + "norm", "gn_root")
+    for stage, unit in sorted({(int(m.group(1)), int(m.group(2))) for m in map(_UNIT.match, g.sd) if m}):
+        t, o = f"{_BACKBONE}stages.{stage}.blocks.{unit}.", f"block{stage + 1}/unit{unit + 1}/"
+        for conv, norm, our_conv, our_norm in _UNIT_PARTS:
+            if conv != "downsample.conv" or t + conv + ".weight" in g.sd:
+                p[o + our_conv + "/kernel"] = _conv_in(g(t + conv + ".weight"))
+                _norm_in(g, p, t + norm, o + our_norm)
+
+
 def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
-    """A timm ViT state dict (every family of `keras_vit.VisionTransformer`; no hybrid stem) in official keys.
-    Every tensor is mapped or the read is refused naming it (`_Reader`)."""
+    """A timm ViT state dict (every family of `keras_vit.VisionTransformer`, timm's ResNetV2 hybrids included) in
+    official keys. Every tensor is mapped or the read is refused naming it (`_Reader`)."""
     unsupported = sorted({k.split(".")[0] for k in sd} - _TOP)
-    if unsupported or any(k.startswith("patch_embed.backbone") for k in sd):
-        raise ValueError(f"{source} has parts keras_vit's timm reader does not map: "
-                         f"{unsupported or ['patch_embed.backbone (a hybrid stem)']}.")
+    if unsupported:
+        raise ValueError(f"{source} has parts keras_vit's timm reader does not map: {unsupported}.")
     g = _Reader(sd, source)
-    p: Params = {"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), POSEMB_KEY: g("pos_embed")}
+    p: Params = {}
+    if any(k.startswith(_BACKBONE) for k in sd):
+        _stem_in(g, p)
+    p.update({"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), POSEMB_KEY: g("pos_embed")})
     if "patch_embed.proj.bias" in sd:
         p["embedding/bias"] = g("patch_embed.proj.bias")
     for theirs, ours in _TOKENS:
@@ -148,10 +170,28 @@ def _map_head_out(params: Params, sd: Params) -> None:
         _put(sd, f"attn_pool.mlp.{theirs}", *_torch_linear(params, f"{_MAP}MlpBlock_0/{ours}"))
 
 
+def _stem_out(params: Params, sd: Params) -> None:
+    units = sorted({tuple(int(x) for x in m.groups()) for m in map(re.compile(r"^block(\d+)/unit(\d+)/").match,
+                                                                          params) if m})
+    root = _BACKBONE + ("stem." if units else "")
+    sd[root + "conv.weight"] = np.ascontiguousarray(params["conv_root/kernel"].transpose(3, 2, 0, 1))
+    _put(sd, root + "norm", params["gn_root/scale"].reshape(-1), params["gn_root/bias"].reshape(-1))
+    for stage, unit in units:
+        o, t = f"block{stage}/unit{unit}/", f"{_BACKBONE}stages.{stage - 1}.blocks.{unit - 1}."
+        for conv, norm, our_conv, our_norm in _UNIT_PARTS:
+            if o + our_conv + "/kernel" in params:
+                sd[t + conv + ".weight"] = np.ascontiguousarray(params[o + our_conv + "/kernel"].transpose(3, 2, 0, 1))
+                _put(sd, t + norm, params[o + our_norm + "/scale"].reshape(-1), params[o + our_norm + "/bias"].reshape(-1))
+
+
 def official_to_timm(params: Params, num_layers: int) -> Params:
-    """Official keys -> a timm `VisionTransformer` (`VisionTransformerDistilled` with `dist`) state dict."""
-    sd: Params = {"patch_embed.proj.weight": np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1)),
-                  "pos_embed": params[POSEMB_KEY]}
+    """Official keys -> a timm `VisionTransformer` (`VisionTransformerDistilled` with `dist`) state dict; a
+    hybrid's stem as timm's ResNetV2 backbone."""
+    sd: Params = {}
+    if "conv_root/kernel" in params:
+        _stem_out(params, sd)
+    sd.update({"patch_embed.proj.weight": np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1)),
+               "pos_embed": params[POSEMB_KEY]})
     if "embedding/bias" in params:
         sd["patch_embed.proj.bias"] = params["embedding/bias"]
     for theirs, ours in _TOKENS:
