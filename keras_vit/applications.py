@@ -48,9 +48,21 @@ _ARGS = """
       data_config: the checkpoint's evaluation preprocessing (`keras_vit.DataConfig` or its dict); default:
         what `weights` implies, else the original code's (square resize, [-1, 1]). `model.preprocessor()`
         applies it.
-      **variant: the ViT family's options, each defaulting to the paper's model: activation,
-        layer_norm_epsilon, layer_scale_init, num_register_tokens, distillation_token, pre_norm, fc_norm,
-        qk_norm, qkv_bias, patch_bias, prefix_position_embedding (see `keras_vit.VisionTransformer`).
+      The ViT family's variations, each defaulting to the paper's model (`keras_vit.vit.variant.Variant`):
+      layer_scale_init: LayerScale (DeiT-III, DINOv2) initialised to this value; None for none.
+      prefix_position_embedding: False: the prefix tokens are prepended after the position embeddings
+        (DeiT-III, DINOv2).
+      activation: the MLP's: "gelu_tanh" (default), "gelu" (exact) or "quick_gelu" (OpenAI CLIP).
+      layer_norm_epsilon: every LayerNorm's epsilon (CLIP: 1e-5).
+      num_register_tokens: DINOv2's register tokens.
+      distillation_token: DeiT's distillation token and head (the two heads' logits averaged).
+      pre_norm: a LayerNorm on the embeddings (CLIP).
+      fc_norm: the final LayerNorm after pooling instead of before (MAE, EVA).
+      qk_norm: LayerNorm on each head's queries and keys.
+      qkv_bias: biases of the query/key/value projections.
+      patch_bias: a bias in the patch embedding (CLIP has none).
+      class_token: True keeps a class token in a "gap" / "map" model (EVA).
+      stem_numerics: a hybrid stem's numerics, "original" or "timm".
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
@@ -93,12 +105,6 @@ def _is_table_name(name) -> bool:
         return False
 
 
-def _build(model_name: str, arguments: dict) -> VisionTransformer:
-    """`create_model(model_name, ...)` with a variant function's arguments (its `**variant` spread)."""
-    arguments = dict(arguments)
-    return create_model(model_name, **arguments.pop("variant"), **arguments)
-
-
 def _variant(model_name: str):
     """Gives the constructor below it the docstring of `model_name`'s row of the table."""
     config = table.MODELS[model_name]
@@ -126,8 +132,12 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
              gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
              trainable: bool = True, remat: bool = False, data_config=None,
-             **variant) -> VisionTransformer:
-    return _build("ViT-Ti/16", locals())
+             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-Ti/16", **locals())
 
 
 @_variant("ViT-S/16")
@@ -138,8 +148,12 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-S/16", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-S/16", **locals())
 
 
 @_variant("ViT-S/32")
@@ -150,8 +164,12 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-S/32", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-S/32", **locals())
 
 
 @_variant("ViT-B/8")
@@ -162,8 +180,12 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
            trainable: bool = True, remat: bool = False, data_config=None,
-           **variant) -> VisionTransformer:
-    return _build("ViT-B/8", locals())
+           layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-B/8", **locals())
 
 
 @_variant("ViT-B/16")
@@ -174,8 +196,12 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-B/16", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-B/16", **locals())
 
 
 @_variant("ViT-B/32")
@@ -186,8 +212,12 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-B/32", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-B/32", **locals())
 
 
 @_variant("ViT-L/16")
@@ -198,8 +228,12 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-L/16", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-L/16", **locals())
 
 
 @_variant("ViT-L/32")
@@ -210,8 +244,12 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-L/32", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-L/32", **locals())
 
 
 @_variant("ViT-H/14")
@@ -222,8 +260,12 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
-            **variant) -> VisionTransformer:
-    return _build("ViT-H/14", locals())
+            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("ViT-H/14", **locals())
 
 
 @_variant("R50+ViT-B/16")
@@ -234,8 +276,12 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R50+ViT-B/16", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R50+ViT-B/16", **locals())
 
 
 @_variant("R50+ViT-B/32")
@@ -246,8 +292,12 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R50+ViT-B/32", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R50+ViT-B/32", **locals())
 
 
 @_variant("R50+ViT-L/16")
@@ -258,8 +308,12 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R50+ViT-L/16", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R50+ViT-L/16", **locals())
 
 
 @_variant("R50+ViT-L/32")
@@ -270,8 +324,12 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R50+ViT-L/32", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R50+ViT-L/32", **locals())
 
 
 @_variant("R26+ViT-S/32")
@@ -282,8 +340,12 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R26+ViT-S/32", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R26+ViT-S/32", **locals())
 
 
 @_variant("R26+ViT-B/32")
@@ -294,8 +356,12 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                 gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
-                **variant) -> VisionTransformer:
-    return _build("R26+ViT-B/32", locals())
+                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R26+ViT-B/32", **locals())
 
 
 @_variant("R+ViT-Ti/16")
@@ -306,5 +372,9 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
                trainable: bool = True, remat: bool = False, data_config=None,
-               **variant) -> VisionTransformer:
-    return _build("R+ViT-Ti/16", locals())
+               layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
+        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+        stem_numerics: str = "original") -> VisionTransformer:
+    return create_model("R+ViT-Ti/16", **locals())

@@ -16,7 +16,8 @@ from keras_vit.vit.resnet import ResNetStem
 
 def make_components(c, resnet_width, preprocessing, classifier, grid, options, variant,
                      representation_size, classes, classifier_activation, policy) -> types.SimpleNamespace:
-    """The layers of a `VisionTransformer`, named after the official checkpoint tree (big_vision's for the MAP head); None where the
+    """The layers of a `VisionTransformer`, named after the official checkpoint tree (big_vision's for the MAP
+    head); None where the
     model has no such part. Returned as a namespace (they become attributes after `keras.Model.__init__`)."""
     p, v, eps = types.SimpleNamespace(), variant, variant.layer_norm_epsilon
     prefix = v.num_prefix_tokens(classifier)

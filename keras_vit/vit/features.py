@@ -149,7 +149,8 @@ class FeatureAPI:
 
         Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"
         {index: (batch, heads, tokens, tokens) float32 probabilities} when `attention=True`,
-        "encoded" (after the final LayerNorm; rows as `model.token_layout` says), "pre_logits" (when the model has them) and
+        "encoded" (after the final LayerNorm; rows as `model.token_layout` says), "pre_logits" (when the model
+        has them) and
         "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
         """
         wanted = set(self._block_indices(blocks))

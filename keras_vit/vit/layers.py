@@ -19,7 +19,8 @@ from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gel
 from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
-__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "PatchEmbedding", "ClassToken", "DropPath", "MultiHeadDotProductAttention",
+__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "PatchEmbedding", "ClassToken", "DropPath",
+           "MultiHeadDotProductAttention",
            "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
 
 
@@ -298,7 +299,8 @@ class Encoder(ArraySpecs, keras.layers.Layer):
 class TokenPooling(ArraySpecs, keras.layers.Layer):
     """Reduces the token sequence to one vector.
 
-    mode 'token': the token at row `index` (0: the class token; 1: DeiT's distillation token); 'gap': mean over the patch tokens;
+    mode 'token': the token at row `index` (0: the class token; 1: DeiT's distillation token); 'gap': mean
+    over the patch tokens;
     'max': max over the patch tokens. `num_prefix_tokens` rows are skipped for
     'gap'/'max'.
     """

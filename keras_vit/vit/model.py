@@ -156,23 +156,16 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
                  remat=remat), classifier, pooling, representation_size, classes, rates)
-        variant = Variant.checked(gelu_approximate, activation=activation, layer_norm_epsilon=layer_norm_epsilon,
-                                  layer_scale_init=layer_scale_init, num_register_tokens=num_register_tokens,
-                                  distillation_token=distillation_token, pre_norm=pre_norm, fc_norm=fc_norm,
-                                  qk_norm=qk_norm, qkv_bias=qkv_bias, patch_bias=patch_bias,
-                                  prefix_position_embedding=prefix_position_embedding,
-                                  class_token=None if class_token == (classifier == "token") else class_token,
-                                  stem_numerics=stem_numerics)
-        if variant.class_token is False:
-            raise ValueError("classifier='token' reads the class token: class_token=False contradicts it.")
-        if variant.distillation_token and (classifier != "token" or representation_size is not None):
-            raise ValueError("distillation_token=True goes with classifier='token' and no representation_size "
-                             "(DeiT's two heads read the class and distillation tokens).")
+        variant = Variant.for_model(classifier, representation_size, gelu_approximate, activation=activation,
+                                    layer_norm_epsilon=layer_norm_epsilon, layer_scale_init=layer_scale_init,
+                                    num_register_tokens=num_register_tokens, distillation_token=distillation_token,
+                                    pre_norm=pre_norm, fc_norm=fc_norm, qk_norm=qk_norm, qkv_bias=qkv_bias,
+                                    patch_bias=patch_bias, prefix_position_embedding=prefix_position_embedding,
+                                    class_token=class_token, stem_numerics=stem_numerics)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)
-        classes = DEFAULT_CLASSES if classes is None else classes
-        policy = _layer_policy(dtype)
+        classes, policy = DEFAULT_CLASSES if classes is None else classes, _layer_policy(dtype)
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
@@ -180,26 +173,22 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         has_pre_logits = include_top or pooling is None
         parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
-                                      classifier, grid, dict(rates, dynamic=h is None or w is None, remat=bool(remat)),
-                                      variant, representation_size if has_pre_logits else None,
-                                      classes if include_top else None, classifier_activation, policy)
+                                classifier, grid, dict(rates, dynamic=h is None or w is None, remat=bool(remat)),
+                                variant, representation_size if has_pre_logits else None,
+                                classes if include_top else None, classifier_activation, policy)
         outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)
-
-        # === the description ===
-        self.vit_config = vit_config
+        self.vit_config = vit_config  # the description
         self.include_top, self.pooling, self.classes = bool(include_top), pooling, int(classes)
-        self.classifier_activation = classifier_activation
-        self.classifier, self.representation_size = classifier, representation_size
+        self.classifier_activation, self.classifier, self.representation_size = (classifier_activation, classifier,
+                                                                                 representation_size)
         self.dropout_rate, self.attention_dropout_rate, self.drop_path_rate = (
             float(dropout_rate), float(attention_dropout_rate), float(drop_path_rate))
-        self.include_preprocessing, self.data_config = bool(include_preprocessing), data_config
-        self.variant = variant
+        self.include_preprocessing, self.data_config, self.variant = bool(include_preprocessing), data_config, variant
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
-        self._taps = taps
-        self._layer_policy = policy
+        self._taps, self._layer_policy = taps, policy
         if loader is not None:
             loader.load_weights(self, weights)
 

@@ -73,6 +73,20 @@ class Variant:
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
         return cls(**options)
 
+    @classmethod
+    def for_model(cls, classifier: str, representation_size, gelu_approximate=None, **options) -> "Variant":
+        """`checked`, plus the rules that tie the options to the classifier: an explicit `class_token` equal to
+        the classifier's own is recorded as None; DeiT's distillation token needs the class token's head."""
+        token = options.get("class_token")
+        options["class_token"] = None if token is None or token == (classifier == "token") else token
+        variant = cls.checked(gelu_approximate, **options)
+        if variant.class_token is False:
+            raise ValueError("classifier='token' reads the class token: class_token=False contradicts it.")
+        if variant.distillation_token and (classifier != "token" or representation_size is not None):
+            raise ValueError("distillation_token=True goes with classifier='token' and no representation_size "
+                             "(DeiT's two heads read the class and distillation tokens).")
+        return variant
+
     def to_config(self) -> dict:
         return dataclasses.asdict(self)
 
