@@ -63,6 +63,8 @@ _ARGS = """
       patch_bias: a bias in the patch embedding (CLIP has none).
       class_token: True keeps a class token in a "gap" / "map" model (EVA).
       stem_numerics: a hybrid stem's numerics, "original" or "timm".
+      position_interpolation: how position embeddings are resized: "linear" (the original code's) or "bicubic"
+        (timm's).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
@@ -136,7 +138,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -152,7 +154,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -168,7 +170,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -184,7 +186,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -200,7 +202,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -216,7 +218,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -232,7 +234,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -248,7 +250,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -264,7 +266,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -280,7 +282,7 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -296,7 +298,7 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -312,7 +314,7 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -328,7 +330,7 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -344,7 +346,7 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -360,7 +362,7 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -376,5 +378,5 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
         activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
         distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
         qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original") -> VisionTransformer:
+        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

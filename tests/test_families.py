@@ -216,3 +216,21 @@ def test_recipes_fine_tune_each_family_from_its_repository(case, tmp_path):
     drift = max(float(np.abs(after[k] - before[k]).max()) for k in body)
     assert drift < 0.05  # started from the checkpoint (two warm-up steps move it little; a fresh init is far)
     assert trained.classes == 10
+
+
+@pytest.mark.parametrize("case", ["plain", "dinov2"])
+def test_a_timm_model_at_another_size_gives_timms_logits_at_that_size(case):
+    """timm resamples position embeddings bicubically (antialiased) when it loads a checkpoint at another size;
+    its own logits at 48 px from the 32 px fixture (tools/make_timm_hub_fixtures.py) are the reference, for the
+    load-time resize and for an any-size model resizing at call time."""
+    folder = os.path.join(FIXTURES, case)
+    x, want = np.load(os.path.join(folder, "input_48.npy")), np.load(os.path.join(folder, "logits_48.npy"))
+    fixed = keras_vit.load_model(folder, classifier_activation=None, input_shape=(48, 48, 3))
+    assert fixed.variant.position_interpolation == "bicubic"
+    assert np.abs(fixed.predict(x, verbose=0) - want).max() <= 1e-4  # measured 9e-8
+    any_size = keras_vit.load_model(folder, classifier_activation=None, input_shape=(None, None, 3),
+                                    position_grid=(4, 4))
+    assert np.abs(any_size.predict(x, verbose=0) - want).max() <= 1e-4
+    linear = keras_vit.load_model(folder, classifier_activation=None, input_shape=(48, 48, 3),
+                                  position_interpolation="linear")
+    assert np.abs(linear.predict(x, verbose=0) - want).max() > 1e-4  # the original code's rule is another one

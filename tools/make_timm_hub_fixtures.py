@@ -71,6 +71,18 @@ def _perturb(model: torch.nn.Module, seed: int) -> None:
             p.add_(0.05 * torch.randn(p.shape, generator=generator))
 
 
+def _resized(folder: str, name: str, extra: dict, images48: np.ndarray) -> None:
+    """timm's own logits at 48 px from the 32 px repository in `folder`: timm resamples the position embeddings
+    on load (bicubic, antialiased), the rule keras_vit must follow for timm-sourced models."""
+    model = timm.create_model(name.split(".")[0], pretrained=True, **{**SMALL, **extra, "img_size": 48},
+                              pretrained_cfg_overlay=dict(file=os.path.join(folder, "model.safetensors"),
+                                                          num_classes=SMALL["num_classes"])).eval()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(images48).permute(0, 3, 1, 2)).numpy()
+    np.save(os.path.join(folder, "input_48.npy"), images48)
+    np.save(os.path.join(folder, "logits_48.npy"), logits)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.path.join("tests", "fixtures", "timm_hub"))
@@ -79,6 +91,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     images = rng.uniform(-1, 1, (2, 32, 32, 3)).astype("float32")  # NHWC, already normalised
     images64 = rng.uniform(-1, 1, (2, 64, 64, 3)).astype("float32")
+    images48 = rng.uniform(-1, 1, (2, 48, 48, 3)).astype("float32")
+    for case in ("plain", "dinov2"):  # timm at another size: its position-embedding resampling
+        if not args.only or "resized" in args.only:
+            _resized(os.path.join(args.out, case), *CASES[case], images48)
     if not args.only or "hybrid_units" in args.only:
         _hybrid_units(os.path.join(args.out, "hybrid_units"), images64)
     for seed, (case, (name, extra)) in enumerate(CASES.items()):

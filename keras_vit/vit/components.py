@@ -33,7 +33,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                          if v.num_register_tokens else None)
     p.position_embedding = AddPositionEmbedding(
         grid, prefix if v.prefix_position_embedding else 0,
-        stride=c.effective_patch_size if options["dynamic"] else None, dtype=policy, name="posembed_input")
+        stride=c.effective_patch_size if options["dynamic"] else None, interpolation=v.position_interpolation,
+        dtype=policy, name="posembed_input")
     p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
     p.pre_norm = layer_norm("pre_norm", policy, eps) if v.pre_norm else None
     p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],

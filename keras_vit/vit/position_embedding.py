@@ -1,8 +1,10 @@
 """Learned position embeddings, and their resizing at call time for models of any input size.
 
-`interpolate_grid` is the original code's rule (`scipy.ndimage.zoom(order=1)` per axis) written in
-`keras.ops`, so it runs on every backend and under XLA; `keras_vit.resize_position_embeddings`
-applies the same rule to checkpoints with scipy itself.
+Two resizing rules, as the sources' own code resizes: "linear", the original code's (`scipy.ndimage.zoom
+(order=1)` per axis, end points aligned: `interpolate_grid`), and "bicubic", timm's (`F.interpolate(...,
+mode="bicubic", antialias=True)`: separable Keys kernels, a = -0.5, pixel centres aligned, widened when
+shrinking: `keras_vit.vit.preprocessing.resampling_matrix`). Both are written in `keras.ops`, so they run on
+every backend and under XLA; `keras_vit.resize_position_embeddings` applies the same rules to checkpoints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from keras import ops
 
 from keras_vit.utils import validate
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.preprocessing import resampling_matrix
 from keras_vit.vit.specs import ArraySpecs
 
 
@@ -29,8 +32,11 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
     """
 
     def __init__(self, grid_size: Sequence[int], num_prefix_tokens: int = 1, stride: Optional[int] = None,
-                 **kwargs):
+                 interpolation: str = "linear", **kwargs):
         super().__init__(**kwargs)
+        if interpolation not in INTERPOLATIONS:
+            raise ValueError(f"interpolation={interpolation!r}; expected one of {INTERPOLATIONS}.")
+        self.interpolation = interpolation
         self.grid_size = tuple(int(g) for g in grid_size)
         self.num_prefix_tokens = int(num_prefix_tokens)
         self.stride = None if stride is None else int(stride)
@@ -66,7 +72,7 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
             return table
         prefix, patches = table[:, :self.num_prefix_tokens], table[0, self.num_prefix_tokens:]
         patches = ops.reshape(patches, (*self.grid_size, -1))
-        patches = interpolate_grid(patches, grid)
+        patches = resample_grid(patches, grid, self.interpolation)
         patches = ops.reshape(patches, (1, -1, ops.shape(table)[-1]))
         return ops.concatenate([prefix, patches], axis=1)
 
@@ -75,7 +81,20 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "grid_size": list(self.grid_size),
-                "num_prefix_tokens": self.num_prefix_tokens, "stride": self.stride}
+                "num_prefix_tokens": self.num_prefix_tokens, "stride": self.stride, "interpolation": self.interpolation}
+
+
+INTERPOLATIONS = ("linear", "bicubic")
+
+
+def resample_grid(grid, new_grid, interpolation: str = "linear"):
+    """(rows, cols, D) position embeddings resized to `new_grid` by `interpolation` ("linear": the original
+    code's; "bicubic": timm's)."""
+    if interpolation == "linear":
+        return interpolate_grid(grid, new_grid)
+    rows = resampling_matrix(ops.shape(grid)[0], new_grid[0], 0, new_grid[0], "bicubic", True)
+    cols = resampling_matrix(ops.shape(grid)[1], new_grid[1], 0, new_grid[1], "bicubic", True)
+    return ops.einsum("ih,hwd,jw->ijd", ops.cast(rows, grid.dtype), grid, ops.cast(cols, grid.dtype))
 
 
 def _interpolate_axis(x, new_size, axis: int):

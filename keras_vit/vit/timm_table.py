@@ -87,6 +87,7 @@ def model_kwargs(name: str) -> dict:
     if isinstance(kw["patch_size"], list):
         raise ValueError(f"timm's {base_name(name)} has non-square patches {kw['patch_size']}.")
     kw["input_shape"] = (*entry["image_size"], 3)
+    kw["position_interpolation"] = "bicubic"  # timm resamples position embeddings bicubically
     if entry["classes"]:
         kw["classes"] = entry["classes"]
     else:

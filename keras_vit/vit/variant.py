@@ -36,6 +36,8 @@ class Variant:
         embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
       stem_numerics: a hybrid's ResNet stem computed as the original code ("original") or timm ("timm": weight
         standardisation sqrt(var + 1e-8), GroupNorm epsilon 1e-5); `keras_vit.vit.resnet.STEM_NUMERICS`.
+      position_interpolation: how position embeddings are resized to another grid, as the source's own code does:
+        "linear" (the original code's) or "bicubic" (timm's, antialiased). Not a weight: any file loads.
       class_token: a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one
         that attends but is not read); None: as the classifier says (only "token" has one).
     """
@@ -53,6 +55,7 @@ class Variant:
     prefix_position_embedding: bool = True
     class_token: Optional[bool] = None
     stem_numerics: str = "original"
+    position_interpolation: str = "linear"
 
     @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
@@ -71,6 +74,8 @@ class Variant:
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
+        validate.choice("position_interpolation", options.get("position_interpolation", "linear"),
+                        ("linear", "bicubic"))
         return cls(**options)
 
     @classmethod
@@ -101,6 +106,7 @@ class Variant:
         """What the official `.npz` layout has no place for (`save_npz` refuses these, naming them). The two GELUs
         are allowed (the file does not say which; timm-read models use the exact one)."""
         default = Variant(activation="gelu" if self.activation == "gelu" else "gelu_tanh",
+                          position_interpolation=self.position_interpolation,
                           prefix_position_embedding=True if has_prefix_tokens else self.prefix_position_embedding)
         parts = {"activation": "the quick GELU", "layer_norm_epsilon": "another LayerNorm epsilon",
                  "layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",

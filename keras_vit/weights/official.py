@@ -20,6 +20,7 @@ import numpy as np
 
 from keras_vit.utils import atomic
 from keras_vit.vit.lora import base_variable
+from keras_vit.vit.position_embedding import resample_grid
 from keras_vit.weights import layouts
 from keras_vit.weights.architecture import architecture_from_npz, posemb_prefix_rows, variant_from_npz  # noqa: F401
 
@@ -157,12 +158,13 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
 
 def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
                                num_prefix_tokens: int = 1,
-                               old_grid: Optional[Sequence[int]] = None) -> np.ndarray:
-    """Resizes a position-embedding table to a new patch grid, as the original code does.
+                               old_grid: Optional[Sequence[int]] = None, interpolation: str = "linear") -> np.ndarray:
+    """Resizes a position-embedding table to a new patch grid, as the source's code does.
 
-    The prefix rows (class token) are kept; the grid rows are reshaped to
-    (gh, gw, D) and zoomed with `scipy.ndimage.zoom(order=1)` with one factor per
-    axis (so non-square grids work), then flattened back.
+    The prefix rows (class token) are kept; the grid rows are reshaped to (gh, gw, D) and resized with one
+    factor per axis (so non-square grids work), then flattened back. `interpolation`: "linear", the original
+    code's `scipy.ndimage.zoom(order=1)`; "bicubic", timm's antialiased bicubic (the model's
+    `variant.position_interpolation`, which loaders set from the source).
 
     Args:
       posemb: (1, tokens, D) or (tokens, D).
@@ -190,8 +192,12 @@ def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
     if old_grid[0] * old_grid[1] != n:
         raise ValueError(f"old_grid {old_grid} does not match {n} position embeddings.")
     grid = grid.reshape(old_grid + (-1,))
-    factors = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
-    zoomed = scipy.ndimage.zoom(grid, factors, order=1).reshape(1, new_grid[0] * new_grid[1], -1)
+    if interpolation == "bicubic":
+        resized = resample_grid(keras.ops.convert_to_tensor(grid.astype("float32")), new_grid, "bicubic")
+        zoomed = np.asarray(keras.ops.convert_to_numpy(resized)).reshape(1, new_grid[0] * new_grid[1], -1)
+    else:
+        factors = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
+        zoomed = scipy.ndimage.zoom(grid, factors, order=1).reshape(1, new_grid[0] * new_grid[1], -1)
     out = np.concatenate([prefix, zoomed.astype(posemb.dtype)], axis=1)
     return out[0] if squeeze else out
 
@@ -381,7 +387,8 @@ def _fit_posemb(value, model, file_prefix, resize, old_grid, key, problems):
                         "(pass resize_posemb=True to interpolate)")
         return None
     try:
-        return resize_position_embeddings(value, layer.grid_size, file_prefix, old_grid)
+        return resize_position_embeddings(value, layer.grid_size, file_prefix, old_grid,
+                                          model.variant.position_interpolation)
     except ValueError as e:
         problems.append(f"{key}: {e}")
         return None

@@ -81,7 +81,7 @@ def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.
         raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
     width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
     heads = _heads_for(width, path, num_heads)
-    implied = dict(num_heads=heads, gelu_approximate=False)
+    implied = dict(num_heads=heads, gelu_approximate=False, position_interpolation="bicubic")
     if any(k.startswith("patch_embed.backbone.") for k in sd):
         implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
     return timm_layout.timm_to_official(sd, heads, path), implied
