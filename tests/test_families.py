@@ -234,3 +234,25 @@ def test_a_timm_model_at_another_size_gives_timms_logits_at_that_size(case):
     linear = keras_vit.load_model(folder, classifier_activation=None, input_shape=(48, 48, 3),
                                   position_interpolation="linear")
     assert np.abs(linear.predict(x, verbose=0) - want).max() > 1e-4  # the original code's rule is another one
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(FAMILIES))
+def test_timm_loads_our_save_pretrained_of_each_family_strictly(case, tmp_path):
+    """timm's own `local-dir:` loader reads `save_pretrained`'s repository of every family with no missing or
+    unexpected key and gives our logits (tools/check_torch_roundtrip.py)."""
+    import subprocess
+    import sys
+
+    model, x = _load(case)
+    np.save(tmp_path / "input.npy", x)
+    np.save(tmp_path / "keras_logits.npy", model.predict(x, verbose=0))
+    keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
+    done = subprocess.run([python, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
+        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
+    assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
