@@ -256,3 +256,22 @@ def test_timm_loads_our_save_pretrained_of_each_family_strictly(case, tmp_path):
         pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
     assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in ("siglip", "deit") else [pytest.mark.slow])
+                                  for c in sorted(FAMILIES)])
+def test_each_family_exports_to_onnx_quantizes_and_recomputes(case, tmp_path):
+    """Downstream of the load: an ONNX export in onnxruntime, Keras' int8 quantization and remat give the
+    model's logits (int8 within its usual error)."""
+    from hub_export import export
+    from hub_export.formats import runtime_model
+
+    model, x = _load(case)
+    logits = model.predict(x, verbose=0)
+    out = export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    np.testing.assert_allclose(np.asarray(runtime_model(os.path.join(out, "model.onnx"))(x)), logits, atol=1e-4)
+    remat, _ = _load(case, remat=True)
+    np.testing.assert_allclose(remat.predict(x, verbose=0), logits, atol=1e-6)
+    quantized, _ = _load(case)
+    quantized.quantize("int8")
+    assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.05  # measured <= 0.017

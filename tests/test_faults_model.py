@@ -277,3 +277,21 @@ def test_compute_output_spec_takes_arrays_on_every_layer():
     hybrid = keras_vit.VisionTransformer(patch_size=1, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
                                          resnet_layers=(1,), resnet_width=0.5, input_shape=(32, 32, 3))
     assert tuple(hybrid.stem.compute_output_spec(np.zeros((1, 32, 32, 3), "float32")).shape)[:3] == (1, 8, 8)  # root: stride 4
+
+
+def test_feature_and_logits_models_check_their_input_like_the_model():
+    """`feature_model` / `logits_model` predict with the source model's input check: a wrong size, NCHW or an
+    unbatched image is named, not a graph error; saved and reloaded they still run."""
+    import keras
+
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1,
+                                        input_shape=(32, 32, 3), classes=3)
+    for derived in (model.feature_model("sequence"), model.logits_model()):
+        assert derived.predict(np.zeros((2, 32, 32, 3), "float32"), verbose=0).shape[0] == 2
+        for bad, message in ((np.zeros((2, 48, 48, 3), "float32"), r"images must be \(batch, 32, 32, 3\)"),
+                             (np.zeros((2, 3, 32, 32), "float32"), "channels first"),
+                             (np.zeros((32, 32, 3), "float32"), "add a batch axis")):
+            with pytest.raises(ValueError, match=message):
+                derived.predict(bad, verbose=0)
+        with pytest.raises(ValueError, match="images must be"):
+            derived.predict_on_batch(np.zeros((1, 40, 40, 3), "float32"))

@@ -15,9 +15,32 @@ import numpy as np
 
 from keras_vit.utils import validate
 from keras_vit.vit.arguments import POOLINGS
+from keras_vit.vit.initializers import PACKAGE
 from keras_vit.vit.layers import TokenPooling
 
 POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class FeatureModel(keras.Model):
+    """The `keras.Model` that `feature_model` / `logits_model` return: the source model's layers up to a tap,
+    whose `predict` and `predict_on_batch` check their input as the source model's do (`check_batch`: the
+    clear message for a wrong size, channel layout or rank, instead of an error deep in the graph). Saved and
+    reloaded, it is a plain functional model again (the check belongs to the source model)."""
+
+    def __init__(self, *args, check=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._input_check = check  # a bound method of the source model (not tracked: no second copy of it)
+
+    def predict(self, x, *args, **kwargs):
+        if self._input_check is not None:
+            self._input_check(x, "predict")
+        return super().predict(x, *args, **kwargs)
+
+    def predict_on_batch(self, x):
+        if self._input_check is not None:
+            self._input_check(x, "predict_on_batch")
+        return super().predict_on_batch(x)
 
 
 class FeatureAPI:
@@ -51,7 +74,8 @@ class FeatureAPI:
         else:
             out = TokenPooling(POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self._layer_policy)(tokens)
         outputs = [out, *extras] if extras else out
-        return keras.Model(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}")
+        return FeatureModel(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}",
+                            check=self.check_batch)
 
     def logits_model(self) -> keras.Model:
         """The classifier without its activation: images -> logits (batch, classes)."""
@@ -59,7 +83,7 @@ class FeatureAPI:
             raise ValueError(f"Model {self.name!r} has no head (include_top=False).")
         if self.predictions is None:
             return self
-        return keras.Model(self.inputs, self._taps["logits"], name=f"{self.name}_logits")
+        return FeatureModel(self.inputs, self._taps["logits"], name=f"{self.name}_logits", check=self.check_batch)
 
     def _block_indices(self, blocks) -> list:
         n = self.vit_config.num_layers
