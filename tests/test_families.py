@@ -275,3 +275,26 @@ def test_each_family_exports_to_onnx_quantizes_and_recomputes(case, tmp_path):
     quantized, _ = _load(case)
     quantized.quantize("int8")
     assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.05  # measured <= 0.017
+
+
+def test_a_big_vision_map_head_checkpoint_loads(tmp_path):
+    """SigLIP's image tower in big_vision's own names (`params/` prefix, `MultiHeadDotProductAttention_0`,
+    `LayerNorm_1`, `MlpBlock_0` in the blocks, a top-level `pos_embedding`, `MAPHead_0`), written from the timm
+    fixture's weights, loads into a MAP-head model with the fixture's logits (the activation, which the file
+    does not record, given as the source's)."""
+    from keras_vit.weights.official import model_params
+
+    model, x = _load("siglip")
+    renames = (("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"), ("LayerNorm_2", "LayerNorm_1"),
+               ("MlpBlock_3", "MlpBlock_0"))
+    arrays = {}
+    for key, value in model_params(model).items():
+        if key.startswith("Transformer/encoderblock_"):
+            for ours, theirs in renames:
+                key = key.replace(f"/{ours}/", f"/{theirs}/")
+        key = "pos_embedding" if key == "Transformer/posembed_input/pos_embedding" else key
+        arrays["params/" + key] = value
+    np.savez(tmp_path / "siglip_bv.npz", **arrays)
+    loaded = keras_vit.load_model(str(tmp_path / "siglip_bv.npz"), classifier_activation=None, activation="gelu")
+    assert loaded.classifier == "map"
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), _timm_logits("siglip"), atol=1e-4)
