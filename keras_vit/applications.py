@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple, Union
 
 from keras_vit.vit import table, timm_table
+from keras_vit.vit.initializers import weights_follow
 from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import load
 
@@ -88,14 +89,16 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
         arguments.update(kwargs)
         if arguments.get("data_config") is None and weights is not None:
             arguments["data_config"] = load.data_config(weights, None)
-        model = VisionTransformer(**arguments, representation_size=representation_size)
+        with weights_follow(weights is not None):  # assigned from `weights` next: no random draws first
+            model = VisionTransformer(**arguments, representation_size=representation_size)
         return load.load_weights(model, weights)
     config = table.vit_config(model_name)
     classes, representation_size = load.head_size(weights, config.name, classes, representation_size)
     if kwargs.get("data_config") is None:
         kwargs["data_config"] = load.data_config(weights, config.name)
-    model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
-                              **kwargs)
+    with weights_follow(weights is not None):
+        model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
+                                  **kwargs)
     return load.load_weights(model, weights)
 
 

@@ -142,3 +142,18 @@ def test_layer_name_probes_live_only_in_the_anatomy_module():
                             "--include=*.py"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
     outside = [line for line in found if not line.startswith(("keras_vit/vit/model.py:", "keras_vit/vit/components.py:"))]
     assert outside == []
+
+
+def test_random_initialisation_is_skipped_only_when_weights_follow():
+    """A model built for a checkpoint draws no random values (the loader assigns every variable); one built
+    without weights keeps the original code's random initialisation."""
+    from keras_vit.vit.initializers import weights_follow
+
+    fresh = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
+    assert 0.01 < float(np.std(keras.ops.convert_to_numpy(fresh.position_embedding.pos_embedding))) < 0.03
+    with weights_follow():
+        skeleton = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
+    assert all(not np.any(keras.ops.convert_to_numpy(v)) for v in skeleton.weights
+               if v.path.endswith(("kernel", "pos_embedding")))
+    again = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)  # the context has ended
+    assert np.any(keras.ops.convert_to_numpy(again.encoder.blocks[0].mlp.dense_0.kernel))

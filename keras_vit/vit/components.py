@@ -8,6 +8,7 @@ import types
 import keras
 
 from keras_vit.vit.attention_pooling import AttentionPooling
+from keras_vit.vit.initializers import initial
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
 from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.preprocessing import ImagePreprocessing
@@ -50,7 +51,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                               if v.distillation_token else None)
     p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm else None
     p.pre_logits = keras.layers.Dense(
-        int(representation_size), activation="tanh", kernel_initializer=keras.initializers.LecunNormal(),
+        int(representation_size), activation="tanh", kernel_initializer=initial(keras.initializers.LecunNormal()),
         dtype=policy, name="pre_logits") if representation_size is not None else None
     p.head, p.head_distillation = (keras.layers.Dense(int(classes), kernel_initializer="zeros", dtype=policy,
                                                       name=name) if classes is not None and wanted else None

@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.initializers import initial
 from keras_vit.vit.layer_scale import LayerScale
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.vit.specs import ArraySpecs
@@ -43,7 +44,7 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
         p = self.patch_size
         self.kernel = self.add_weight(
             name="kernel", shape=(p, p, channels, self.hidden_size),
-            initializer=keras.initializers.LecunNormal())
+            initializer=initial(keras.initializers.LecunNormal()))
         self.bias = (self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
                      if self.use_bias else None)
 

@@ -20,7 +20,7 @@ import numpy as np
 from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
-from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.initializers import PACKAGE, weights_follow
 from keras_vit.vit.components import make_components
 from keras_vit.vit.layers import TokenPooling
 from keras_vit.vit.lora import LoRA
@@ -173,12 +173,12 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
         prefix = variant.num_prefix_tokens(classifier)
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
-        has_pre_logits = include_top or pooling is None
-        parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
-                                classifier, grid, dict(rates, dynamic=h is None or w is None, remat=bool(remat)),
-                                variant, representation_size if has_pre_logits else None,
-                                classes if include_top else None, classifier_activation, policy)
-        outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
+        with weights_follow(loader is not None):  # the loader assigns every variable: no random draws first
+            parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
+                                    classifier, grid, dict(rates, dynamic=h is None or w is None, remat=bool(remat)),
+                                    variant, representation_size if include_top or pooling is None else None,
+                                    classes if include_top else None, classifier_activation, policy)
+            outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)

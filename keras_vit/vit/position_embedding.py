@@ -16,6 +16,7 @@ from keras import ops
 
 from keras_vit.utils import validate
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.initializers import initial
 from keras_vit.vit.preprocessing import resampling_matrix
 from keras_vit.vit.specs import ArraySpecs
 
@@ -52,7 +53,7 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
                 f"{self.num_prefix_tokens} prefix), got {tokens_shape[1]}.")
         self.pos_embedding = self.add_weight(
             name="pos_embedding", shape=(1, self.num_tokens, tokens_shape[-1]),
-            initializer=keras.initializers.RandomNormal(stddev=0.02))
+            initializer=initial(keras.initializers.RandomNormal(stddev=0.02)))
 
     def call(self, tokens, images=None):
         table = ops.cast(self.pos_embedding, tokens.dtype)

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
+from keras_vit.vit.initializers import initial
 from keras_vit.vit.specs import ArraySpecs
 
 GROUP_NORM_GROUPS = 32
@@ -37,6 +38,7 @@ class StdConv2D(ArraySpecs, keras.layers.Conv2D):
     def __init__(self, filters, kernel_size, strides=1, numerics: str = "original", **kwargs):
         kwargs.setdefault("padding", "same")
         kwargs.setdefault("use_bias", False)
+        kwargs.setdefault("kernel_initializer", initial("glorot_uniform"))
         super().__init__(filters, kernel_size, strides=strides, **kwargs)
         if numerics not in STEM_NUMERICS:
             raise ValueError(f"numerics={numerics!r}; expected one of {tuple(STEM_NUMERICS)}.")

@@ -105,3 +105,32 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
         first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
         kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
     return kw
+
+
+_FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
+                 "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
+                 "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm", "qkv_bias": "query/key/value biases",
+                 "patch_bias": "a patch-embedding bias"}
+
+
+def check_family(model, params, source) -> None:
+    """A checkpoint of another family (parts the model lacks, or lacks parts it has) is refused naming each
+    difference, before any other check: the arrays would not fit, and the message should say why."""
+    theirs, ours = variant_from_npz(params), model.variant
+    defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
+                    fc_norm=False, qk_norm=False, qkv_bias=True, patch_bias=True)
+    differ = []
+    for field, what in _FAMILY_PARTS.items():
+        file_has = theirs.get(field, defaults[field])
+        if field == "layer_scale_init":
+            file_has, model_has = file_has is not None, ours.layer_scale_init is not None
+        else:
+            model_has = getattr(ours, field)
+        if file_has != model_has:
+            differ.append(f"{what}: checkpoint {file_has!r}, model {model_has!r}")
+    if ("MAPHead_0/probe" in params) != (model.classifier == "map"):
+        differ.append(f"a MAP head: checkpoint {'MAPHead_0/probe' in params}, model {model.classifier == 'map'}")
+    if differ:
+        raise ValueError(f"Checkpoint {source!r} is another ViT family than model {model.name!r}: "
+                         f"{'; '.join(differ)}. keras_vit.load_model(source) builds the checkpoint's own; nothing "
+                         "was loaded.")

@@ -23,6 +23,7 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
+from keras_vit.vit.initializers import weights_follow
 from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
 
 SOURCE_KINDS = ("a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
@@ -308,8 +309,9 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         raise ValueError(f"{checkpoint.path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
     if arch.get("data_config") is None:  # a release's from its name; the others from the local copy just read
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
-    return official.load_params(VisionTransformer(**arch), checkpoint.params, checkpoint.path,
-                                old_grid=checkpoint.old_grid)
+    with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
+        built = VisionTransformer(**arch)
+    return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
 
 
 def _release_architecture(release: releases.Release, kwargs: dict) -> dict:

@@ -22,7 +22,8 @@ from keras_vit.utils import atomic
 from keras_vit.vit.lora import base_variable
 from keras_vit.vit.position_embedding import resample_grid
 from keras_vit.weights import layouts
-from keras_vit.weights.architecture import architecture_from_npz, posemb_prefix_rows, variant_from_npz  # noqa: F401
+from keras_vit.weights.architecture import (architecture_from_npz, check_family,  # noqa: F401 (public here)
+                                            posemb_prefix_rows)
 
 logger = logging.getLogger("keras_vit")
 
@@ -232,7 +233,7 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
         kinds = ("a hybrid (ResNet stem)", "a plain ViT")
         raise ValueError(f"Checkpoint {source!r} is {kinds[not stem_in_file]} but model {model.name!r} is "
                          f"{kinds[not stem_in_model]}: model/checkpoint family mismatch.")
-    _check_family(model, params, source)
+    check_family(model, params, source)
     problems: list = []
     reset = _head_reset(params, targets, reset_head, problems)
     assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source)
@@ -245,35 +246,6 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     for note in notes:
         logger.warning("load_npz(%s): %s", name, note)
     return model
-
-
-_FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
-                 "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
-                 "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm", "qkv_bias": "query/key/value biases",
-                 "patch_bias": "a patch-embedding bias"}
-
-
-def _check_family(model, params, source) -> None:
-    """A checkpoint of another family (parts the model lacks, or lacks parts it has) is refused naming each
-    difference, before any other check: the arrays would not fit, and the message should say why."""
-    theirs, ours = variant_from_npz(params), model.variant
-    defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
-                    fc_norm=False, qk_norm=False, qkv_bias=True, patch_bias=True)
-    differ = []
-    for field, what in _FAMILY_PARTS.items():
-        file_has = theirs.get(field, defaults[field])
-        if field == "layer_scale_init":
-            file_has, model_has = file_has is not None, ours.layer_scale_init is not None
-        else:
-            model_has = getattr(ours, field)
-        if file_has != model_has:
-            differ.append(f"{what}: checkpoint {file_has!r}, model {model_has!r}")
-    if ("MAPHead_0/probe" in params) != (model.classifier == "map"):
-        differ.append(f"a MAP head: checkpoint {'MAPHead_0/probe' in params}, model {model.classifier == 'map'}")
-    if differ:
-        raise ValueError(f"Checkpoint {source!r} is another ViT family than model {model.name!r}: "
-                         f"{'; '.join(differ)}. keras_vit.load_model(source) builds the checkpoint's own; nothing "
-                         "was loaded.")
 
 
 def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
