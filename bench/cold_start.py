@@ -1,0 +1,109 @@
+"""Cold start: from `python` to the first prediction of a ViT-B/16 on one 224 px image, loading a timm
+`.safetensors` file, for timm and for keras_vit on each backend. A fresh process per row, rows interleaved over
+`--rounds`; each row prints import, build + load and first-call seconds.
+
+    .venv/bin/python bench/cold_start.py --rounds 3 [--torch-python /path/to/python-with-torch-and-timm]
+
+Rows: timm (eager, `torch.no_grad`); keras_vit on TensorFlow with `model.predict` and with a direct call
+`model(x)`; on JAX the same; and "random init" rows, which build the model with random initial values before
+loading (what keras_vit did before it skipped them), to measure that change in the same run. The checkpoint is a
+randomly initialised timm `vit_base_patch16_224` written once with torch (`--torch-python`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STUB = os.path.join(ROOT, "tools", "torchvision_stub")
+
+_MAKE = """
+import sys; sys.path.insert(0, {stub!r})
+import timm, torch
+from safetensors.torch import save_file
+model = timm.create_model("vit_base_patch16_224", pretrained=False)
+save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, {path!r})
+"""
+
+_TIMM = """
+import time; t0 = time.perf_counter()
+import sys; sys.path.insert(0, {stub!r})
+import numpy as np, torch, timm
+t1 = time.perf_counter()
+model = timm.create_model("vit_base_patch16_224", pretrained=True,
+                          pretrained_cfg_overlay=dict(file={path!r})).eval()
+t2 = time.perf_counter()
+with torch.no_grad():
+    model(torch.from_numpy(np.zeros((1, 3, 224, 224), "float32"))).numpy()
+t3 = time.perf_counter()
+print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
+"""
+
+_KERAS = """
+import time; t0 = time.perf_counter()
+import contextlib, os, sys; sys.path.insert(0, {root!r})
+import numpy as np, keras_vit
+t1 = time.perf_counter()
+if {random_init}:  # what load_model did before: random initial values, then the checkpoint's
+    import keras_vit.weights.load as load
+    load.weights_follow = lambda *a, **k: contextlib.nullcontext()
+model = keras_vit.load_model({path!r})
+t2 = time.perf_counter()
+x = np.zeros((1, 224, 224, 3), "float32")
+model.predict(x, verbose=0) if {predict} else np.asarray(model(x))
+t3 = time.perf_counter()
+print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
+"""
+
+
+def _rows(path: str, torch_python: str) -> dict:
+    rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {})}
+    for backend in ("tensorflow", "jax"):
+        for label, predict, random_init in (("predict", True, False), ("call", False, False),
+                                            ("predict, random init", True, True)):
+            code = _KERAS.format(root=ROOT, path=path, predict=predict, random_init=random_init)
+            rows[f"keras_vit {backend} {label}"] = ([sys.executable, "-c", code], {"KERAS_BACKEND": backend})
+    return rows
+
+
+def _run(command, env) -> dict:
+    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                                                           **env), timeout=600)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 (our own child's dict literal)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--torch-python", default=os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable))
+    parser.add_argument("--file", default="/tmp/keras_vit_bench/vit_base_patch16_224.safetensors")
+    args = parser.parse_args()
+    if not os.path.exists(args.file):
+        os.makedirs(os.path.dirname(args.file), exist_ok=True)
+        subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
+    rows = _rows(args.file, args.torch_python)
+    results = {name: [] for name in rows}
+    for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
+        for name, (command, env) in rows.items():
+            results[name].append(_run(command, env))
+    timm_after = statistics.median(r["build_load"] + r["first_call"] for r in results["timm"])
+    print(f"{'row':34s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
+          f" {'vs timm':>7s}")
+    for name, runs in results.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        after = statistics.median(r["build_load"] + r["first_call"] for r in runs)
+        total = statistics.median(sum(r.values()) for r in runs)
+        print(f"{name:34s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
+              f"{after:12.2f} {after / timm_after:6.2f}x")
+    print(json.dumps({name: runs for name, runs in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
