@@ -56,6 +56,18 @@ def read_source(weights: str, model_name: Optional[str]):
     return vit_weights.read_checkpoint(weights, model_name=model_name)
 
 
+def _family_parts(arch: dict) -> list:
+    """The family options (`keras_vit.vit.variant.Variant`) in which `arch` differs from the paper's model."""
+    import dataclasses
+
+    from keras_vit.vit.variant import Variant
+
+    default = Variant()
+    return [f.name for f in dataclasses.fields(Variant)
+            if f.name not in ("activation", "position_interpolation") and f.name in arch
+            and arch[f.name] != getattr(default, f.name)]
+
+
 def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
     """`config.model` fields that rebuild the architecture of `checkpoint` (table name when it is a table row)."""
     from keras_vit.vit import table
@@ -66,10 +78,14 @@ def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
     if model_name and v.model_kwargs() != table.vit_config(model_name).model_kwargs():
         raise ValueError(f"{checkpoint.source!r} holds {v.name}, not {model_name!r}; leave --model out to take "
                          "the file's architecture.")
+    activation = arch.get("activation") or ("gelu" if arch.get("gelu_approximate") is False else "gelu_tanh")
+    if _family_parts(arch) or activation == "quick_gelu" or arch.get("classifier") == "map":
+        # DINOv2, CLIP, SigLIP, ...: the trainer builds the source's own architecture (recipes.trainer.family)
+        return dict(name="", **{f: 0 for f in TRANSFORMER_FIELDS})
     in_table = v.name in table.MODELS
     fields = dict(name=v.name if in_table else "", classifier=arch.get("classifier", "token"),
                   representation_size=arch.get("representation_size") or 0,
-                  gelu_approximate=arch.get("gelu_approximate", True))
+                  gelu_approximate=activation == "gelu_tanh")
     fields.update({f: 0 if in_table else getattr(v, f) for f in TRANSFORMER_FIELDS})
     if v.is_hybrid and not in_table:
         fields.update(resnet_layers=tuple(v.resnet_layers), resnet_width=float(v.resnet_width))
