@@ -50,11 +50,11 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     # editable install of this tree among them, are not run)
     with open(os.path.join(site, "borrowed.pth"), "w") as f:
         f.write(sysconfig.get_paths()["purelib"] + "\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
-                           str(wheel)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONPATH", None)  # a source tree on the path would make pip see the distribution as installed
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
+                           str(wheel)], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
     script = (
         "import keras_vit, numpy as np\n"
         "print(keras_vit.__file__)\n"
