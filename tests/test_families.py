@@ -197,7 +197,7 @@ def _finetune_config(case: str):
     return c
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in ("dinov2", "deit") else [pytest.mark.slow])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c == "dinov2" else [pytest.mark.slow])
                                   for c in sorted(FAMILIES)])
 def test_recipes_fine_tune_each_family_from_its_repository(case, tmp_path):
     from recipes import train
@@ -258,7 +258,7 @@ def test_timm_loads_our_save_pretrained_of_each_family_strictly(case, tmp_path):
     assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in ("siglip", "deit") else [pytest.mark.slow])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c == "siglip" else [pytest.mark.slow])
                                   for c in sorted(FAMILIES)])
 def test_each_family_exports_to_onnx_quantizes_and_recomputes(case, tmp_path):
     """Downstream of the load: an ONNX export in onnxruntime, Keras' int8 quantization and remat give the
