@@ -124,10 +124,9 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
         gradients are unchanged.
       layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
-        pre_norm, fc_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics, position_interpolation: the
-        ViT family's
-        variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids), each defaulting to the
-        paper's model; documented on `keras_vit.vit.variant.Variant`, kept as `model.variant`.
+        pre_norm, fc_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics, position_interpolation:
+        the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids), each
+        defaulting to the paper's model; documented on `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).

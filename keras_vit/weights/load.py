@@ -235,12 +235,12 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
         return keras_files.load_weights_h5(model, os.fspath(weights))
     vit = model.vit_config
     checkpoint = _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
-    _warn_gelu(checkpoint, model)
+    _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
     return official.load_params(model, checkpoint.params, checkpoint.path, **npz_kwargs)
 
 
-def _warn_gelu(checkpoint: Checkpoint, model: keras.Model) -> None:
+def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
     """A warning when a source trained with one GELU form goes into a model of the other; an error when the
     source's activation or LayerNorm epsilon is another family's (quick GELU, CLIP's 1e-5): the shapes would
     fit and the logits be wrong."""

@@ -1,8 +1,8 @@
 """timm repository directories: what timm's `save_for_hf` writes and the Hugging Face hub serves for `timm/...`
 models (`config.json` + `model.safetensors`).
 
-`config.json` holds `architecture` (timm's model name), `model_args` (the keywords it was built with; absent
-in files from older timm, where the arrays' shapes and the model table decide) and `pretrained_cfg` (input
+`config.json` holds `architecture` (timm's model name), `model_args` (the keywords it was built with beyond the
+architecture's own; often absent) and `pretrained_cfg` (input
 size, mean, std, crop_pct, crop_mode, interpolation): that last part becomes the model's `DataConfig`. The
 weights are a timm state dict, read by the same strict reader as a bare timm `.safetensors` file. The
 architecture comes from the name's facts (`keras_vit.vit.timm_table`; timm's hub configs often hold nothing
@@ -70,8 +70,12 @@ def _override(name: str, kw: dict, args: dict) -> dict:
         elif key == "in_chans":
             kw["input_shape"] = (*kw["input_shape"][:2], int(value))
         elif key == "num_classes":
-            kw.pop("classes", None), kw.pop("include_top", None)
-            kw.update(classes=int(value)) if value else kw.update(include_top=False)
+            kw.pop("classes", None)
+            kw.pop("include_top", None)
+            if value:
+                kw["classes"] = int(value)
+            else:
+                kw["include_top"] = False
         elif key == "global_pool" and value in _POOLS:
             if _POOLS[value] != kw["classifier"] and "fc_norm" not in args:
                 kw["fc_norm"] = value == "avg"  # timm's default: fc_norm with average pooling
