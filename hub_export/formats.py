@@ -55,10 +55,30 @@ def _saved_model(net, path: str, signature, preprocessing, channels: int) -> Non
 
     archive = keras.export.ExportArchive()
     archive.track(net)
-    archive.add_endpoint("serve", lambda images: net(images, training=False), input_signature=signature)
+    archive.add_endpoint("serve", _checked(net, channels), input_signature=signature)
     archive.add_endpoint("serve_pixels", lambda images: net(preprocessing(images), training=False),
                          input_signature=[tf.TensorSpec((None, None, None, channels), tf.float32, name="images")])
     archive.write_out(path, verbose=False)
+
+
+def _checked(net, channels: int):
+    """`net`'s call for the `serve` signature, which first checks the images' size: a SavedModel signature does
+    not check shapes, so another size would fail deep in the graph ("Incompatible shapes: [1,37,32] vs.
+    [1,17,32]"); this names the size the export takes."""
+    import tensorflow as tf
+
+    h, w = net.input_shape[1:3]
+
+    def serve(images):
+        if h is not None and w is not None:
+            fits = tf.reduce_all(tf.equal(tf.shape(images)[1:], tf.constant([h, w, channels])))
+            check = tf.debugging.Assert(fits, [f"images must be (batch, {h}, {w}, {channels}) for this export "
+                                               "(channels last); got shape", tf.shape(images)])
+            with tf.control_dependencies([check]):
+                images = tf.identity(images)
+        return net(images, training=False)
+
+    return serve
 
 
 def _quantized_litert(net, path: str, signature, quantize: str, representative_images) -> None:

@@ -10,3 +10,34 @@ if ROOT not in sys.path:
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 FLAX_FIXTURES = os.path.join(FIXTURES, "flax_reference")
+
+
+def run_with_torch(arguments, timeout: int = 900):
+    """Runs `python <arguments>` in a Python with torch and timm (`KERAS_VIT_TORCH_PYTHON`, else this one) with
+    the torchvision stand-in on the path; skips the calling test where torch or timm is missing."""
+    import subprocess
+
+    import pytest
+
+    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
+    done = subprocess.run([python, *arguments], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
+        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
+    return done
+
+
+def timm_reads_save_pretrained(model, x, directory) -> float:
+    """Max |logit difference| of timm's own `local-dir:` loader reading `save_pretrained(model)` strictly
+    (tools/check_torch_roundtrip.py) against the model's own logits on `x`."""
+    import numpy as np
+
+    import keras_vit
+
+    np.save(os.path.join(directory, "input.npy"), x)
+    np.save(os.path.join(directory, "keras_logits.npy"), model.predict(x, verbose=0))
+    keras_vit.save_pretrained(model, os.path.join(directory, "repo"))
+    done = run_with_torch([os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir", str(directory)],
+                          timeout=600)
+    return float(done.stdout.strip().split()[-1])

@@ -13,7 +13,7 @@ import keras_vit
 from keras_vit.analysis.inspect import attention_rollout
 from keras_vit.vit import timm_table
 
-from conftest import ROOT
+from conftest import ROOT, run_with_torch, timm_reads_save_pretrained
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "timm_hub")
 # family -> what its model must show (token layout, the option that makes it that family)
@@ -62,7 +62,8 @@ def test_each_family_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
     assert again.variant == model.variant
 
 
-@pytest.mark.parametrize("case", sorted(FAMILIES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in ("dinov2", "deit", "siglip", "hybrid_root")
+                                                 else [pytest.mark.slow]) for c in sorted(FAMILIES)])
 def test_features_and_taps_separate_prefix_tokens_from_patches(case):
     model, x = _load(case)
     n = model.token_layout["patches"][1]
@@ -152,16 +153,7 @@ def test_a_repository_of_an_unknown_architecture_is_refused(tmp_path):
 
 def _timm_counts() -> dict:
     """timm's own registry and counts (tools/timm_registry_counts.py in a Python with torch and timm)."""
-    import subprocess
-    import sys
-
-    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
-    done = subprocess.run([python, os.path.join(ROOT, "tools", "timm_registry_counts.py")], capture_output=True,
-                          text=True, timeout=900, env=env, cwd=ROOT)
-    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
-        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_with_torch([os.path.join(ROOT, "tools", "timm_registry_counts.py")])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -242,25 +234,12 @@ def test_a_timm_model_at_another_size_gives_timms_logits_at_that_size(case):
 def test_timm_loads_our_save_pretrained_of_each_family_strictly(case, tmp_path):
     """timm's own `local-dir:` loader reads `save_pretrained`'s repository of every family with no missing or
     unexpected key and gives our logits (tools/check_torch_roundtrip.py)."""
-    import subprocess
-    import sys
-
     model, x = _load(case)
-    np.save(tmp_path / "input.npy", x)
-    np.save(tmp_path / "keras_logits.npy", model.predict(x, verbose=0))
-    keras_vit.save_pretrained(model, str(tmp_path / "repo"))
-    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
-    done = subprocess.run([python, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
-        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
-    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
-    assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
+    assert timm_reads_save_pretrained(model, x, tmp_path) <= 1e-5
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c == "siglip" else [pytest.mark.slow])
-                                  for c in sorted(FAMILIES)])
+@pytest.mark.slow  # the default suite exports DeiT-III to ONNX (test_timm_hub.py)
+@pytest.mark.parametrize("case", sorted(FAMILIES))
 def test_each_family_exports_to_onnx_quantizes_and_recomputes(case, tmp_path):
     """Downstream of the load: an ONNX export in onnxruntime, Keras' int8 quantization and remat give the
     model's logits (int8 within its usual error)."""

@@ -111,3 +111,18 @@ def test_an_export_from_before_manifests_is_replaced_unless_a_user_added_to_it(t
         f.write("mine")
     with pytest.raises(FileExistsError, match="notes.txt"):
         export(model, out, "classification", format="onnx", overwrite=True)
+
+
+def test_a_saved_model_signature_names_the_size_it_takes(tmp_path):
+    """A SavedModel signature does not check shapes itself: an image of another size fails with the size the
+    export takes, not an "Incompatible shapes" error deep in the graph; the right size still runs."""
+    import tensorflow as tf
+
+    from hub_export import export
+
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    out = export(model, str(tmp_path / "sm"), "classification", format="saved_model")
+    serve = tf.saved_model.load(os.path.join(out, "saved_model")).signatures["serving_default"]
+    assert serve(images=tf.zeros((2, 16, 16, 3)))["output_0"].shape == (2, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"images must be \(batch, 16, 16, 3\)"):
+        serve(images=tf.zeros((1, 32, 32, 3)))

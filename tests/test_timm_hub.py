@@ -14,7 +14,7 @@ import pytest
 
 import keras_vit
 
-from conftest import ROOT
+from conftest import ROOT, timm_reads_save_pretrained
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "timm_hub")
 PLAIN = os.path.join(FIXTURES, "plain")
@@ -161,19 +161,9 @@ def test_save_pretrained_writes_a_timm_repository_that_reads_back(tmp_path, kwar
                                     dict(layer_scale_init=0.1, prefix_position_embedding=False,
                                          gelu_approximate=False)])  # DeiT-III's parts
 def test_timm_loads_save_pretrained_strictly_with_our_logits(tmp_path, kwargs):
-    python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
     model = _random_model(**kwargs)
     x = np.random.default_rng(7).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
-    np.save(tmp_path / "input.npy", x)
-    np.save(tmp_path / "keras_logits.npy", model.predict(x, verbose=0))
-    keras_vit.save_pretrained(model, str(tmp_path / "repo"))
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
-    done = subprocess.run([python, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
-        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
-    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
-    assert float(done.stdout.strip().split()[-1]) <= 1e-5, done.stdout
+    assert timm_reads_save_pretrained(model, x, tmp_path) <= 1e-5
 
 
 def test_deit3_exports_to_onnx_and_resizes(tmp_path):
