@@ -135,13 +135,14 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+             gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+             name: Optional[str] = None, dtype=None,
              trainable: bool = True, remat: bool = False, data_config=None,
              layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+             activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+             distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+             qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+             stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -154,10 +155,10 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -170,10 +171,10 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -186,10 +187,10 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
            trainable: bool = True, remat: bool = False, data_config=None,
            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+           activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+           distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+           qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+           stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -202,10 +203,10 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -218,10 +219,10 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -234,10 +235,10 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -250,10 +251,10 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -266,10 +267,10 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
             trainable: bool = True, remat: bool = False, data_config=None,
             layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -279,13 +280,14 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -295,13 +297,14 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -311,13 +314,14 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -327,13 +331,14 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -343,13 +348,14 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -359,13 +365,14 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+                name: Optional[str] = None, dtype=None,
                 trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -375,11 +382,12 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-               gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
+               gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
+               name: Optional[str] = None, dtype=None,
                trainable: bool = True, remat: bool = False, data_config=None,
                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-        activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-        distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-        qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-        stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+               activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
+               distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
+               qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
+               stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())
