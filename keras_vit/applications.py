@@ -59,6 +59,7 @@ _ARGS = """
       distillation_token: DeiT's distillation token and head (the two heads' logits averaged).
       pre_norm: a LayerNorm on the embeddings (CLIP).
       fc_norm: the final LayerNorm after pooling instead of before (MAE, EVA).
+      final_norm: False: no final LayerNorm at all (RADIO, InternViT).
       qk_norm: LayerNorm on each head's queries and keys.
       qkv_bias: biases of the query/key/value projections.
       patch_bias: a bias in the patch embedding (CLIP has none).
@@ -135,14 +136,14 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
              representation_size: Optional[int] = None, dropout_rate: float = 0.0,
              attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-             gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-             name: Optional[str] = None, dtype=None,
-             trainable: bool = True, remat: bool = False, data_config=None,
+             gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+             dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
              layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
              activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
              distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
              qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-             stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+             stem_numerics: str = "original", position_interpolation: str = "linear",
+             final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -150,15 +151,15 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
 def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -166,15 +167,15 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -182,15 +183,15 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
            pooling: Optional[str] = None, classes: Optional[int] = None,
            classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-           representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-           attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-           gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-           trainable: bool = True, remat: bool = False, data_config=None,
-           layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-           activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-           distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-           qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-           stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+           representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+           drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+           position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+           remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+           prefix_position_embedding: bool = True, activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6,
+           num_register_tokens: int = 0, distillation_token: bool = False, pre_norm: bool = False,
+           fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+           class_token: Optional[bool] = None, stem_numerics: str = "original",
+           position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -198,15 +199,15 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
 def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -214,15 +215,15 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -230,15 +231,15 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -246,15 +247,15 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -262,15 +263,15 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
 def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, input_tensor=None,
             pooling: Optional[str] = None, classes: Optional[int] = None,
             classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-            representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-            attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-            gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None, dtype=None,
-            trainable: bool = True, remat: bool = False, data_config=None,
-            layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
-            activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-            distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-            qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-            stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+            representation_size: Optional[int] = None, dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+            drop_path_rate: float = 0.0, include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
+            position_grid: Grid = None, name: Optional[str] = None, dtype=None, trainable: bool = True,
+            remat: bool = False, data_config=None, layer_scale_init: Optional[float] = None,
+            prefix_position_embedding: bool = True, activation: Optional[str] = None,
+            layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
+            pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
+            patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
+            position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -280,14 +281,14 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -297,14 +298,14 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -314,14 +315,14 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -331,14 +332,14 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -348,14 +349,14 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -365,14 +366,14 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-                gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-                name: Optional[str] = None, dtype=None,
-                trainable: bool = True, remat: bool = False, data_config=None,
+                gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+                dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                 layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                 activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
-                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
-                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-                stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False,
+                qk_norm: bool = False, qkv_bias: bool = True, patch_bias: bool = True,
+                class_token: Optional[bool] = None, stem_numerics: str = "original",
+                position_interpolation: str = "linear", final_norm: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -382,12 +383,12 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, include_preprocessing: bool = False,
-               gelu_approximate: Optional[bool] = None, position_grid: Grid = None,
-               name: Optional[str] = None, dtype=None,
-               trainable: bool = True, remat: bool = False, data_config=None,
+               gelu_approximate: Optional[bool] = None, position_grid: Grid = None, name: Optional[str] = None,
+               dtype=None, trainable: bool = True, remat: bool = False, data_config=None,
                layer_scale_init: Optional[float] = None, prefix_position_embedding: bool = True,
                activation: Optional[str] = None, layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0,
                distillation_token: bool = False, pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False,
                qkv_bias: bool = True, patch_bias: bool = True, class_token: Optional[bool] = None,
-               stem_numerics: str = "original", position_interpolation: str = "linear") -> VisionTransformer:
+               stem_numerics: str = "original", position_interpolation: str = "linear",
+               final_norm: bool = True) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -29,6 +29,8 @@ FAMILIES = {
     "gap_fc_norm": ({"patches": (0, 16)}, dict(fc_norm=True)),
     "qk_norm": ({"class": (0, 1), "patches": (1, 17)}, dict(qk_norm=True, qkv_bias=False)),
     "hybrid_root": ({"class": (0, 1), "patches": (1, 65)}, dict(stem_numerics="timm")),
+    "no_final_norm": ({"class": (0, 1), "registers": (1, 8), "patches": (8, 24)},
+                      dict(final_norm=False, num_register_tokens=7)),
 }
 CLASSIFIERS = {"siglip": "map", "gap_fc_norm": "gap"}
 

@@ -80,7 +80,6 @@ def _unsupported(model, block) -> list:
             (attn.proj.bias is None or mlp.fc1.bias is None, "projections without bias"),
             (attn.qkv.out_features != 3 * model.embed_dim, "an attention width other than the embedding's"),
             (_activation(mlp.act).startswith("unsupported"), f"activation {type(mlp.act).__name__}"),
-            (_is_identity(model.norm) and _is_identity(model.fc_norm), "no final norm"),
         ]
         pool = getattr(model, "attn_pool", None)
         if pool is not None:
@@ -110,7 +109,8 @@ def facts(name: str) -> dict:
         layer_scale_init=None if _is_identity(block.ls1) else float(block.ls1.init_values),
         num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
-        fc_norm=not _is_identity(model.fc_norm), qk_norm=not _is_identity(attn.q_norm),
+        fc_norm=not _is_identity(model.fc_norm),
+        final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)), qk_norm=not _is_identity(attn.q_norm),
         qkv_bias=attn.qkv.bias is not None, patch_bias=model.patch_embed.proj.bias is not None,
         prefix_position_embedding=not getattr(model, "no_embed_class", False),
         dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),

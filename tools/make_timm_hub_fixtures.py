@@ -9,7 +9,8 @@ Cases, one per family (small sizes, timm's architecture otherwise): "plain" (cla
 data config), "deit3" (LayerScale, prefix tokens after the position embeddings), "deit" (distillation token and
 head), "dinov2" (registers, LayerScale), "clip" and "clip_quickgelu" (pre-norm, no patch bias, LayerNorm epsilon
 1e-5, exact or quick GELU), "siglip" (MAP head, no class token), "gap_fc_norm" (average pooling, LayerNorm after
-it), "qk_norm" (qk-norm, no query/key/value biases) and "hybrid_root" (timm's root-only BiT stem); plus
+it), "qk_norm" (qk-norm, no query/key/value biases), "hybrid_root" (timm's root-only BiT stem) and
+"no_final_norm" (RADIO: seven registers, LayerScale, no final LayerNorm); plus
 "hybrid_units", a bare state dict of a hybrid with two ResNet stages.
 """
 
@@ -37,7 +38,8 @@ CASES = {"plain": ("vit_base_patch16_224.augreg2_in21k_ft_in1k", {}),
          "siglip": ("vit_base_patch16_siglip_224.webli", {}),
          "gap_fc_norm": ("vit_base_patch16_224.mae", dict(global_pool="avg", class_token=False)),
          "qk_norm": ("vit_base_patch16_224", dict(qk_norm=True, qkv_bias=False)),
-         "hybrid_root": ("vit_tiny_r_s16_p8_224.augreg_in21k", dict(img_size=64, patch_size=2))}
+         "hybrid_root": ("vit_tiny_r_s16_p8_224.augreg_in21k", dict(img_size=64, patch_size=2)),
+         "no_final_norm": ("vit_base_patch16_radio_v3", {})}
 
 
 def _hybrid_units(folder: str, images64: np.ndarray) -> None:

@@ -40,7 +40,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.pre_norm = layer_norm("pre_norm", policy, eps) if v.pre_norm else None
     p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
                         options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
-                        v.layer_scale_init, final_norm=not v.fc_norm, activation=v.activation,
+                        v.layer_scale_init, final_norm=v.final_norm and not v.fc_norm, activation=v.activation,
                         layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, dtype=policy,
                         name="Transformer")
     p.token_pooling = (AttentionPooling(c.num_heads, c.mlp_dim, v.activation, eps, prefix, dtype=policy,
@@ -49,7 +49,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                                     name="pooling"))
     p.distillation_pooling = (TokenPooling("token", prefix, index=1, dtype=policy, name="distillation_pooling")
                               if v.distillation_token else None)
-    p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm else None
+    p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm and v.final_norm else None
     p.pre_logits = keras.layers.Dense(
         int(representation_size), activation="tanh", kernel_initializer=initial(keras.initializers.LecunNormal()),
         dtype=policy, name="pre_logits") if representation_size is not None else None

@@ -124,7 +124,8 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
         them (`keras.remat`, one block at a time): less training memory for more compute. Outputs and
         gradients are unchanged.
       layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
-        pre_norm, fc_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics, position_interpolation:
+        pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
+        position_interpolation:
         the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids), each
         defaulting to the paper's model; documented on `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
@@ -148,7 +149,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                  layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
                  pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
                  patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
-                 position_interpolation: str = "linear", **kwargs):
+                 position_interpolation: str = "linear", final_norm: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
                      drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
@@ -162,7 +163,7 @@ class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, Preprocessin
                                     pre_norm=pre_norm, fc_norm=fc_norm, qk_norm=qk_norm, qkv_bias=qkv_bias,
                                     patch_bias=patch_bias, prefix_position_embedding=prefix_position_embedding,
                                     class_token=class_token, stem_numerics=stem_numerics,
-                                    position_interpolation=position_interpolation)
+                                    position_interpolation=position_interpolation, final_norm=final_norm)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)

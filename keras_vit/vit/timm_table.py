@@ -17,7 +17,8 @@ from typing import List, Optional
 # the keys of an entry that are `VisionTransformer` keywords as they stand
 _KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "classifier", "activation",
              "layer_norm_epsilon", "layer_scale_init", "num_register_tokens", "distillation_token", "pre_norm",
-             "fc_norm", "qk_norm", "qkv_bias", "patch_bias", "prefix_position_embedding", "class_token")
+             "fc_norm", "qk_norm", "qkv_bias", "patch_bias", "prefix_position_embedding", "class_token",
+             "final_norm")
 FAMILIES = ("vit", "deit", "deit3", "dinov2", "clip", "siglip", "gap", "hybrid", "other")
 
 

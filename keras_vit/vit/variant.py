@@ -29,6 +29,7 @@ class Variant:
       distillation_token: DeiT's second prefix token with its own head; the two heads' logits are averaged.
       pre_norm: a LayerNorm on the embeddings before the first block (CLIP).
       fc_norm: the final LayerNorm after pooling instead of before it (MAE-style GAP models).
+      final_norm: whether there is a final LayerNorm at all (RADIO and InternViT backbones have none).
       qk_norm: LayerNorm on each head's queries and keys.
       qkv_bias: biases on the query/key/value projections.
       patch_bias: a bias in the patch embedding (CLIP has none).
@@ -49,6 +50,7 @@ class Variant:
     distillation_token: bool = False
     pre_norm: bool = False
     fc_norm: bool = False
+    final_norm: bool = True
     qk_norm: bool = False
     qkv_bias: bool = True
     patch_bias: bool = True
@@ -69,7 +71,7 @@ class Variant:
                                                           positive=True)
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
-        for field in ("distillation_token", "pre_norm", "fc_norm", "qk_norm", "qkv_bias", "patch_bias",
+        for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
                       "prefix_position_embedding", "class_token"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
@@ -111,7 +113,7 @@ class Variant:
         parts = {"activation": "the quick GELU", "layer_norm_epsilon": "another LayerNorm epsilon",
                  "layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
                  "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
-                 "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm",
+                 "fc_norm": "a LayerNorm after pooling", "final_norm": "no final LayerNorm", "qk_norm": "qk-norm",
                  "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
                  "prefix_position_embedding": "prefix tokens without position embeddings",
                  "class_token": "a class token the classifier does not read",

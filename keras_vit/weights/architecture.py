@@ -55,6 +55,8 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
                         (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm")):
         if key in params:
             kw[option] = True
+    if "Transformer/encoder_norm/scale" not in params and "fc_norm/scale" not in params:
+        kw["final_norm"] = False  # RADIO, InternViT
     for key, option in ((block + "MultiHeadDotProductAttention_1/query/bias", "qkv_bias"),
                         ("embedding/bias", "patch_bias")):
         if key not in params:
@@ -109,7 +111,8 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
 
 _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
                  "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
-                 "fc_norm": "a LayerNorm after pooling", "qk_norm": "qk-norm", "qkv_bias": "query/key/value biases",
+                 "fc_norm": "a LayerNorm after pooling", "final_norm": "a final LayerNorm", "qk_norm": "qk-norm",
+                 "qkv_bias": "query/key/value biases",
                  "patch_bias": "a patch-embedding bias"}
 
 
@@ -118,7 +121,7 @@ def check_family(model, params, source) -> None:
     difference, before any other check: the arrays would not fit, and the message should say why."""
     theirs, ours = variant_from_npz(params), model.variant
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
-                    fc_norm=False, qk_norm=False, qkv_bias=True, patch_bias=True)
+                    fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])

@@ -88,6 +88,8 @@ def _override(name: str, kw: dict, args: dict) -> dict:
             kw["prefix_position_embedding"] = not value
         elif key == "pre_norm":
             kw["pre_norm"], kw["patch_bias"] = bool(value), not value  # timm drops the patch bias with pre-norm
+        elif key == "final_norm":
+            kw["final_norm"] = bool(value)
         elif key == "fc_norm":
             kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
         elif key == "class_token":
@@ -182,7 +184,8 @@ def _model_args(model) -> Tuple[dict, str]:
                 num_classes=model.classes, in_chans=model.channels, global_pool=pool,
                 class_token=model.class_token is not None, act_layer=v.activation, fc_norm=v.fc_norm,
                 init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
-                reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias)
+                reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias,
+                final_norm=v.final_norm)
     if model.stem is not None:
         return args, _hybrid_architecture(model)
     if v.distillation_token:
