@@ -46,7 +46,8 @@ def data_config(config):
 def normalizer(model=None, config=None) -> Callable:
     """Float pixels in [0, 255] -> the model's input values by its data config's mean and std (or, before the
     model exists, by the data config `config.init_weights` implies), as plain arithmetic (tf.data graphs on
-    every backend take it)."""
+    every backend take it; `keras_vit.vit.preprocessing.normalize_pixels` casts with `keras.ops`, which would
+    turn a tf.data tensor into the backend's own under JAX)."""
     if model is not None:
         mean, std = model.data_config.for_channels(model.channels)
     else:
