@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     p.add_argument("--representation_size", type=int, default=None, help="override (default: the checkpoint's)")
     p.add_argument("--classifier", default=None, choices=["token", "gap"], help="override (default: the checkpoint's)")
     p.add_argument("--format", default="hub", help="hub, saved_model, litert, onnx, openvino or serving")
-    p.add_argument("--quantize", default=None, choices=["int8", "dynamic_range"], help="LiteRT post-training "
-                   "quantization; int8 needs --representative")
+    p.add_argument("--quantize", default=None, choices=["int8", "dynamic_range"], help="post-training quantization "
+                   "of litert, onnx or openvino by the runtime's own quantizer; int8 needs --representative")
     p.add_argument("--representative", default=None, help=".npy of calibration inputs in the model's range")
     p.add_argument("--labels", default=None, help="serving: text file, one label per class")
     p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")

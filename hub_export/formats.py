@@ -4,7 +4,8 @@ Each export is a directory (written atomically, with `metadata.json` marking it 
 model file: `saved_model/`, `model.tflite`, `model.onnx` or `model.xml` + `model.bin`. Inputs are the
 model's own range (`model.input_range`: [-1, 1], or [0, 255] with `include_preprocessing`), NHWC
 float32; a model built with `input_shape=(None, None, C)` exports with free height and width.
-LiteRT int8 is post-training quantization by TF's own converter (Keras' exporter writes float32 only).
+`quantize` ("int8", "dynamic_range") runs each runtime's own post-training quantizer on that float32 file
+(`hub_export.quantization`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Iterable, Optional
 import keras
 import numpy as np
 
+from hub_export import quantization
+
 FORMATS = ("hub", "saved_model", "litert", "onnx", "openvino", "serving")
 FILES = {"saved_model": "saved_model", "litert": "model.tflite", "onnx": "model.onnx", "openvino": "model.xml"}
-QUANTIZATIONS = (None, "int8", "dynamic_range")
 
 
 def _signature(net: keras.Model, channels: int):
@@ -34,12 +36,13 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
     of any size in [0, 255], prepared as the checkpoint was evaluated."""
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
-    if quantize not in QUANTIZATIONS:
-        raise ValueError(f"quantize={quantize!r}; expected None, 'int8' or 'dynamic_range'.")
+    if quantize is not None and (quantize not in quantization.MODES or fmt not in quantization.WRITERS):
+        raise ValueError(f"quantize={quantize!r} with format={fmt!r}; expected None, or 'int8' / 'dynamic_range' "
+                         f"with format {', '.join(map(repr, quantization.WRITERS))}.")
     path = os.path.join(directory, FILES[fmt])
     signature = _signature(net, channels)
-    if fmt == "litert" and quantize:
-        _quantized_litert(net, path, signature, quantize, representative_images)
+    if quantize:
+        quantization.WRITERS[fmt](net, path, signature, quantize, representative_images)
     elif fmt == "saved_model" and preprocessing is not None:
         _saved_model(net, path, signature, preprocessing, channels)
     else:
@@ -79,36 +82,6 @@ def _checked(net, channels: int):
         return net(images, training=False)
 
     return serve
-
-
-def _quantized_litert(net, path: str, signature, quantize: str, representative_images) -> None:
-    """Post-training quantization with TF's converter: "int8" (weights and activations, calibrated on
-    `representative_images`; float32 input and output) or "dynamic_range" (int8 weights only)."""
-    import tempfile
-
-    import tensorflow as tf
-
-    with tempfile.TemporaryDirectory() as tmp:
-        saved = os.path.join(tmp, "saved_model")
-        net.export(saved, format="tf_saved_model", input_signature=signature, verbose=False)
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if quantize == "int8":
-            if representative_images is None:
-                raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
-                                 "range) to calibrate activations; quantize='dynamic_range' needs none.")
-            batches = [np.asarray(b, dtype="float32") for b in representative_images]
-
-            def representative():
-                for batch in batches:
-                    for image in batch:
-                        yield [image[None]]
-
-            converter.representative_dataset = representative
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
-                                                   tf.lite.OpsSet.TFLITE_BUILTINS]
-        with open(path, "wb") as f:
-            f.write(converter.convert())
 
 
 def runtime_model(path: str):

@@ -28,7 +28,9 @@ def test_demo_end_to_end(tmp_path):
     r = s["runtimes"]  # each export scored in its own runtime on the 1,000 held-out digits
     for name in ("LiteRT float32", "ONNX (onnxruntime)"):
         assert abs(r[name]["accuracy"] - r["Keras"]["accuracy"]) <= 0.001, name
-    assert abs(r["LiteRT int8"]["accuracy"] - r["Keras"]["accuracy"]) <= 0.01
+    # int8 by each runtime's own quantizer (TF's converter, onnxruntime, NNCF): within one point of float32
+    for name in ("LiteRT int8", "ONNX int8 (onnxruntime)", "OpenVINO int8 (NNCF)"):
+        assert abs(r[name]["accuracy"] - r["Keras"]["accuracy"]) <= 0.01, (name, r[name], r["Keras"])
     assert abs(r["Keras int8 (model.quantize)"]["accuracy"] - r["Keras"]["accuracy"]) <= 0.01
     # measured 268 vs 664 KiB (40 %): on this 0.15 M-parameter model the flatbuffer's graph (~100 KiB) does not
     # shrink; a ViT-Ti/16 goes to 27.0 % (README)

@@ -1,0 +1,126 @@
+"""Post-training int8 quantization, each runtime by its own quantizer.
+
+- LiteRT: TF's converter (`tf.lite.TFLiteConverter`, `Optimize.DEFAULT`).
+- ONNX: onnxruntime's `quantize_static` (QDQ, int8 weights per output channel, int8 activations calibrated by
+  min/max) or `quantize_dynamic` (int8 weights; activations quantized per call).
+- OpenVINO: NNCF's `quantize` with the transformer preset (it keeps LayerNorm, softmax and GELU in float and
+  smooths the MLP's outliers) or `compress_weights` (int8 weights only).
+
+"int8" quantizes weights and activations, calibrated on `representative_images` (inputs in the model's own range,
+e.g. `model.to_input_range(pixels)` or the checkpoint's preprocessing); "dynamic_range" quantizes the weights only
+and needs no images. Each writer starts from the runtime's float32 file written by Keras' exporter.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import List, Sequence
+
+import numpy as np
+
+MODES = ("int8", "dynamic_range")
+# the products quantized in ONNX: the rest (LayerNorm, softmax, GELU, residual sums, reshapes) stays float, as
+# NNCF's transformer preset keeps it
+ONNX_OPS = ["MatMul", "Gemm", "Conv"]
+
+
+def litert(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]) -> None:
+    """Writes `net` as a quantized `model.tflite` at `path` (float32 input and output)."""
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "saved_model")
+        net.export(saved, format="tf_saved_model", input_signature=signature, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantize == "int8":
+            def representative():
+                for batch in batches:
+                    for image in batch:
+                        yield [image[None]]
+
+            converter.representative_dataset = representative
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                                   tf.lite.OpsSet.TFLITE_BUILTINS]
+        with open(path, "wb") as f:
+            f.write(converter.convert())
+
+
+def onnx(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]) -> None:
+    """Writes `net` as a quantized `model.onnx` at `path` through onnxruntime's quantizer."""
+    from onnxruntime import quantization as q
+
+    with tempfile.TemporaryDirectory() as tmp:
+        float_path, prepared = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "prepared.onnx")
+        net.export(float_path, format="onnx", input_signature=signature, verbose=False)
+        # shape inference and graph fusions first, as onnxruntime's quantization guide asks
+        q.quant_pre_process(float_path, prepared, skip_symbolic_shape=True)
+        if quantize == "dynamic_range":
+            q.quantize_dynamic(prepared, path, weight_type=q.QuantType.QInt8, per_channel=True,
+                               op_types_to_quantize=ONNX_OPS)
+            return
+        q.quantize_static(prepared, path, _OnnxCalibration(prepared, batches), quant_format=q.QuantFormat.QDQ,
+                          per_channel=True, activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
+                          calibrate_method=q.CalibrationMethod.MinMax, op_types_to_quantize=ONNX_OPS)
+
+
+class _OnnxCalibration:
+    """onnxruntime's `CalibrationDataReader` protocol over the calibration batches (one feed per batch)."""
+
+    def __init__(self, model_path: str, batches: Sequence[np.ndarray]):
+        import onnx as onnx_lib
+
+        name = onnx_lib.load(model_path, load_external_data=False).graph.input[0].name
+        self._feeds = iter([{name: np.asarray(b, dtype="float32")} for b in batches])
+
+    def get_next(self):
+        return next(self._feeds, None)
+
+
+def openvino(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]) -> None:
+    """Writes `net` as a quantized `model.xml` + `model.bin` at `path` through NNCF."""
+    import nncf
+    import openvino as ov
+
+    with tempfile.TemporaryDirectory() as tmp:
+        float_path = os.path.join(tmp, "model.xml")
+        net.export(float_path, format="openvino", input_signature=signature, verbose=False)
+        model = ov.Core().read_model(float_path)
+        if quantize == "dynamic_range":
+            model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+        else:
+            images = [image[None] for batch in batches for image in batch]  # NNCF's statistics expect batch 1
+            model = nncf.quantize(model, nncf.Dataset(images), subset_size=len(images),
+                                  model_type=nncf.ModelType.TRANSFORMER, preset=nncf.QuantizationPreset.MIXED)
+        ov.save_model(model, path, compress_to_fp16=False)
+
+
+WRITERS = {"litert": litert, "onnx": onnx, "openvino": openvino}
+
+
+def calibration_batches(model, representative_images) -> List[np.ndarray]:
+    """The calibration batches of an int8 export as float32 arrays, after checking them: some images, each batch
+    (N, H, W, C) of the model's size and channels, values in the model's own range (`input_range`: pixels in
+    [0, 255] given to a [-1, 1] model would calibrate the activations on the wrong scale)."""
+    if representative_images is None:
+        raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
+                         "range) to calibrate activations; quantize='dynamic_range' needs none.")
+    if isinstance(representative_images, np.ndarray):
+        representative_images = [representative_images]
+    batches = [np.asarray(b, dtype="float32") for b in representative_images]
+    if not batches or not sum(b.shape[0] for b in batches if b.ndim == 4):
+        raise ValueError("representative_images holds no image: int8 calibration needs a few hundred inputs.")
+    low, high = model.input_range
+    for i, batch in enumerate(batches):
+        try:
+            model.check_images(batch if batch.ndim == 4 else batch[None, None])
+        except ValueError as e:
+            raise ValueError(f"representative_images[{i}]: {e}") from None
+        if batch.ndim != 4:
+            raise ValueError(f"representative_images[{i}] must be a (batch, H, W, C) array, got {batch.shape}.")
+        top, bottom = float(batch.max()), float(batch.min())
+        if not np.isfinite(batch).all() or top > high + 0.05 * (high - low) or bottom < low - 0.05 * (high - low):
+            raise ValueError(f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
+                             f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels).")
+    return batches
