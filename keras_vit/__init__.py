@@ -9,6 +9,8 @@ Rooms, layered one way (each imports only those before it): `utils` (atomic writ
 -> `analysis` (few-shot, inspection, summaries).
 """
 
+from keras_vit.utils.compilation_cache import enable_compilation_cache
+
 # the model
 from keras_vit.vit import (MODELS, AddPositionEmbedding, ClassToken, DropPath, Encoder, EncoderBlock, MlpBlock,
                            MultiHeadDotProductAttention, PatchEmbedding, ResidualUnit, ResNetStem, StdConv2D,
@@ -42,7 +44,8 @@ __all__ = [
     "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16",
     "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
-    "VisionTransformer", "create_model", "decode_predictions", "fine_tuning_optimizer", "get_config", "layout_map",
+    "VisionTransformer", "create_model", "decode_predictions", "enable_compilation_cache",
+    "fine_tuning_optimizer", "get_config", "layout_map",
     "list_models", "load_model", "load_npz", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_pretrained", "save_safetensors", "vit_config",
 ]
 
