@@ -5,8 +5,9 @@
     .venv/bin/python bench/cold_start.py --rounds 3 [--torch-python /path/to/python-with-torch-and-timm]
 
 Rows: timm (eager, `torch.no_grad`); keras_vit on TensorFlow with `model.predict` and with a direct call
-`model(x)`; on JAX the same; and "random init" rows, which build the model with random initial values before
-loading (what keras_vit did before it skipped them), to measure that change in the same run. The checkpoint is a
+`model(x)`; on JAX the same, and `predict` after `keras_vit.enable_compilation_cache` with a cache emptied before
+each run and with one a previous process filled; with `--random-init`, rows that build the model with random
+initial values before loading (what keras_vit did before it skipped them). The checkpoint is a
 randomly initialised timm `vit_base_patch16_224` written once with torch (`--torch-python`).
 """
 
@@ -15,9 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = os.path.join(ROOT, "tools", "torchvision_stub")
@@ -48,6 +51,8 @@ _KERAS = """
 import time; t0 = time.perf_counter()
 import contextlib, os, sys; sys.path.insert(0, {root!r})
 import numpy as np, keras_vit
+if {cache!r}:
+    keras_vit.enable_compilation_cache({cache!r})
 t1 = time.perf_counter()
 if {random_init}:  # what load_model did before: random initial values, then the checkpoint's
     import keras_vit.weights.load as load
@@ -61,13 +66,21 @@ print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
 """
 
 
-def _rows(path: str, torch_python: str) -> dict:
-    rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {})}
+def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
+    """{row: (command, environment, directory emptied before each run or None)}."""
+    rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {}, None)}
+    empty, warm = os.path.join(cache, "empty"), os.path.join(cache, "warm")
     for backend in ("tensorflow", "jax"):
-        for label, predict, random_init in (("predict", True, False), ("call", False, False),
-                                            ("predict, random init", True, True)):
-            code = _KERAS.format(root=ROOT, path=path, predict=predict, random_init=random_init)
-            rows[f"keras_vit {backend} {label}"] = ([sys.executable, "-c", code], {"KERAS_BACKEND": backend})
+        cases = [("predict", True, False, "", None), ("call", False, False, "", None)]
+        if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
+            cases += [("predict, empty compilation cache", True, False, empty, empty),
+                      ("predict, warm compilation cache", True, False, warm, None)]
+        if random_init:
+            cases.append(("predict, random init", True, True, "", None))
+        for label, predict, random, directory, emptied in cases:
+            code = _KERAS.format(root=ROOT, path=path, predict=predict, random_init=random, cache=directory)
+            rows[f"keras_vit {backend} {label}"] = ([sys.executable, "-c", code], {"KERAS_BACKEND": backend},
+                                                    emptied)
     return rows
 
 
@@ -84,15 +97,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--torch-python", default=os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable))
     parser.add_argument("--file", default="/tmp/keras_vit_bench/vit_base_patch16_224.safetensors")
+    parser.add_argument("--random-init", action="store_true", help="add the rows that build with random values")
     args = parser.parse_args()
     if not os.path.exists(args.file):
         os.makedirs(os.path.dirname(args.file), exist_ok=True)
         subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
-    rows = _rows(args.file, args.torch_python)
-    results = {name: [] for name in rows}
-    for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
-        for name, (command, env) in rows.items():
-            results[name].append(_run(command, env))
+    with tempfile.TemporaryDirectory() as cache:
+        rows = _rows(args.file, args.torch_python, cache, args.random_init)
+        _run(*rows["keras_vit jax predict, warm compilation cache"][:2])  # fills the warm cache (not counted)
+        results = {name: [] for name in rows}
+        for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
+            for name, (command, env, emptied) in rows.items():
+                if emptied:
+                    shutil.rmtree(emptied, ignore_errors=True)
+                results[name].append(_run(command, env))
     timm_after = statistics.median(r["build_load"] + r["first_call"] for r in results["timm"])
     print(f"{'row':34s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
           f" {'vs timm':>7s}")

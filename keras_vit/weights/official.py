@@ -238,7 +238,7 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     reset = _head_reset(params, targets, reset_head, problems)
     assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source)
     for key, value in assign.items():
-        targets[key].assign(value.astype(keras.backend.standardize_dtype(targets[key].dtype)))
+        targets[key].assign(value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False))
     name = os.path.basename(source)
     if reset:
         warnings.warn(f"load_npz({name}): {reset}; the model's {model.head.units}-class head is "
