@@ -11,8 +11,10 @@ gradient norm to 1.0 and AdamW (lr 1e-4, weight decay 0.05, epsilon 1e-7), on on
 - "keras TF (XLA)": `recipes.trainer.tf_step.build_train_step(jit_compile=True)`, the recipes' TF step;
 - "plain TF (XLA)": the same ViT as `tf.Variable`s and TensorFlow ops (einsum attention, as our TF path), a
   `tf.GradientTape`, `tf.clip_by_global_norm` and AdamW written out, in one `tf.function(jit_compile=True)`.
-Every network has keras_vit's parameter count (checked). Images/s is the batch over the median step time; the
-peak resident memory is the row process's (VmHWM). `vs plain` is our row's rate over the plain row's.
+Every network has keras_vit's parameter count (checked). Images/s is the batch over the median step time;
+"built" is the row process's resident memory once the model and optimizer exist (VmRSS; the keras JAX row has
+TensorFlow loaded, as the recipes' input pipeline needs it), "peak" its peak over the steps (VmHWM). `vs plain`
+is our row's rate over the plain row's.
 """
 
 from __future__ import annotations
@@ -107,8 +109,9 @@ def _run_row(args) -> None:
     build = {"keras JAX": keras_jax, "plain Flax + optax": plain_flax, "keras TF (XLA)": keras_tf,
              "plain TF (XLA)": plain_tf}[args._row]
     step, params = build(args.image_size, args.batch)
+    built = rss_gb("VmRSS")
     sec = timed(step, args.iters, args.warmup)
-    print(json.dumps({"img_s": args.batch / sec, "peak_gb": rss_gb(), "params": params}))
+    print(json.dumps({"img_s": args.batch / sec, "built_gb": built, "peak_gb": rss_gb(), "params": params}))
 
 
 def _report(args, results: dict) -> None:
@@ -116,7 +119,8 @@ def _report(args, results: dict) -> None:
           f"{os.cpu_count()} CPUs, {args.rounds} round(s): img/s and peak GB (median over rounds)")
     rate = {row: statistics.median(r["img_s"] for r in rs) for row, rs in results.items()}
     for row, rs in results.items():
-        print(f"  {row:<20} {rate[row]:6.2f} img/s  peak {statistics.median(r['peak_gb'] for r in rs):5.2f} GB  "
+        print(f"  {row:<20} {rate[row]:6.2f} img/s  built {statistics.median(r['built_gb'] for r in rs):5.2f} GB  "
+              f"peak {statistics.median(r['peak_gb'] for r in rs):5.2f} GB  "
               f"params {rs[0]['params']:,}  rounds: " + ", ".join(f"{r['img_s']:.2f}" for r in rs))
     for ours, plain in PAIRS:
         if ours in rate and plain in rate:

@@ -117,6 +117,7 @@ def main(argv=None) -> None:
     p.add_argument("--iters", type=int, default=20, help="calls timed at batch 1 (a quarter of it, >= 3, above)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--torch_python", default=sys.executable, help="an interpreter with torch and timm")
+    p.add_argument("--no_timm", action="store_true", help="the export rows only (ratios then against the first)")
     p.add_argument("--_row"), p.add_argument("--_file"), p.add_argument("--_batch", type=int)
     args = p.parse_args(argv)
     if args._row:
@@ -130,24 +131,25 @@ def main(argv=None) -> None:
         files = write_exports(args.model, args.image_size, tmp)
         sizes = {row: sum(os.path.getsize(os.path.join(os.path.dirname(f), n)) for n in os.listdir(os.path.dirname(f))
                           if n.startswith("model.")) for row, f in files.items()}
-        results = {}
+        results, rows = {}, (() if args.no_timm else TIMM) + tuple(EXPORTS)
         for r in range(args.rounds):
             for batch in map(int, args.batch_sizes.split(",")):
-                for row in TIMM + tuple(EXPORTS):
+                for row in rows:
                     results.setdefault((row, batch), []).append(_row(args, row, files, batch))
                     print(f"round {r + 1}: {row}, batch {batch}: {1000 * results[row, batch][-1]:.1f} ms",
                           file=sys.stderr, flush=True)
     print(f"{args.model} @ {args.image_size}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"{args.rounds} round(s); ms per call (median over rounds), vs timm fp32 at the same batch")
+          f"{args.rounds} round(s); ms per call (median over rounds), vs {rows[0]} at the same batch")
     for batch in map(int, args.batch_sizes.split(",")):
-        base = statistics.median(results["timm fp32", batch])
-        for row in TIMM + tuple(EXPORTS):
+        base = statistics.median(results[rows[0], batch])
+        for row in rows:
             times = results[row, batch]
             size = f"{sizes[row] / 2 ** 20:7.1f} MiB" if row in sizes else " " * 11
-            print(f"  b{batch:<3} {row:<26} {1000 * statistics.median(times):8.1f} ms  vs timm "
+            print(f"  b{batch:<3} {row:<26} {1000 * statistics.median(times):8.1f} ms  vs first "
                   f"{base / statistics.median(times):5.2f}x  {size}  rounds: "
                   + ", ".join(f"{1000 * t:.1f}" for t in times))
-    print(json.dumps({f"{row} b{batch}": [round(1000 * t, 1) for t in times] for (row, batch), times in results.items()}))
+    print(json.dumps({f"{row} b{batch}": [round(1000 * t, 1) for t in times]
+                      for (row, batch), times in results.items()}))
 
 
 if __name__ == "__main__":

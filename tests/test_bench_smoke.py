@@ -48,3 +48,19 @@ def test_memory_smoke():
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("keras_")}
     assert set(rows) == {"keras_tf", "keras_tf_remat", "keras_jax"}, out
     assert len(rows["keras_jax"]) == 6  # runtime, built, peak, step-built and XLA's own temp size
+
+
+def test_int8_serving_smoke():
+    out = _run("bench/int8_serving.py", "--model", "ViT-Ti/16", "--image_size", "32", "--batch_sizes", "2",
+               "--iters", "1", "--warmup", "1", "--no_timm")
+    rows = [line for line in out.splitlines() if line.startswith("  b2 ")]
+    assert len(rows) == 7 and all("MiB" in line for line in rows), out
+
+
+def test_backend_limit_smoke():
+    pytest.importorskip("flax")
+    pytest.importorskip("optax")
+    out = _run("bench/backend_limit.py", "--image_size", "32", "--batch", "2", "--iters", "1", "--warmup", "1")
+    counts = {line.split("params ")[1].split()[0] for line in out.splitlines() if "params " in line}
+    assert len(counts) == 1, out  # the plain networks have keras_vit's parameter count
+    assert out.count(" vs plain ") == 2, out
