@@ -156,8 +156,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
-    print("[5/5] exporting to LiteRT, ONNX (float32, int8) and OpenVINO int8, scored in their own runtimes ...",
-          flush=True)
+    print("[5/5] exporting to LiteRT, ONNX and OpenVINO (float32, int8), scored in their runtimes ...", flush=True)
     runtimes = _runtime_accuracies(tuned, workdir)
 
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
