@@ -108,6 +108,8 @@ def test_flags_of_the_other_engine_are_refused_in_one_line(tmp_path, flags, mess
     assert "Traceback" not in done.stderr and not (tmp_path / "w").exists()
 
 
+# slow (~30 s, three JAX runs): the same refusals on the TensorFlow engine are in the default suite above
+@pytest.mark.slow
 def test_the_jax_engine_refuses_another_config_without_renaming_good_checkpoints(tmp_path):
     pytest.importorskip("jax")
     small = ["--config.model.num_layers=1", "--config.total_steps=4", "--config.checkpoint_every=2",
