@@ -72,6 +72,8 @@ def _runtime_accuracies(model, workdir: str) -> dict:
     import hub_export
     from hub_export import formats
 
+    print("[5/5] exporting to LiteRT and ONNX (float32, int8) and OpenVINO int8, scored in their runtimes ...",
+          flush=True)
     train_images, _, images, labels = _digits(model.image_size[0])
     out = {"Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
            "Keras int8 (model.quantize)": dict(
@@ -156,7 +158,6 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
-    print("[5/5] exporting to LiteRT, ONNX and OpenVINO (float32, int8), scored in their runtimes ...", flush=True)
     runtimes = _runtime_accuracies(tuned, workdir)
 
     summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
