@@ -28,10 +28,10 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench.backend_plain import CLIP, EPS, LR, S16, WD, plain_flax, plain_tf  # noqa: E402
 ROWS = {"keras JAX": "jax", "plain Flax + optax": "jax", "keras TF (XLA)": "tensorflow", "plain TF (XLA)": "tensorflow"}
 PAIRS = (("keras JAX", "plain Flax + optax"), ("keras TF (XLA)", "plain TF (XLA)"))
-S16 = dict(patch=16, hidden=384, layers=12, heads=6, mlp=1536, classes=1000)
-LR, WD, EPS, CLIP = 1e-4, 0.05, 1e-7, 1.0
 
 
 def _keras_model(size: int):
@@ -103,7 +103,6 @@ def main(argv=None) -> None:
 
 
 def _run_row(args) -> None:
-    from bench.backend_plain import plain_flax, plain_tf
     from bench.throughput import rss_gb, timed
 
     build = {"keras JAX": keras_jax, "plain Flax + optax": plain_flax, "keras TF (XLA)": keras_tf,

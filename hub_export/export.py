@@ -16,6 +16,7 @@ import os
 from typing import Optional
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from hub_export import formats, model_card, quantization, serving
@@ -112,8 +113,30 @@ def _exportable(model, variant: str, format: str):
 
 
 def check_calibration(model, representative_images) -> list:
-    """The checked calibration batches of an int8 export (`hub_export.quantization.calibration_batches`)."""
-    return quantization.calibration_batches(model, representative_images)
+    """The calibration batches of an int8 export as float32 arrays, after checking them: some images,
+    each batch (N, H, W, C) of the model's size and channels, values in the model's own range (`input_range`:
+    pixels in [0, 255] given to a [-1, 1] model would calibrate the activations on the wrong scale)."""
+    if representative_images is None:
+        raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
+                         "range) to calibrate activations; quantize='dynamic_range' needs none.")
+    if isinstance(representative_images, np.ndarray):
+        representative_images = [representative_images]
+    batches = [np.asarray(b, dtype="float32") for b in representative_images]
+    if not batches or not sum(b.shape[0] for b in batches if b.ndim == 4):
+        raise ValueError("representative_images holds no image: int8 calibration needs a few hundred inputs.")
+    low, high = model.input_range
+    for i, batch in enumerate(batches):
+        try:
+            model.check_images(batch if batch.ndim == 4 else batch[None, None])
+        except ValueError as e:
+            raise ValueError(f"representative_images[{i}]: {e}") from None
+        if batch.ndim != 4:
+            raise ValueError(f"representative_images[{i}] must be a (batch, H, W, C) array, got {batch.shape}.")
+        top, bottom = float(batch.max()), float(batch.min())
+        if not np.isfinite(batch).all() or top > high + 0.05 * (high - low) or bottom < low - 0.05 * (high - low):
+            raise ValueError(f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
+                             f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels).")
+    return batches
 
 
 def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
@@ -144,11 +167,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")
         labels = list(labels) if labels is not None else [str(i) for i in range(model.classes)]
-    if quantize is not None and format not in quantization.WRITERS:
-        raise ValueError(f"quantize={quantize!r} applies to format {', '.join(map(repr, quantization.WRITERS))}, "
-                         f"not {format!r}.")
-    if quantize not in (None,) + quantization.MODES:
-        raise ValueError(f"quantize={quantize!r}; expected None, 'int8' or 'dynamic_range'.")
+    quantization.check(quantize, format)
     if quantize == "int8":
         representative_images = check_calibration(model, representative_images)
     net = _output_model(model, variant)

@@ -36,13 +36,11 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
     of any size in [0, 255], prepared as the checkpoint was evaluated."""
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
-    if quantize is not None and (quantize not in quantization.MODES or fmt not in quantization.WRITERS):
-        raise ValueError(f"quantize={quantize!r} with format={fmt!r}; expected None, or 'int8' / 'dynamic_range' "
-                         f"with format {', '.join(map(repr, quantization.WRITERS))}.")
+    quantization.check(quantize, fmt)
     path = os.path.join(directory, FILES[fmt])
     signature = _signature(net, channels)
     if quantize:
-        quantization.WRITERS[fmt](net, path, signature, quantize, representative_images)
+        quantization.write(net, path, signature, fmt, quantize, representative_images)
     elif fmt == "saved_model" and preprocessing is not None:
         _saved_model(net, path, signature, preprocessing, channels)
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import List, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -60,19 +60,18 @@ def onnx(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]
             q.quantize_dynamic(prepared, path, weight_type=q.QuantType.QInt8, per_channel=True,
                                op_types_to_quantize=ONNX_OPS)
             return
-        q.quantize_static(prepared, path, _OnnxCalibration(prepared, batches), quant_format=q.QuantFormat.QDQ,
-                          per_channel=True, activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
+        calibration = _OnnxCalibration(signature[0].name, batches)
+        q.quantize_static(prepared, path, calibration, quant_format=q.QuantFormat.QDQ, per_channel=True,
+                          activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
                           calibrate_method=q.CalibrationMethod.MinMax, op_types_to_quantize=ONNX_OPS)
 
 
 class _OnnxCalibration:
-    """onnxruntime's `CalibrationDataReader` protocol over the calibration batches (one feed per batch)."""
+    """onnxruntime's `CalibrationDataReader` protocol over the calibration batches (one feed per batch), fed to
+    the input the export's signature names."""
 
-    def __init__(self, model_path: str, batches: Sequence[np.ndarray]):
-        import onnx as onnx_lib
-
-        name = onnx_lib.load(model_path, load_external_data=False).graph.input[0].name
-        self._feeds = iter([{name: np.asarray(b, dtype="float32")} for b in batches])
+    def __init__(self, input_name: str, batches: Sequence[np.ndarray]):
+        self._feeds = iter([{input_name: np.asarray(b, dtype="float32")} for b in batches])
 
     def get_next(self):
         return next(self._feeds, None)
@@ -99,28 +98,21 @@ def openvino(net, path: str, signature, quantize: str, batches: Sequence[np.ndar
 WRITERS = {"litert": litert, "onnx": onnx, "openvino": openvino}
 
 
-def calibration_batches(model, representative_images) -> List[np.ndarray]:
-    """The calibration batches of an int8 export as float32 arrays, after checking them: some images, each batch
-    (N, H, W, C) of the model's size and channels, values in the model's own range (`input_range`: pixels in
-    [0, 255] given to a [-1, 1] model would calibrate the activations on the wrong scale)."""
-    if representative_images is None:
+def check(quantize: Optional[str], fmt: str) -> None:
+    """Refuses, naming it, a `quantize` mode or a format that no runtime quantizer here takes (None passes)."""
+    if quantize is None:
+        return
+    if fmt not in WRITERS:
+        raise ValueError(f"quantize={quantize!r} applies to format {', '.join(map(repr, WRITERS))}, not {fmt!r}.")
+    if quantize not in MODES:
+        raise ValueError(f"quantize={quantize!r}; expected None, 'int8' or 'dynamic_range'.")
+
+
+def write(net, path: str, signature, fmt: str, quantize: str, batches: Optional[Sequence[np.ndarray]]) -> None:
+    """Writes `net` quantized in `fmt` at `path` by that runtime's quantizer, after `check`; "int8" needs the
+    calibration `batches` (checked against the model by `hub_export.export.check_calibration`)."""
+    check(quantize, fmt)
+    if quantize == "int8" and batches is None:
         raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
                          "range) to calibrate activations; quantize='dynamic_range' needs none.")
-    if isinstance(representative_images, np.ndarray):
-        representative_images = [representative_images]
-    batches = [np.asarray(b, dtype="float32") for b in representative_images]
-    if not batches or not sum(b.shape[0] for b in batches if b.ndim == 4):
-        raise ValueError("representative_images holds no image: int8 calibration needs a few hundred inputs.")
-    low, high = model.input_range
-    for i, batch in enumerate(batches):
-        try:
-            model.check_images(batch if batch.ndim == 4 else batch[None, None])
-        except ValueError as e:
-            raise ValueError(f"representative_images[{i}]: {e}") from None
-        if batch.ndim != 4:
-            raise ValueError(f"representative_images[{i}] must be a (batch, H, W, C) array, got {batch.shape}.")
-        top, bottom = float(batch.max()), float(batch.min())
-        if not np.isfinite(batch).all() or top > high + 0.05 * (high - low) or bottom < low - 0.05 * (high - low):
-            raise ValueError(f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
-                             f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels).")
-    return batches
+    WRITERS[fmt](net, path, signature, quantize, batches)
