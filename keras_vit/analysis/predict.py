@@ -80,7 +80,10 @@ def main(argv=None) -> int:
             raise ValueError(f"--top must be >= 1, got {args.top}.")
         pixels = [image_files.read_image(path) for path in args.images]  # read before the model is loaded
         if args.compilation_cache:
-            enable_compilation_cache()
+            try:
+                enable_compilation_cache()
+            except OSError as e:  # a speed-up only: an unwritable cache directory must not stop the prediction
+                print(f"warning: no compilation cache ({e})", file=sys.stderr)
         model = load_model(args.weights, model=args.model or None)
         labels = (read_labels(args.labels, model.classes) if args.labels  # else the checkpoint's own label set
                   else model.data_config.labels or read_labels(None, model.classes))
