@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
+from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.specs import ArraySpecs
 
@@ -39,7 +40,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         self.query_norm = self.key_norm = None
         if self.qk_norm:  # a LayerNorm over each head's queries and keys (ViT-22B; timm's q_norm / k_norm)
-            self.query_norm, self.key_norm = (keras.layers.LayerNormalization(
+            self.query_norm, self.key_norm = (LayerNorm(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=n) for n in ("query_norm", "key_norm"))
 
     def build(self, input_shape):

@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
+from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.mlp import MlpBlock, activation_name
 from keras_vit.vit.specs import ArraySpecs
@@ -40,8 +41,7 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
         self.num_prefix_tokens = int(num_prefix_tokens)  # rows skipped: the probe attends to patch tokens only
         self.activation = activation_name(activation, None)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy,
-                                                          name="LayerNorm_0")
+        self.layer_norm = LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="LayerNorm_0")
         self.mlp = MlpBlock(self.mlp_dim, activation=self.activation, dtype=self.dtype_policy, name="MlpBlock_0")
 
     def build(self, input_shape):

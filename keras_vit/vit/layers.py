@@ -15,12 +15,13 @@ from keras import ops
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
 from keras_vit.vit.initializers import initial
+from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.layer_scale import LayerScale
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
-__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "PatchEmbedding", "ClassToken", "DropPath",
+__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "LayerNorm", "PatchEmbedding", "ClassToken", "DropPath",
            "MultiHeadDotProductAttention",
            "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
 
@@ -116,9 +117,9 @@ class DropPath(ArraySpecs, keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
-def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> keras.layers.LayerNormalization:
+def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> LayerNorm:
     """A LayerNorm over the last axis (epsilon 1e-6 as flax and timm; CLIP's checkpoints use 1e-5)."""
-    return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype_policy, name=name)
+    return LayerNorm(epsilon=epsilon, dtype=dtype_policy, name=name)
 
 
 # The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the

@@ -1,0 +1,48 @@
+"""LayerNorm over the last axis whose statistics are computed as the original Flax code computes them on JAX.
+
+Keras' `LayerNormalization` takes the variance in two passes (the mean, then the mean of squared deviations).
+Under `jax.grad` that form leads XLA's CPU compiler to keep the residual stream's gradient unmaterialised: every
+consumer of it re-adds all later blocks' terms, so the gradient of a ViT-S/16 moves 1.7x the bytes of the same
+network in `flax.linen` (27.4 vs 15.8 GB at batch 16) and the training step runs at 0.6x Flax's. `flax.linen`'s
+LayerNorm squares the input first and takes both moments from it (Var = E[x^2] - E[x]^2, clipped at 0), and
+XLA then fuses each block's backward into one running sum. This class computes that form on JAX, so our
+gradient moves the bytes Flax's does (BENCHMARKS.md, "Each backend at its own limit").
+
+On TensorFlow and PyTorch it is Keras' own layer unchanged (PyTorch's is a native fused kernel). Weights,
+configuration and checkpoints are `LayerNormalization`'s: `gamma` (scale) and `beta` (bias).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_vit.vit.initializers import PACKAGE
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class LayerNorm(keras.layers.LayerNormalization):
+    """`keras.layers.LayerNormalization` whose JAX path takes the mean and variance from one pass over x and x^2.
+
+    The one-pass variance is the original ViT code's (flax's default `use_fast_variance`); statistics are taken
+    in float32 for 16-bit inputs, as Keras does. Other axes, RMS scaling or a missing scale/centre fall back to
+    Keras' computation.
+    """
+
+    def call(self, inputs):
+        if keras.backend.backend() != "jax" or not self._one_pass_applies(inputs):
+            return super().call(inputs)
+        x = ops.cast(inputs, "float32") if keras.backend.standardize_dtype(inputs.dtype) in (
+            "float16", "bfloat16") else inputs
+        squares = ops.square(x)  # first: the order in which XLA then fuses the backward pass (module docstring)
+        mean, mean_of_squares = ops.mean(x, axis=-1), ops.mean(squares, axis=-1)
+        variance = ops.maximum(mean_of_squares - ops.square(mean), 0.0)
+        scale = ops.expand_dims(ops.rsqrt(variance + self.epsilon), -1) * ops.cast(self.gamma, x.dtype)
+        outputs = (x - ops.expand_dims(mean, -1)) * scale + ops.cast(self.beta, x.dtype)
+        return ops.cast(outputs, self.compute_dtype)
+
+    def _one_pass_applies(self, inputs) -> bool:
+        axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
+        last = len(inputs.shape) - 1
+        return (self.center and self.scale and not self.rms_scaling
+                and [a % len(inputs.shape) for a in axes] == [last])
