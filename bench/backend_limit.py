@@ -51,6 +51,7 @@ def keras_jax(size: int, batch: int):
     opt = keras.optimizers.AdamW(LR, weight_decay=WD, epsilon=EPS)
     opt.build(model.trainable_variables)
     engine = JaxEngine(model, opt, None, num_classes=S16["classes"], global_batch_size=batch, clip_norm=CLIP)
+    engine.release_variables()  # as `recipes.trainer.jax_run` does before its loop
     rng = np.random.default_rng(0)
     batch_ = (rng.uniform(-1, 1, (batch, size, size, 3)).astype("float32"),
               rng.integers(0, S16["classes"], batch).astype("int32"))

@@ -250,3 +250,43 @@ def test_demo_on_jax_reaches_the_tensorflow_accuracy_within_one_point(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         accuracy[backend] = json.loads((tmp_path / backend / "summary.json").read_text())["eval_accuracy"]
     assert accuracy["tensorflow"] > 0.9 and abs(accuracy["jax"] - accuracy["tensorflow"]) <= 0.01, accuracy
+
+
+_RELEASE = """
+import json, numpy as np, keras
+from recipes.trainer import common
+from recipes.trainer.jax_step import JaxEngine
+
+class Reads(keras.callbacks.Callback):  # what a user's callback sees of the model after each step
+    seen = []
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(float(np.asarray(self.model.weights[0].value).sum()))
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+opt = keras.optimizers.AdamW(1e-2)  # a constant rate: the log reads the optimizer's variable
+opt.build(model.trainable_variables)
+engine = JaxEngine(model, opt, None, num_classes=3, global_batch_size=2)
+engine.release_variables()
+out = {"released": [v._value is None for v in model.weights], "rate": float(opt.learning_rate)}
+batch = (np.ones((2, 4), "float32"), np.array([0, 1]))
+cb = keras.callbacks.CallbackList([Reads()], model=model)
+for _ in range(3):
+    engine(batch)
+    engine.sync()
+    cb.on_train_batch_end(0)
+out["rate_after_steps"] = float(opt.learning_rate)
+out["seen"] = Reads.seen
+out["engine"] = float(np.asarray(engine.state()["model"][engine.keys["model"][0]]).sum())
+print(json.dumps(out))
+"""
+
+
+def test_engine_releases_the_keras_copies_and_sync_gives_callbacks_the_current_weights():
+    done = subprocess.run([sys.executable, "-c", _RELEASE], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["released"] == [True, True] and out["rate"] == pytest.approx(1e-2)
+    assert out["rate_after_steps"] == pytest.approx(1e-2)  # a scalar survives the next step's donation
+    seen = out["seen"]
+    assert len(set(seen)) == 3 and seen[-1] == pytest.approx(out["engine"])  # each step's own weights

@@ -45,12 +45,24 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
     preprocessing = model.preprocessor()
     pixels = [image_files.read_image(p) for p in paths] if pixels is None else pixels
     batch = np.concatenate([keras.ops.convert_to_numpy(preprocessing(image)) for image in pixels])
-    outputs = np.asarray(model.predict(batch, verbose=0), dtype="float64")
+    outputs = np.asarray(_outputs(model, batch), dtype="float64")
     if model.classifier_activation != "softmax":
         outputs = np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(outputs, axis=-1)))
     decoded = decode_predictions(outputs, top=min(top, outputs.shape[1]), labels=labels)
     return [{"image": p, "top": [dict(id=i, name=n, score=s) for i, n, s in rows]}
             for p, rows in zip(paths, decoded)]
+
+
+def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
+    """The model's outputs for `batch`, by the quickest first call of the backend: a direct call in chunks on
+    TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16; BENCHMARKS.md, cold
+    start), `predict` elsewhere (on JAX it compiles once, and the compilation cache keeps it)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return model.predict(batch, verbose=0)
+    return np.concatenate([keras.ops.convert_to_numpy(model(batch[i:i + chunk], training=False))
+                           for i in range(0, len(batch), chunk)])
 
 
 def _print(results: List[dict]) -> None:

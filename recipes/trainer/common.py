@@ -292,8 +292,9 @@ def _check_finite(nonfinite, checked: int, step: int, manager) -> None:
 def loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
           before_callbacks: Optional[Callable[[], None]] = None) -> list:
     """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`;
-    any non-finite step stops the run before the next log or checkpoint. `before_callbacks()` runs before
-    a callback may look at the model (the JAX engine syncs its state into the Keras variables there)."""
+    any non-finite step stops the run before the next log or checkpoint. `before_callbacks()` runs after every
+    step where there are callbacks, before they may look at the model (the JAX engine gives the Keras variables
+    its values there, sharing the arrays: no copy)."""
     progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
                if chief and sys.stdout.isatty() else None)
     sums, last_log, t0, history = None, start, time.time(), []
@@ -314,7 +315,7 @@ def loop(config, step_fn, dataset, start, steps_total, manager, optimizer, write
             logs = _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief)
             history.append(dict(step=step, **logs))
             sums, last_log, t0 = None, step, time.time()
-        if before_callbacks is not None and config.fewshot.every and step % config.fewshot.every == 0:
+        if before_callbacks is not None and cb.callbacks:
             before_callbacks()
         cb.on_train_batch_end(step, logs)
         if step % config.checkpoint_every == 0 or step == steps_total:

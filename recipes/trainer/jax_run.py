@@ -86,6 +86,7 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
     dataset = common.train_stream(config, source, train_input, start, config.batch_size, family.normalizer(model))
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
+    engine.release_variables()
     history = common.loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
                           before_callbacks=engine.sync)
     manager.close()
