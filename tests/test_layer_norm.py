@@ -1,5 +1,6 @@
 """keras_vit's LayerNorm: on JAX its one-pass statistics give numpy's two-pass LayerNorm (values and gradient),
-the original Flax code's logits stay within 1e-5, and anything it does not cover (other axes, no centre or scale) is Keras' own computation."""
+the original Flax code's logits stay within 1e-5, and anything it does not cover (other axes, no centre or
+scale) is Keras' own computation."""
 
 import os
 import subprocess

@@ -21,9 +21,8 @@ from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gel
 from keras_vit.vit.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
-__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "LayerNorm", "PatchEmbedding", "ClassToken", "DropPath",
-           "MultiHeadDotProductAttention",
-           "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
+__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "LayerNorm", "PatchEmbedding", "ClassToken",
+           "DropPath", "MultiHeadDotProductAttention", "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
