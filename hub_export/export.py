@@ -117,8 +117,7 @@ def check_calibration(model, representative_images) -> list:
     each batch (N, H, W, C) of the model's size and channels, values in the model's own range (`input_range`:
     pixels in [0, 255] given to a [-1, 1] model would calibrate the activations on the wrong scale)."""
     if representative_images is None:
-        raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
-                         "range) to calibrate activations; quantize='dynamic_range' needs none.")
+        raise ValueError(quantization.NEEDS_IMAGES)
     if isinstance(representative_images, np.ndarray):
         representative_images = [representative_images]
     batches = [np.asarray(b, dtype="float32") for b in representative_images]

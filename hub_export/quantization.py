@@ -96,6 +96,8 @@ def openvino(net, path: str, signature, quantize: str, batches: Sequence[np.ndar
 
 
 WRITERS = {"litert": litert, "onnx": onnx, "openvino": openvino}
+NEEDS_IMAGES = ("quantize='int8' needs representative_images (a few hundred inputs in the model's range) to "
+                "calibrate activations; quantize='dynamic_range' needs none.")
 
 
 def check(quantize: Optional[str], fmt: str) -> None:
@@ -109,10 +111,8 @@ def check(quantize: Optional[str], fmt: str) -> None:
 
 
 def write(net, path: str, signature, fmt: str, quantize: str, batches: Optional[Sequence[np.ndarray]]) -> None:
-    """Writes `net` quantized in `fmt` at `path` by that runtime's quantizer, after `check`; "int8" needs the
-    calibration `batches` (checked against the model by `hub_export.export.check_calibration`)."""
-    check(quantize, fmt)
+    """Writes `net` quantized in `fmt` at `path` by that runtime's quantizer (the caller has run `check`);
+    "int8" needs the calibration `batches` (checked against the model by `hub_export.export.check_calibration`)."""
     if quantize == "int8" and batches is None:
-        raise ValueError("quantize='int8' needs representative_images (a few hundred inputs in the model's "
-                         "range) to calibrate activations; quantize='dynamic_range' needs none.")
+        raise ValueError(NEEDS_IMAGES)
     WRITERS[fmt](net, path, signature, quantize, batches)

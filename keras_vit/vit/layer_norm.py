@@ -32,8 +32,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     def call(self, inputs):
         if keras.backend.backend() != "jax" or not self._one_pass_applies(inputs):
             return super().call(inputs)
-        x = ops.cast(inputs, "float32") if keras.backend.standardize_dtype(inputs.dtype) in (
-            "float16", "bfloat16") else inputs
+        x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))  # Keras' own rule
         squares = ops.square(x)  # first: the order in which XLA then fuses the backward pass (module docstring)
         mean, mean_of_squares = ops.mean(x, axis=-1), ops.mean(squares, axis=-1)
         variance = ops.maximum(mean_of_squares - ops.square(mean), 0.0)

@@ -36,7 +36,9 @@ def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool =
         p[ours + "/bias"] = g(theirs + ".bias")
 
 
-def _block_in(g: _Reader, p: Params, i: int, num_heads: int) -> Params:
+def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
+    """Block `i`'s tensors in official keys."""
+    p: Params = {}
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
     a = o + "MultiHeadDotProductAttention_1/"
     q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
@@ -115,7 +117,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     # one block per thread: numpy copies without the GIL, so the transposes and their first-touch page faults
     # overlap (loading a ViT-B/16: 1.58 -> 1.22 s on TensorFlow, 1.36 -> 1.22 s on JAX; BENCHMARKS.md, cold start)
     with ThreadPoolExecutor(max(1, min(len(blocks), os.cpu_count() or 1))) as pool:
-        for block in pool.map(lambda i: _block_in(g, {}, i, num_heads), blocks):
+        for block in pool.map(lambda i: _block_in(g, i, num_heads), blocks):
             p.update(block)
     if any(k.startswith("attn_pool.") for k in sd):
         _map_head_in(g, p, num_heads, source)
