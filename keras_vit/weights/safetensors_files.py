@@ -1,6 +1,6 @@
 """Safetensors in and out: timm state dicts and Hugging Face `transformers` ViT directories.
 
-Read with the `safetensors` package's numpy API (no torch at run time) and brought to the
+Read with the `safetensors` package's numpy API (no torch at run time; `safetensors_read`) and brought to the
 official keys (`keras_vit.layouts`), so the architecture reader and the all-or-nothing loader
 of `.npz` files serve these too. Written so that `timm.create_model(...,
 pretrained_cfg_overlay=dict(file=path))` and `ViTForImageClassification.from_pretrained(dir)`
@@ -20,6 +20,7 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import TRANSFORMERS_VIT, DataConfig
 from keras_vit.vit.model import ensure_vit
 from keras_vit.weights import layouts, official, timm_layout
+from keras_vit.weights.safetensors_read import read_converted
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
@@ -29,39 +30,6 @@ _HF_EXACT, _HF_TANH = ("gelu",), ("gelu_pytorch_tanh", "gelu_new")
 
 def is_transformers_dir(path: str) -> bool:
     return os.path.isdir(path) and os.path.exists(os.path.join(path, HF_CONFIG))
-
-
-def _read_tensors(path: str) -> Dict[str, np.ndarray]:
-    """Every tensor of a `.safetensors` file as numpy; bfloat16 ones (which numpy cannot hold, and the hub's
-    checkpoints often are) upcast exactly to float32 from their raw bytes."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(path, framework="np") as f:
-            names = list(f.keys())
-            bf16 = [k for k in names if f.get_slice(k).get_dtype() == "BF16"]
-            out = {k: np.asarray(f.get_tensor(k)) for k in names if k not in bf16}
-    except (SafetensorError, OSError, ValueError, TypeError) as e:
-        raise ValueError(f"{path!r} is not a readable .safetensors file: {e}") from e
-    if bf16:
-        out.update(_read_bfloat16(path, bf16))
-    return out
-
-
-def _read_bfloat16(path: str, names) -> Dict[str, np.ndarray]:
-    """The bfloat16 tensors `names` of a `.safetensors` file as float32: the format is an 8-byte little-endian
-    header length, a JSON header (dtype, shape, data_offsets per tensor), then the data; a bfloat16 value is the
-    upper half of the float32 with the same bits."""
-    with open(path, "rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(size))
-        out = {}
-        for name in names:
-            start, end = header[name]["data_offsets"]
-            f.seek(8 + size + start)
-            raw = np.frombuffer(f.read(end - start), dtype="<u2").astype("<u4") << 16
-            out[name] = raw.view("<f4").reshape(header[name]["shape"])
-    return out
 
 
 def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
@@ -76,15 +44,18 @@ def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
 
 def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], dict]:
     """({official key: array}, keywords the file implies) of a timm ViT `.safetensors` state dict."""
-    sd = _read_tensors(path)
-    if layouts.detect(sd) != "timm":
-        raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
-    width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
-    heads = _heads_for(width, path, num_heads)
-    implied = dict(num_heads=heads, gelu_approximate=False, position_interpolation="bicubic")
-    if any(k.startswith("patch_embed.backbone.") for k in sd):
-        implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
-    return timm_layout.timm_to_official(sd, heads, path), implied
+    implied = dict(gelu_approximate=False, position_interpolation="bicubic")
+
+    def convert(sd: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        if layouts.detect(sd) != "timm":
+            raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
+        width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
+        implied["num_heads"] = _heads_for(width, path, num_heads)
+        if any(k.startswith("patch_embed.backbone.") for k in sd):
+            implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
+        return timm_layout.timm_to_official(sd, implied["num_heads"], path)
+
+    return read_converted(path, convert), implied
 
 
 def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -109,7 +80,7 @@ def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
         raise ValueError(f"{directory!r}: {HF_CONFIG} lacks {', '.join(missing)}; a transformers ViT config "
                          "states them (it cannot be read from the weights alone).")
     heads = int(config["num_attention_heads"])
-    params = layouts.transformers_to_official(_read_tensors(weights), heads, weights)
+    params = read_converted(weights, lambda sd: layouts.transformers_to_official(sd, heads, weights))
     size = config.get("image_size", 224)
     size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
     return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH,
