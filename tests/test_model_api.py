@@ -157,3 +157,44 @@ def test_random_initialisation_is_skipped_only_when_weights_follow():
                if v.path.endswith(("kernel", "pos_embedding")))
     again = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)  # the context has ended
     assert np.any(keras.ops.convert_to_numpy(again.encoder.blocks[0].mlp.dense_0.kernel))
+
+
+_SHARED_ZEROS_ON_JAX = """
+import json, os, sys
+import numpy as np
+import keras_vit
+from keras_vit.vit.initializers import weights_follow
+with weights_follow():
+    skeleton = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=3,
+                                           input_shape=(32, 32, 3), classes=3)
+kernels = [v for v in skeleton.weights if v.shape == (32, 64)]
+fixture = os.path.join(sys.argv[1], "torch_reference")
+model = keras_vit.load_model(os.path.join(fixture, "timm_vit.safetensors"), num_heads=2, classifier_activation=None)
+pointers = [v.value.unsafe_buffer_pointer() for v in model.weights]
+x = np.load(os.path.join(fixture, "input.npy"))
+error = float(np.abs(model.predict(x, verbose=0) - np.load(os.path.join(fixture, "timm_vit_logits.npy"))).max())
+model.compile(optimizer="adam", loss=lambda y, p: (p - y) ** 2)
+loss = float(model.train_on_batch(x, np.zeros((len(x), model.output_shape[-1]), "float32")))
+print(json.dumps(dict(shared=len({id(v.value) for v in kernels}), kernels=len(kernels), distinct=len(set(pointers)),
+                      weights=len(pointers), error=error, loss=loss)))
+"""
+
+
+def test_jax_followed_zeros_are_shared_until_the_loader_gives_each_variable_its_own_array():
+    """On JAX the zeros of a build for a checkpoint are one host-made array per shape; after the load every
+    variable holds its own buffer (Keras' JAX trainer donates them), with timm's logits, and training runs."""
+    pytest.importorskip("jax")
+    import json
+    import os
+    import sys
+
+    from conftest import FIXTURES
+
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _SHARED_ZEROS_ON_JAX, FIXTURES], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["kernels"] >= 3 and out["shared"] == 1, out
+    assert out["distinct"] == out["weights"], out
+    assert out["error"] <= 1e-4 and np.isfinite(out["loss"]), out
