@@ -4,11 +4,13 @@
 
     .venv/bin/python bench/cold_start.py --rounds 3 [--torch-python /path/to/python-with-torch-and-timm]
 
-Rows: timm (eager, `torch.no_grad`); keras_vit on TensorFlow with `model.predict` and with a direct call
-`model(x)`; on JAX the same, and `predict` after `keras_vit.enable_compilation_cache` with a cache emptied before
-each run and with one a previous process filled; with `--random-init`, rows that build the model with random
-initial values before loading (what keras_vit did before it skipped them). The checkpoint is a
-randomly initialised timm `vit_base_patch16_224` written once with torch (`--torch-python`).
+Rows: timm (eager, `torch.no_grad`); keras_vit on each backend with `model.predict` and with the call
+`keras_vit.classify` and `python -m keras_vit.predict` make (`keras_vit.analysis.predict._outputs`: a direct call
+on TensorFlow, one jitted stateless call on JAX, `predict` on PyTorch); on JAX also a direct call `model(x)`, and
+`keras_vit.enable_compilation_cache` with a cache emptied before each run and with one a previous process
+filled; with `--random-init`, rows that build the model with random initial values before loading (what
+keras_vit did before it skipped them). The checkpoint is a randomly initialised timm `vit_base_patch16_224`
+written once with torch (`--torch-python`); the PyTorch-backend rows run in that Python too, when it has Keras.
 """
 
 from __future__ import annotations
@@ -60,7 +62,13 @@ if {random_init}:  # what load_model did before: random initial values, then the
 model = keras_vit.load_model({path!r})
 t2 = time.perf_counter()
 x = np.zeros((1, 224, 224, 3), "float32")
-model.predict(x, verbose=0) if {predict} else np.asarray(model(x))
+if {call!r} == "predict":
+    model.predict(x, verbose=0)
+elif {call!r} == "classify":
+    from keras_vit.analysis.predict import _outputs
+    _outputs(model, x)
+else:
+    np.asarray(model(x))
 t3 = time.perf_counter()
 print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
 """
@@ -70,17 +78,23 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
     """{row: (command, environment, directory emptied before each run or None)}."""
     rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {}, None)}
     empty, warm = os.path.join(cache, "empty"), os.path.join(cache, "warm")
-    for backend in ("tensorflow", "jax"):
-        cases = [("predict", True, False, "", None), ("call", False, False, "", None)]
+    torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True).returncode == 0
+    for backend in ("tensorflow", "jax", "torch"):
+        cases = [("predict", "predict", False, "", None), ("classify", "classify", False, "", None)]
         if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
-            cases += [("predict, empty compilation cache", True, False, empty, empty),
-                      ("predict, warm compilation cache", True, False, warm, None)]
+            cases += [("model(x)", "call", False, "", None),
+                      ("classify, empty compilation cache", "classify", False, empty, empty),
+                      ("classify, warm compilation cache", "classify", False, warm, None),
+                      ("predict, warm compilation cache", "predict", False, warm, None)]
         if random_init:
-            cases.append(("predict, random init", True, True, "", None))
-        for label, predict, random, directory, emptied in cases:
-            code = _KERAS.format(root=ROOT, path=path, predict=predict, random_init=random, cache=directory)
-            rows[f"keras_vit {backend} {label}"] = ([sys.executable, "-c", code], {"KERAS_BACKEND": backend},
-                                                    emptied)
+            cases.append(("predict, random init", "predict", True, "", None))
+        if backend == "torch" and not torch_keras:
+            print(f"no PyTorch-backend rows: {torch_python} has no Keras", file=sys.stderr)
+            continue
+        python = torch_python if backend == "torch" else sys.executable
+        for label, call, random, directory, emptied in cases:
+            code = _KERAS.format(root=ROOT, path=path, call=call, random_init=random, cache=directory)
+            rows[f"keras_vit {backend} {label}"] = ([python, "-c", code], {"KERAS_BACKEND": backend}, emptied)
     return rows
 
 
@@ -104,7 +118,8 @@ def main() -> None:
         subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
     with tempfile.TemporaryDirectory() as cache:
         rows = _rows(args.file, args.torch_python, cache, args.random_init)
-        _run(*rows["keras_vit jax predict, warm compilation cache"][:2])  # fills the warm cache (not counted)
+        _run(*rows["keras_vit jax classify, warm compilation cache"][:2])  # fills the warm cache (not counted)
+        _run(*rows["keras_vit jax predict, warm compilation cache"][:2])
         results = {name: [] for name in rows}
         for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
             for name, (command, env, emptied) in rows.items():

@@ -79,15 +79,20 @@ def classifier(tmp_path_factory):
     return tmp, path
 
 
-def _predict(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+def _predict(*args, backend="tensorflow"):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
     return subprocess.run([sys.executable, "-m", "keras_vit.predict", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
-def test_predict_cli_prints_names_and_scores(classifier):
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_predict_cli_prints_names_and_scores(classifier, backend):
+    """On each backend's own first call (a direct call on TensorFlow, one jitted stateless call on JAX)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
     tmp, path = classifier
-    done = _predict(str(tmp / "cat.png"), str(tmp / "camera.jpg"), f"--weights={path}", "--top=2", "--json")
+    done = _predict(str(tmp / "cat.png"), str(tmp / "camera.jpg"), f"--weights={path}", "--top=2", "--json",
+                    backend=backend)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     assert [r["image"] for r in results] == [str(tmp / "cat.png"), str(tmp / "camera.jpg")]
@@ -95,7 +100,7 @@ def test_predict_cli_prints_names_and_scores(classifier):
         assert [t["name"] for t in r["top"]] == ["golden retriever", "tabby"]
         total = np.exp(5.0) + np.exp(4.0) + 998
         assert r["top"][0]["score"] == pytest.approx(np.exp(5.0) / total, abs=1e-3)
-    text = _predict(str(tmp / "cat.png"), f"--weights={path}", "--top=1")
+    text = _predict(str(tmp / "cat.png"), f"--weights={path}", "--top=1", backend=backend)
     assert text.returncode == 0 and "golden retriever" in text.stdout and "n02099601" in text.stdout
 
 
@@ -113,3 +118,30 @@ def test_predict_cli_errors_are_one_line(classifier, case, message):
     done = _predict(image, f"--weights={weights}", *(["--top=0"] if case == "top" else []))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert message in done.stderr.strip().splitlines()[-1]
+
+
+_JAX_CHUNKS = """
+import gc, json
+import numpy as np
+import keras_vit
+from keras_vit.analysis import predict
+model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2,
+                                    input_shape=(32, 32, 3), classes=5, classifier_activation=None)
+x = np.random.default_rng(0).uniform(-1, 1, (7, 32, 32, 3)).astype("float32")
+ours = predict._outputs(model, x, chunk=3)
+error = float(np.abs(ours - model.predict(x, verbose=0)).max())
+held = len(predict._JAX_FORWARD)
+del model
+gc.collect()
+print(json.dumps(dict(shape=list(ours.shape), error=error, held=held, after=len(predict._JAX_FORWARD))))
+"""
+
+
+def test_jax_jitted_outputs_equal_predict_in_chunks_and_do_not_keep_the_model():
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _JAX_CHUNKS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["shape"] == [7, 5] and out["error"] <= 1e-5, out
+    assert out["held"] == 1 and out["after"] == 0, out

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import weakref
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -54,15 +55,37 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
 
 
 def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
-    """The model's outputs for `batch`, by the quickest first call of the backend: a direct call in chunks on
-    TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16; BENCHMARKS.md, cold
-    start), `predict` elsewhere (on JAX it compiles once, and the compilation cache keeps it)."""
+    """The model's outputs for `batch` in chunks, by the quickest first call of the backend: a direct call on
+    TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16), one jitted stateless
+    call on JAX (compiled once per chunk shape and kept by the compilation cache; `predict`'s own machinery was
+    0.3 s more), `predict` elsewhere (BENCHMARKS.md, cold start)."""
     import keras
 
-    if keras.backend.backend() != "tensorflow":
+    backend = keras.backend.backend()
+    if backend not in ("tensorflow", "jax"):
         return model.predict(batch, verbose=0)
-    return np.concatenate([keras.ops.convert_to_numpy(model(batch[i:i + chunk], training=False))
-                           for i in range(0, len(batch), chunk)])
+    if backend == "jax":
+        forward, trainable, fixed = _jax_forward(model), model.trainable_variables, model.non_trainable_variables
+        call = lambda x: forward([v.value for v in trainable], [v.value for v in fixed], x)  # noqa: E731
+    else:
+        call = lambda x: model(x, training=False)  # noqa: E731
+    return np.concatenate([keras.ops.convert_to_numpy(call(batch[i:i + chunk])) for i in range(0, len(batch), chunk)])
+
+
+_JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _jax_forward(model):
+    """`model`'s inference as one jitted function of (trainable values, non-trainable values, inputs), made
+    once per model (held weakly: the model is not kept alive by it)."""
+    forward = _JAX_FORWARD.get(model)
+    if forward is None:
+        import jax
+
+        ref = weakref.ref(model)
+        forward = jax.jit(lambda trainable, fixed, x: ref().stateless_call(trainable, fixed, x, training=False)[0])
+        _JAX_FORWARD[model] = forward
+    return forward
 
 
 def _print(results: List[dict]) -> None:
