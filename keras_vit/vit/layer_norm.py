@@ -17,7 +17,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.initializers import PACKAGE, initial
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -28,6 +28,11 @@ class LayerNorm(keras.layers.LayerNormalization):
     in float32 for 16-bit inputs, as Keras does. Other axes, RMS scaling or a missing scale/centre fall back to
     Keras' computation.
     """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("gamma_initializer", initial("ones"))  # Keras' defaults; host-made while weights follow
+        kwargs.setdefault("beta_initializer", initial("zeros"))
+        super().__init__(**kwargs)
 
     def call(self, inputs):
         if keras.backend.backend() != "jax" or not self._one_pass_applies(inputs):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.initializers import PACKAGE, initial
 from keras_vit.vit.specs import ArraySpecs
 
 
@@ -20,7 +20,7 @@ class LayerScale(ArraySpecs, keras.layers.Layer):
 
     def build(self, input_shape):
         self.scale = self.add_weight(name="scale", shape=(input_shape[-1],),
-                                     initializer=keras.initializers.Constant(self.init_value))
+                                     initializer=initial(keras.initializers.Constant(self.init_value)))
 
     def call(self, x):
         return x * keras.ops.cast(self.scale, x.dtype)

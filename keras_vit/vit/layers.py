@@ -45,7 +45,7 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel", shape=(p, p, channels, self.hidden_size),
             initializer=initial(keras.initializers.LecunNormal()))
-        self.bias = (self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
+        self.bias = (self.add_weight(name="bias", shape=(self.hidden_size,), initializer=initial("zeros"))
                      if self.use_bias else None)
 
     def call(self, images):
@@ -74,7 +74,7 @@ class ClassToken(ArraySpecs, keras.layers.Layer):
         self.num_tokens = int(num_tokens)
 
     def build(self, input_shape):
-        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer="zeros")
+        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer=initial("zeros"))
 
     def call(self, tokens):
         cls = ops.cast(self.cls, tokens.dtype)

@@ -26,7 +26,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.utils import validate
-from keras_vit.vit.initializers import PACKAGE
+from keras_vit.vit.initializers import PACKAGE, initial
 from keras_vit.vit.specs import ArraySpecs
 
 # the layers an adapter can sit on, by the official checkpoint's names; the LoRA paper's default first
@@ -43,6 +43,7 @@ class Projection(ArraySpecs, keras.layers.EinsumDense):
     """
 
     def __init__(self, *args, input_axes: int = 1, **kwargs):
+        kwargs.setdefault("bias_initializer", initial("zeros"))  # zeros; host-made while weights follow
         super().__init__(*args, **kwargs)
         self.input_axes = int(input_axes)
 

@@ -61,7 +61,8 @@ class StdConv2D(ArraySpecs, keras.layers.Conv2D):
 def _group_norm(name: str, dtype, zero_scale: bool = False, numerics: str = "original"):
     return keras.layers.GroupNormalization(
         groups=GROUP_NORM_GROUPS, epsilon=STEM_NUMERICS[numerics]["group_norm_epsilon"],
-        gamma_initializer="zeros" if zero_scale else "ones", dtype=dtype, name=name)
+        gamma_initializer=initial("zeros" if zero_scale else "ones"), beta_initializer=initial("zeros"), dtype=dtype,
+        name=name)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
