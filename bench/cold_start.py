@@ -78,7 +78,8 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
     """{row: (command, environment, directory emptied before each run or None)}."""
     rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {}, None)}
     empty, warm = os.path.join(cache, "empty"), os.path.join(cache, "warm")
-    torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True).returncode == 0
+    torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True,
+                                 env=dict(os.environ, KERAS_BACKEND="torch")).returncode == 0
     for backend in ("tensorflow", "jax", "torch"):
         cases = [("predict", "predict", False, "", None), ("classify", "classify", False, "", None)]
         if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
@@ -127,13 +128,13 @@ def main() -> None:
                     shutil.rmtree(emptied, ignore_errors=True)
                 results[name].append(_run(command, env))
     timm_after = statistics.median(r["build_load"] + r["first_call"] for r in results["timm"])
-    print(f"{'row':34s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
+    print(f"{'row':52s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
           f" {'vs timm':>7s}")
     for name, runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         after = statistics.median(r["build_load"] + r["first_call"] for r in runs)
         total = statistics.median(sum(r.values()) for r in runs)
-        print(f"{name:34s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
+        print(f"{name:52s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
               f"{after:12.2f} {after / timm_after:6.2f}x")
     print(json.dumps({name: runs for name, runs in results.items()}))
 
