@@ -52,10 +52,12 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm and v.final_norm else None
     p.pre_logits = keras.layers.Dense(
         int(representation_size), activation="tanh", kernel_initializer=initial(keras.initializers.LecunNormal()),
-        bias_initializer=initial("zeros"), dtype=policy, name="pre_logits") if representation_size is not None else None
-    p.head, p.head_distillation = (keras.layers.Dense(int(classes), kernel_initializer=initial("zeros"),
-                                                      bias_initializer=initial("zeros"), dtype=policy, name=name) if classes is not None and wanted else None
-                                   for name, wanted in (("head", True), ("head_dist", v.distillation_token)))
+        bias_initializer=initial("zeros"), dtype=policy, name="pre_logits",
+    ) if representation_size is not None else None
+    p.head, p.head_distillation = (
+        keras.layers.Dense(int(classes), kernel_initializer=initial("zeros"), bias_initializer=initial("zeros"),
+                           dtype=policy, name=name) if classes is not None and wanted else None
+        for name, wanted in (("head", True), ("head_dist", v.distillation_token)))
     p.predictions = keras.layers.Activation(
         classifier_activation, dtype="float32",
         name="predictions") if classes is not None and classifier_activation is not None else None

@@ -74,7 +74,8 @@ class ClassToken(ArraySpecs, keras.layers.Layer):
         self.num_tokens = int(num_tokens)
 
     def build(self, input_shape):
-        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer=initial("zeros"))
+        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]),
+                                   initializer=initial("zeros"))
 
     def call(self, tokens):
         cls = ops.cast(self.cls, tokens.dtype)

@@ -9,13 +9,12 @@ keras_vit has but the official layout lacks get keys in its style (`keras_vit.we
 
 from __future__ import annotations
 
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from keras_vit.weights.layouts import POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader
+from keras_vit.weights.layouts import (POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader,
+                                       per_block)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _TOP = {"cls_token", "reg_token", "dist_token", "pos_embed", "patch_embed", "norm_pre", "blocks", "norm", "fc_norm",
@@ -113,12 +112,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     for theirs, ours in _NORMS:
         if theirs + ".weight" in sd:
             _norm_in(g, p, theirs, ours)
-    blocks = _blocks(sd, _BLOCK)
-    # one block per thread: numpy copies without the GIL, so the transposes and their first-touch page faults
-    # overlap (loading a ViT-B/16: 1.58 -> 1.22 s on TensorFlow, 1.36 -> 1.22 s on JAX; BENCHMARKS.md, cold start)
-    with ThreadPoolExecutor(max(1, min(len(blocks), os.cpu_count() or 1))) as pool:
-        for block in pool.map(lambda i: _block_in(g, i, num_heads), blocks):
-            p.update(block)
+    p.update(per_block(_blocks(sd, _BLOCK), lambda i: _block_in(g, i, num_heads)))
     if any(k.startswith("attn_pool.") for k in sd):
         _map_head_in(g, p, num_heads, source)
     for theirs, ours in (("head", "head"), ("head_dist", "head_dist")):
