@@ -5,7 +5,7 @@
     .venv/bin/python bench/cold_start.py --rounds 3 [--torch-python /path/to/python-with-torch-and-timm]
 
 Rows: timm (eager, `torch.no_grad`); keras_vit on each backend with `model.predict` and with the call
-`keras_vit.classify` and `python -m keras_vit.predict` make (`keras_vit.analysis.predict._outputs`: a direct call
+`python -m keras_vit.predict` makes ("CLI call": `keras_vit.analysis.predict._outputs`, a direct call
 on TensorFlow, one jitted stateless call on JAX, `predict` on PyTorch); on JAX also a direct call `model(x)`, and
 `keras_vit.enable_compilation_cache` with a cache emptied before each run and with one a previous process
 filled; with `--random-init`, rows that build the model with random initial values before loading (what
@@ -81,11 +81,11 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
     torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True,
                                  env=dict(os.environ, KERAS_BACKEND="torch")).returncode == 0
     for backend in ("tensorflow", "jax", "torch"):
-        cases = [("predict", "predict", False, "", None), ("classify", "classify", False, "", None)]
+        cases = [("predict", "predict", False, "", None), ("CLI call", "classify", False, "", None)]
         if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
             cases += [("model(x)", "call", False, "", None),
-                      ("classify, empty compilation cache", "classify", False, empty, empty),
-                      ("classify, warm compilation cache", "classify", False, warm, None),
+                      ("CLI call, empty compilation cache", "classify", False, empty, empty),
+                      ("CLI call, warm compilation cache", "classify", False, warm, None),
                       ("predict, warm compilation cache", "predict", False, warm, None)]
         if random_init:
             cases.append(("predict, random init", "predict", True, "", None))
@@ -119,7 +119,7 @@ def main() -> None:
         subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
     with tempfile.TemporaryDirectory() as cache:
         rows = _rows(args.file, args.torch_python, cache, args.random_init)
-        _run(*rows["keras_vit jax classify, warm compilation cache"][:2])  # fills the warm cache (not counted)
+        _run(*rows["keras_vit jax CLI call, warm compilation cache"][:2])  # fills the warm cache (not counted)
         _run(*rows["keras_vit jax predict, warm compilation cache"][:2])
         results = {name: [] for name in rows}
         for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
