@@ -83,8 +83,11 @@ def _jax_forward(model):
         import jax
 
         ref = weakref.ref(model)
-        forward = jax.jit(lambda trainable, fixed, x: ref().stateless_call(trainable, fixed, x, training=False)[0])
-        _JAX_FORWARD[model] = forward
+
+        def vit_forward(trainable, fixed, x):  # the name XLA's compilation cache files its entry under
+            return ref().stateless_call(trainable, fixed, x, training=False)[0]
+
+        forward = _JAX_FORWARD[model] = jax.jit(vit_forward)
     return forward
 
 
