@@ -8,6 +8,8 @@ moves logits well past any parity bound, so the model records which one its chec
 
 from __future__ import annotations
 
+import math
+
 import keras
 from keras import ops
 
@@ -26,9 +28,37 @@ def gelu(x, approximate: bool = True):
     return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
-def activate(x, activation: str):
-    """`x` through one of `ACTIVATIONS` by name."""
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@ops.custom_gradient
+def _gelu_tanh_keeping_input(x):
+    """The tanh GELU, whose backward pass needs only `x`.
+
+    Differentiated as written, the tanh GELU's backward uses the tanh's output, so a compiled training step
+    keeps that (batch, tokens, mlp_dim) tensor of every block until the backward pass reaches it: 0.47 GB of a
+    ViT-B/16 step at batch 16 on TensorFlow + XLA (BENCHMARKS.md, "Where the TensorFlow step's memory goes").
+    Here the derivative is recomputed from `x`, with 0.5 (1 + tanh u) = sigmoid(2u):
+    d/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3). A sigmoid, not the
+    forward's tanh, so that XLA's common-subexpression pass cannot fold it back into the forward pass."""
+    def grad(*args, upstream=None):
+        upstream = args[0] if upstream is None else upstream
+        wide = keras.backend.result_type(x.dtype, "float32")  # bfloat16 / float16 inputs: float32 arithmetic
+        z, c, a = ops.cast(x, wide), _SQRT_2_OVER_PI, 0.044715
+        s = ops.sigmoid(2.0 * c * (z + a * z * z * z))
+        slope = s + 2.0 * c * z * s * (1.0 - s) * (1.0 + 3.0 * a * z * z)
+        return ops.cast(ops.cast(upstream, wide) * slope, upstream.dtype)
+
+    return ops.gelu(x, approximate=True), grad
+
+
+def activate(x, activation: str, training=None):
+    """`x` through one of `ACTIVATIONS` by name. While training on TensorFlow or JAX the tanh GELU keeps only
+    its input for the backward pass (`_gelu_tanh_keeping_input`; the same values and gradients); PyTorch's
+    own GELU already does."""
     if activation == "gelu_tanh":
+        if training and keras.backend.backend() in ("tensorflow", "jax"):
+            return _gelu_tanh_keeping_input(x)
         return gelu(x, approximate=True)
     if activation == "gelu":
         return gelu(x, approximate=False)
@@ -82,7 +112,7 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
     def call(self, x, training=None):
-        y = activate(self.dense_0(x), self.activation)
+        y = activate(self.dense_0(x), self.activation, training)
         y = self.dropout(y, training=training)
         y = self.dense_1(y)
         return self.dropout(y, training=training)

@@ -1,0 +1,100 @@
+"""The tanh GELU's training form (`keras_vit.vit.mlp._gelu_tanh_keeping_input`): the same values as Keras'
+tanh GELU, a gradient that matches the closed-form derivative in float64 numpy, the MLP block's gradients
+unchanged, and (on JAX, where XLA reports its buffers) a compiled backward pass that keeps less."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+_CHECK = r"""
+import json
+import numpy as np, keras
+from keras import ops
+from keras_vit.vit import mlp
+
+backend = keras.backend.backend()
+if backend == "jax":
+    import jax
+
+    def value_and_grad(f, x, w):
+        y, vjp = jax.vjp(f, x)
+        return np.asarray(y, "float32"), np.asarray(vjp(w)[0], "float32")
+else:
+    import tensorflow as tf
+
+    def value_and_grad(f, x, w):
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return np.asarray(ops.cast(y, "float32")), np.asarray(ops.cast(tape.gradient(y, x, w), "float32"))
+
+out = {}
+x = np.linspace(-8, 8, 2001).astype("float32")
+ones = np.ones_like(x)
+lean = lambda t: mlp.activate(t, "gelu_tanh", training=True)
+y, d = value_and_grad(lean, x, ones)
+y0, d0 = value_and_grad(lambda t: ops.gelu(t, approximate=True), x, ones)
+
+
+def closed_form(x64):  # d/dx 0.5 x (1 + tanh u), u = c (x + 0.044715 x^3), in float64
+    c = np.sqrt(2 / np.pi)
+    t = np.tanh(c * (x64 + 0.044715 * x64 ** 3))
+    return 0.5 * (1 + t) + 0.5 * x64 * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x64 ** 2)
+
+
+closed = closed_form(x.astype("float64"))
+out["value_vs_keras"] = float(np.abs(y - y0).max())
+out["grad_vs_closed_form"] = float(np.abs(d - closed).max())
+out["keras_grad_vs_closed_form"] = float(np.abs(d0 - closed).max())
+xb = ops.cast(x, "bfloat16")
+at = closed_form(np.asarray(ops.cast(xb, "float32"), "float64"))
+errors = [float(np.abs(value_and_grad(f, xb, ops.cast(ones, "bfloat16"))[1] - at).max())
+          for f in (lean, lambda t: ops.gelu(t, approximate=True))]
+out["bf16"] = [keras.backend.standardize_dtype(lean(xb).dtype), *errors]
+
+block = mlp.MlpBlock(64)
+rng = np.random.default_rng(0)
+tokens = rng.standard_normal((2, 5, 16)).astype("float32")
+block.build(tokens.shape)
+w = rng.standard_normal((2, 5, 16)).astype("float32")
+grads = [value_and_grad(lambda t: block(t, training=flag), tokens, w)[1] for flag in (True, False)]
+out["block_grad_train_vs_infer"] = float(np.abs(grads[0] - grads[1]).max())
+
+if backend == "jax":  # what XLA keeps for the backward pass of 4 Dense+GELU layers, in bytes
+    kernels = [rng.standard_normal((256, 256)).astype("float32") / 16 for _ in range(4)]
+    acts = rng.standard_normal((512, 256)).astype("float32")
+
+    def temp(training):
+        def loss(h):
+            for k in kernels:
+                h = mlp.activate(h @ k, "gelu_tanh", training=training)
+            return h.sum()
+        return jax.jit(jax.grad(loss)).lower(acts).compile().memory_analysis().temp_size_in_bytes
+
+    out["temp_bytes"] = {"training": temp(True), "plain": temp(False), "one_activation": acts.nbytes}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_training_gelu_equals_keras_values_and_the_closed_form_gradient(backend):
+    pytest.importorskip(backend)
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", _CHECK], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["value_vs_keras"] == 0.0, out  # the forward pass is Keras' own tanh GELU
+    assert out["grad_vs_closed_form"] <= 1e-5, out  # float32 rounding of a derivative of size <= 1.13
+    assert out["keras_grad_vs_closed_form"] <= 1e-5, out
+    dtype, ours, keras_own = out["bf16"]  # bfloat16 arithmetic: no worse than Keras' own gradient in it
+    assert dtype == "bfloat16" and ours <= max(1.5 * keras_own, 0.02), out
+    assert out["block_grad_train_vs_infer"] <= 1e-5, out
+    if backend == "jax":
+        t = out["temp_bytes"]  # at least one activation per layer fewer kept (the tanh's output)
+        assert t["training"] <= t["plain"] - 3 * t["one_activation"], t
