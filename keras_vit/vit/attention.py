@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_vit.vit.attention_core import attention_core
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
 from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
@@ -23,7 +24,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     the three input projections run as one fused matmul over their kernels; once quantized, each projection runs as Keras' int8 layer. Softmax is computed in
     float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
     is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
-    flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md).
+    flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md). While training
+    on JAX (unless `FUSED` is True) the core is `attention_core`, whose backward pass recomputes the
+    probabilities instead of keeping them.
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
@@ -83,13 +86,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
+        scale = ops.cast(1.0 / math.sqrt(dh), q.dtype)
+        if (training and keras.backend.backend() == "jax" and self.FUSED is not True and not return_attention
+                and not self.dropout_rate):  # probabilities recomputed in the backward pass (attention_core)
+            return self._project(attention_core(q * scale, k, v), x)
         fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
         if fused and precise and not return_attention and not (training and self.dropout_rate):
             y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
             return self._project(y, x)
-        logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(1.0 / math.sqrt(dh), q.dtype), k)
+        logits = ops.einsum("bqhd,bkhd->bhqk", q * scale, k)
         probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         dropped = self.dropout(probs, training=training)
         y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x)
