@@ -82,7 +82,7 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--iters", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--rows", default=",".join(ROWS), help="comma-separated, of: " + ", ".join(ROWS))
     p.add_argument("--_row")
     args = p.parse_args(argv)
     if args._row:
@@ -90,6 +90,9 @@ def main(argv=None) -> None:
         return
     results = {}
     rows = args.rows.split(",")
+    unknown = [row for row in rows if row not in ROWS]
+    if unknown:
+        p.error(f"unknown rows {unknown}; the rows are {list(ROWS)}")
     for r in range(args.rounds):
         for row in rows:
             env = dict(os.environ, KERAS_BACKEND=ROWS[row], PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
