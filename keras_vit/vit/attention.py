@@ -21,8 +21,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel
     (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, in `EinsumDense` layers that
     `model.quantize("int8")` knows (`keras_vit.vit.lora.Projection`, whose LoRA is the paper's). In float,
-    the three input projections run as one fused matmul over their kernels; once quantized, each projection runs as Keras' int8 layer. Softmax is computed in
-    float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
+    the three input projections run as one fused matmul over their kernels; once quantized, each projection
+    runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
     is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
     flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md). While training
     on JAX (unless `FUSED` is True) the core is `attention_core`, whose backward pass recomputes the
