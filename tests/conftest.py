@@ -28,6 +28,22 @@ def run_with_torch(arguments, timeout: int = 900):
     return done
 
 
+def run_on_backend(script: str, backend: str, *arguments, timeout: int = 300) -> dict:
+    """Runs `python -c script arguments...` on Keras backend `backend` (CPU only) and returns the JSON dict the
+    script prints last; skips the calling test where the backend's package is missing."""
+    import json
+    import subprocess
+
+    import pytest
+
+    pytest.importorskip(backend)
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", script, *arguments], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def timm_reads_save_pretrained(model, x, directory) -> float:
     """Max |logit difference| of timm's own `local-dir:` loader reading `save_pretrained(model)` strictly
     (tools/check_torch_roundtrip.py) against the model's own logits on `x`."""

@@ -2,14 +2,7 @@
 independent autodiff of the plain formula and central differences in float64 numpy, a model whose training
 gradients are those of the plain path, and a compiled backward pass that keeps no probabilities."""
 
-import json
-import os
-import subprocess
-import sys
-
-import pytest
-
-from conftest import ROOT
+from conftest import run_on_backend
 
 _CHECK = r"""
 import json
@@ -82,11 +75,7 @@ print(json.dumps(out))
 
 
 def test_attention_core_on_jax():
-    pytest.importorskip("jax")
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _CHECK], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_on_backend(_CHECK, "jax")
     assert out["value"] <= 1e-5, out
     assert out["grad_vs_autodiff"] <= 1e-5, out
     for analytic, numeric in out["grad_vs_central_differences"]:

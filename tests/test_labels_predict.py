@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from conftest import ROOT
+from conftest import ROOT, run_on_backend
 from keras_vit.vit import labels
 
 KNOWN_1K = {0: ("n01440764", "tench"), 1: ("n01443537", "goldfish"), 207: ("n02099601", "golden retriever"),
@@ -138,10 +138,6 @@ print(json.dumps(dict(shape=list(ours.shape), error=error, held=held, after=len(
 
 
 def test_jax_jitted_outputs_equal_predict_in_chunks_and_do_not_keep_the_model():
-    pytest.importorskip("jax")
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _JAX_CHUNKS], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_on_backend(_JAX_CHUNKS, "jax")
     assert out["shape"] == [7, 5] and out["error"] <= 1e-5, out
     assert out["held"] == 1 and out["after"] == 0, out

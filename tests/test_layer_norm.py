@@ -2,15 +2,10 @@
 the original Flax code's logits stay within 1e-5, and anything it does not cover (other axes, no centre or
 scale) is Keras' own computation."""
 
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
-import pytest
 
-from conftest import FLAX_FIXTURES, ROOT
+from conftest import FLAX_FIXTURES, run_on_backend
 from keras_vit.vit.layer_norm import LayerNorm
 
 _ON_JAX = r"""
@@ -64,14 +59,7 @@ print(json.dumps(out))
 
 
 def test_jax_one_pass_statistics_match_numpy_and_the_flax_reference():
-    pytest.importorskip("jax")
-    import json
-
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _ON_JAX, FLAX_FIXTURES], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_on_backend(_ON_JAX, "jax", FLAX_FIXTURES)
     assert out["value"] <= 2e-5, out  # outputs are O(1) after normalisation
     analytic, numeric = out["grad"]
     assert abs(analytic - numeric) <= 1e-3 * max(1.0, abs(numeric)), out

@@ -2,14 +2,9 @@
 tanh GELU, a gradient that matches the closed-form derivative in float64 numpy, the MLP block's gradients
 unchanged, and (on JAX, where XLA reports its buffers) a compiled backward pass that keeps less."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ROOT
+from conftest import run_on_backend
 
 _CHECK = r"""
 import json
@@ -84,11 +79,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_training_gelu_equals_keras_values_and_the_closed_form_gradient(backend):
-    pytest.importorskip(backend)
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", _CHECK], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_on_backend(_CHECK, backend)
     assert out["value_vs_keras"] == 0.0, out  # the forward pass is Keras' own tanh GELU
     assert out["grad_vs_closed_form"] <= 1e-5, out  # float32 rounding of a derivative of size <= 1.13
     assert out["keras_grad_vs_closed_form"] <= 1e-5, out

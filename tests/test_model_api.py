@@ -183,18 +183,9 @@ print(json.dumps(dict(shared=len({id(v.value) for v in kernels}), kernels=len(ke
 def test_jax_followed_zeros_are_shared_until_the_loader_gives_each_variable_its_own_array():
     """On JAX the zeros of a build for a checkpoint are one host-made array per shape; after the load every
     variable holds its own buffer (Keras' JAX trainer donates them), with timm's logits, and training runs."""
-    pytest.importorskip("jax")
-    import json
-    import os
-    import sys
+    from conftest import FIXTURES, run_on_backend
 
-    from conftest import FIXTURES
-
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _SHARED_ZEROS_ON_JAX, FIXTURES], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_on_backend(_SHARED_ZEROS_ON_JAX, "jax", FIXTURES)
     assert out["kernels"] >= 3 and out["shared"] == 1, out
     assert out["distinct"] == out["weights"], out
     assert out["error"] <= 1e-4 and np.isfinite(out["loss"]), out

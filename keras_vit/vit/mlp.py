@@ -37,7 +37,7 @@ def _gelu_tanh_keeping_input(x):
 
     Differentiated as written, the tanh GELU's backward uses the tanh's output, so a compiled training step
     keeps that (batch, tokens, mlp_dim) tensor of every block until the backward pass reaches it: 0.47 GB of a
-    ViT-B/16 step at batch 16 on TensorFlow + XLA (BENCHMARKS.md, "Where the TensorFlow step's memory goes").
+    ViT-B/16 step at batch 16 on TensorFlow + XLA (BENCHMARKS.md, "Training memory").
     Here the derivative is recomputed from `x`, with 0.5 (1 + tanh u) = sigmoid(2u):
     d/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3). A sigmoid, not the
     forward's tanh, so that XLA's common-subexpression pass cannot fold it back into the forward pass."""
