@@ -22,15 +22,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, in `EinsumDense` layers that
     `model.quantize("int8")` knows (`keras_vit.vit.lora.Projection`, whose LoRA is the paper's). In float,
     the three input projections run as one fused matmul over their kernels; once quantized, each projection
-    runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks for the probabilities (or attention dropout
-    is active), the scores go through `keras.ops.dot_product_attention` (the backend's fused kernel,
-    flash where the device has it) where that was measured faster (`FUSED`; BENCHMARKS.md). While training
-    on JAX (unless `FUSED` is True) the core is `attention_core`, whose backward pass recomputes the
-    probabilities instead of keeping them.
+    runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks
+    for the probabilities (or attention dropout is active), the scores go through
+    `keras.ops.dot_product_attention` (the backend's fused kernel, flash where the device has it) where that
+    was measured faster (`FUSED`; BENCHMARKS.md). While training on JAX (unless `FUSED` is True) the core is
+    `attention_core` instead, whose backward pass recomputes the probabilities rather than keeping them.
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
-    # and 0.98x on TensorFlow, so it is the default on JAX only; None = per backend, True/False = forced.
+    # and 0.98x on TensorFlow, so it is the default on JAX only (for inference: JAX training takes attention_core,
+    # faster and smaller still, BENCHMARKS.md "Training memory"); None = per backend, True/False = forced (with
+    # False, JAX training still takes attention_core; True takes dot_product_attention there too).
     FUSED = None
     PROJECTIONS = ("query", "key", "value", "out")
 
