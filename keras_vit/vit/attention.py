@@ -88,17 +88,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
-        scale = ops.cast(1.0 / math.sqrt(dh), q.dtype)
-        if (training and keras.backend.backend() == "jax" and self.FUSED is not True and not return_attention
-                and not self.dropout_rate):  # probabilities recomputed in the backward pass (attention_core)
-            return self._project(attention_core(q * scale, k, v), x)
-        fused = keras.backend.backend() == "jax" if self.FUSED is None else self.FUSED
+        scale = 1.0 / math.sqrt(dh)
+        needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
+        on_jax = keras.backend.backend() == "jax"
+        if training and on_jax and self.FUSED is not True and not needs_probabilities:
+            return self._project(attention_core(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
+        fused = on_jax if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
-        if fused and precise and not return_attention and not (training and self.dropout_rate):
-            y = ops.dot_product_attention(q, k, v, scale=1.0 / math.sqrt(dh))
-            return self._project(y, x)
-        logits = ops.einsum("bqhd,bkhd->bhqk", q * scale, k)
+        if fused and precise and not needs_probabilities:
+            return self._project(ops.dot_product_attention(q, k, v, scale=scale), x)
+        logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(scale, q.dtype), k)
         probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         dropped = self.dropout(probs, training=training)
         y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x)

@@ -25,14 +25,14 @@ def attention_core(q, k, v):
     out = ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
 
     def grad(*args, upstream=None):
-        d_out = args[0] if upstream is None else upstream
+        d_out = ops.cast(args[0] if upstream is None else upstream, v.dtype)
         # the probabilities by another route than the forward's (k q^T, exp(s - max) / sum): the same
         # instructions would let XLA's common-subexpression pass keep the forward's copy alive instead
         logits = ops.cast(ops.einsum("bkhd,bqhd->bhqk", k, q), "float32")
         e = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
         p = e / ops.sum(e, axis=-1, keepdims=True)
-        d_v = ops.einsum("bhqk,bqhd->bkhd", ops.cast(p, v.dtype), ops.cast(d_out, v.dtype))
-        d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", ops.cast(d_out, v.dtype), v), "float32")
+        d_v = ops.einsum("bhqk,bqhd->bkhd", ops.cast(p, v.dtype), d_out)
+        d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, v), "float32")
         d_logits = p * (d_p - ops.sum(d_p * p, axis=-1, keepdims=True))  # softmax's Jacobian, row by row
         d_q = ops.einsum("bhqk,bkhd->bqhd", ops.cast(d_logits, k.dtype), k)
         d_k = ops.einsum("bhqk,bqhd->bkhd", ops.cast(d_logits, q.dtype), q)
