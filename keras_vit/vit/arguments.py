@@ -11,6 +11,7 @@ from typing import Optional, Tuple
 import keras
 
 from keras_vit.utils import validate
+from keras_vit.vit.layers import remat_mode
 
 CLASSIFIERS = ("token", "gap", "map")
 POOLINGS = (None, "token", "avg", "max", "sequence")
@@ -72,7 +73,7 @@ def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, class
         resnet_layers = validate.integers("resnet_layers", resnet_layers, allow_empty=True)  # (): root only
     resnet_width = validate.number("resnet_width", resnet_width, positive=True)
     for field, v in flags.items():
-        validate.boolean(field, v)
+        remat_mode(v) if field == "remat" else validate.boolean(field, v)  # remat: also "attention"
     validate.choice("classifier", classifier, CLASSIFIERS)
     validate.choice("pooling", pooling, POOLINGS)
     if pooling == "token" and classifier != "token":

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.vit.attention_core import attention_core
+from keras_vit.vit.attention_core import recomputed_attention
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
 from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
@@ -25,8 +25,10 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks
     for the probabilities (or attention dropout is active), the scores go through
     `keras.ops.dot_product_attention` (the backend's fused kernel, flash where the device has it) where that
-    was measured faster (`FUSED`; BENCHMARKS.md). While training on JAX (unless `FUSED` is True) the core is
-    `attention_core` instead, whose backward pass recomputes the probabilities rather than keeping them.
+    was measured faster (`FUSED`; BENCHMARKS.md). While training on JAX (unless `FUSED` is True), and on
+    TensorFlow when called with `recompute_probabilities=True` (a block built with `remat="attention"`), the
+    core is `recomputed_attention` instead, whose backward pass recomputes the probabilities rather than
+    keeping them: on JAX that is faster and smaller, on TensorFlow smaller at a few percent of speed.
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
@@ -73,7 +75,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """True once `model.quantize(...)` has replaced the projections' kernels."""
         return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
-    def call(self, x, training=None, return_attention=False):
+    def call(self, x, training=None, return_attention=False, recompute_probabilities=False):
         h, dh = self.num_heads, self.head_dim
         if self.quantized:
             q, k, v = self.query(x), self.key(x), self.value(x)
@@ -90,10 +92,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
-        on_jax = keras.backend.backend() == "jax"
-        if training and on_jax and self.FUSED is not True and not needs_probabilities:
-            return self._project(attention_core(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
-        fused = on_jax if self.FUSED is None else self.FUSED
+        backend = keras.backend.backend()
+        recompute = backend == "jax" or (backend == "tensorflow" and recompute_probabilities)
+        if training and recompute and self.FUSED is not True and not needs_probabilities:
+            return self._project(recomputed_attention(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
+        fused = backend == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
         if fused and precise and not needs_probabilities:

@@ -1,4 +1,4 @@
-"""The attention core for training on JAX: softmax(q k^T) v, whose backward pass recomputes the probabilities.
+"""The attention core for training: softmax(q k^T) v, whose backward pass recomputes the probabilities.
 
 Differentiated as written, softmax attention keeps each block's (batch, heads, tokens, tokens) probabilities
 from the forward pass to the backward pass: 12 x 29.8 MB for a ViT-B/16 at batch 16, and XLA's CPU code for
@@ -7,22 +7,43 @@ the projections' gradients keep anyway (the flash-attention paper's backward, wi
 compiled JAX step of a ViT-B/16 at batch 16 needs 2.84 instead of 3.58 GB of temporaries, at the same speed
 (BENCHMARKS.md, "Training memory"). The extra work is one (tokens x tokens) product per head.
 
-On TensorFlow, XLA's scheduler runs every block's recomputation as soon as q and k exist, which keeps as
-much as before, so the TensorFlow step keeps Keras' own differentiation; PyTorch's has no custom gradient in
-Keras. Softmax is taken in float32 as in `MultiHeadDotProductAttention`.
+On TensorFlow the same custom gradient does not help: XLA's scheduler runs every block's recomputation as
+soon as q and k exist, so all twelve recomputed probability tensors are live at the peak. There
+`recomputed_attention` takes `keras.remat` (TensorFlow's `recompute_grad`), whose recomputation waits for
+the upstream gradient: ViT-B/16 at batch 16 peaks 0.35 GB lower, but at 0.96x the speed, so TensorFlow
+takes it only in blocks built with `remat="attention"` (BENCHMARKS.md, "Training memory"). PyTorch's
+backend keeps Keras' own differentiation. Softmax is taken in float32 as in `MultiHeadDotProductAttention`.
 """
 
 from __future__ import annotations
 
+import keras
 from keras import ops
+
+
+def attention(q, k, v):
+    """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled, differentiated as
+    written (it keeps the probabilities for the backward pass)."""
+    probs = ops.softmax(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32"), axis=-1)
+    return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
+
+
+def recomputed_attention(q, k, v):
+    """`attention` whose backward pass recomputes the probabilities instead of keeping them: the custom
+    gradient below on JAX, `keras.remat` on TensorFlow (see the module docstring); the plain formula elsewhere."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return attention_core(q, k, v)
+    if backend == "tensorflow":
+        return keras.remat(attention)(q, k, v)
+    return attention(q, k, v)
 
 
 @ops.custom_gradient
 def attention_core(q, k, v):
     """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled; returns
     (batch, tokens, heads, head_dim). Its gradient keeps q, k and v only (see the module docstring)."""
-    probs = ops.softmax(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32"), axis=-1)
-    out = ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
+    out = attention(q, k, v)
 
     def grad(*args, upstream=None):
         d_out = ops.cast(args[0] if upstream is None else upstream, v.dtype)

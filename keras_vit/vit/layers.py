@@ -7,9 +7,10 @@ class token is (1, 1, D), position embeddings (1, tokens, D).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_vit.vit.attention import MultiHeadDotProductAttention
@@ -122,6 +123,19 @@ def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> 
     return LayerNorm(epsilon=epsilon, dtype=dtype_policy, name=name)
 
 
+REMAT_MODES = (False, True, "attention")
+
+
+def remat_mode(remat) -> Union[bool, str]:
+    """The constructors' `remat` checked: False (keep every activation), True (recompute each block) or
+    "attention" (recompute only the attention probabilities; see `keras_vit.vit.attention_core`)."""
+    if isinstance(remat, (bool, np.bool_)):
+        return bool(remat)
+    if remat == "attention":
+        return remat
+    raise ValueError(f"remat must be one of {REMAT_MODES}, got {remat!r}.")
+
+
 # The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True)
@@ -139,7 +153,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
-                 remat: bool = False, layer_scale_init: Optional[float] = None, activation: Optional[str] = None,
+                 remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None,
+                 activation: Optional[str] = None,
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
                  **kwargs):
         super().__init__(**kwargs)
@@ -147,7 +162,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
         self.layer_norm_epsilon, self.qk_norm, self.qkv_bias = float(layer_norm_epsilon), bool(qk_norm), bool(qkv_bias)
-        self.remat = bool(remat)
+        self.remat = remat_mode(remat)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
@@ -177,7 +192,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                 layer.build(input_shape)
 
     def call(self, x, training=None, return_attention=False):
-        if self.remat and not return_attention:
+        if self.remat is True and not return_attention:
             return keras.remat(self._replayable_forward(training))(x)
         return self._forward(x, training, return_attention)
 
@@ -197,7 +212,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return forward
 
     def _forward(self, x, training=None, return_attention=False):
-        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
+        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention,
+                           recompute_probabilities=self.remat == "attention")
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
@@ -234,14 +250,14 @@ class Encoder(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
-                 remat: bool = False, layer_scale_init: Optional[float] = None, final_norm: bool = True,
+                 remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None, final_norm: bool = True,
                  **options):
         block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
         super().__init__(**options)
         block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_layers, self.num_heads, self.mlp_dim = int(num_layers), int(num_heads), int(mlp_dim)
-        self.remat, self.final_norm = bool(remat), bool(final_norm)
+        self.remat, self.final_norm = remat_mode(remat), bool(final_norm)
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
