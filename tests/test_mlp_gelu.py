@@ -89,3 +89,36 @@ def test_training_gelu_equals_keras_values_and_the_closed_form_gradient(backend)
     if backend == "jax":
         t = out["temp_bytes"]  # at least one activation per layer fewer kept (the tanh's output)
         assert t["training"] <= t["plain"] - 3 * t["one_activation"], t
+
+
+_EAGER = r"""
+import json
+import numpy as np, tensorflow as tf, keras
+import keras_vit
+from keras_vit.vit import mlp
+
+x = np.linspace(-8, 8, 4001).astype("float32")
+x64 = x.astype("float64")
+reference = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+scale = np.maximum(1.0, np.abs(reference))
+graph = tf.function(lambda t: mlp.gelu(t, approximate=True))
+ops_in_graph = {op.type for op in graph.get_concrete_function(tf.TensorSpec([None], "float32")).graph.get_operations()}
+out = {"eager_error": float((np.abs(mlp.gelu(tf.constant(x)).numpy() - reference) / scale).max()),
+       "graph_error": float((np.abs(graph(tf.constant(x)).numpy() - reference) / scale).max()),
+       "graph_has_keras_form": "Tanh" in ops_in_graph and "Sigmoid" not in ops_in_graph}
+model = keras_vit.VisionTransformer(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
+                                    input_shape=(16, 16, 3), include_top=False)  # the pre-logits features
+images = np.random.default_rng(0).uniform(-1, 1, (3, 16, 16, 3)).astype("float32")
+eager, traced = model(images).numpy(), model.predict(images, verbose=0)
+out["model_eager_vs_predict"] = float(np.abs(eager - traced).max() / np.abs(traced).max())
+print(json.dumps(out))
+"""
+
+
+def test_eager_tensorflow_gelu_is_the_same_function():
+    """TensorFlow's eager forward pass writes the tanh GELU as x sigmoid(2u) (fewer, cheaper ops); graphs keep
+    Keras' form. Both agree with the float64 formula, and a model's eager and traced outputs agree."""
+    out = run_on_backend(_EAGER, "tensorflow")
+    assert out["eager_error"] <= 1e-6 and out["graph_error"] <= 2e-6, out
+    assert out["graph_has_keras_form"], out
+    assert out["model_eager_vs_predict"] <= 1e-5, out
