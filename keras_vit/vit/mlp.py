@@ -9,11 +9,11 @@ moves logits well past any parity bound, so the model records which one its chec
 from __future__ import annotations
 
 import math
-import sys
 
 import keras
 from keras import ops
 
+from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.vit.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.vit.specs import ArraySpecs
 
@@ -26,16 +26,11 @@ def gelu(x, approximate: bool = True):
     GELU lowers to `Erfc`, which the ONNX converter cannot express. In TensorFlow's eager mode the tanh form
     is written as x sigmoid(2u) (`_eager_gelu_tanh`)."""
     if approximate:
-        return _eager_gelu_tanh(x) if _tensorflow_eager() else ops.gelu(x, approximate=True)
+        return _eager_gelu_tanh(x) if tensorflow_eager() else ops.gelu(x, approximate=True)
     return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def _tensorflow_eager() -> bool:
-    """True when TensorFlow runs the ops one at a time (not inside a `tf.function` or a Keras trace)."""
-    return keras.backend.backend() == "tensorflow" and sys.modules["tensorflow"].executing_eagerly()
 
 
 def _eager_gelu_tanh(x):
