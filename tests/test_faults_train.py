@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import keras_vit
+
 from conftest import ROOT
 from recipes import train
 from recipes.trainer import lock
@@ -197,12 +199,38 @@ def test_second_live_run_is_refused_and_a_stale_lock_taken_over(tmp_path):
     ("model.num_layers", -1, "config.model.num_layers must be >= 0"),
     ("model.dropout_rate", 1.0, "config.model.dropout_rate must be a number in"),
     ("dataset.image_size", 0, "config.dataset.image_size must be >= 1"),
+    ("model.remat", "yes", 'config.model.remat must be True, False or "attention", got \'yes\''),
 ])
 def test_config_out_of_range_is_refused_before_the_workdir_is_touched(tmp_path, field, value, message):
     workdir = tmp_path / "run"
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         train.train_and_evaluate(_config(**{field: value}), str(workdir), train_input=_input())
     assert not workdir.exists()
+
+
+def test_remat_attention_reaches_the_model_and_other_strings_are_refused_at_the_command_line(tmp_path):
+    """`config.model.remat` takes True, False or "attention": a run with "attention" builds its model with that
+    mode and trains; on the command line any other string gets to the config check (not a type error of the
+    config library) and is refused in one line before the workdir exists."""
+    built = []
+    original = keras_vit.VisionTransformer.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        built.append(self.remat)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keras_vit.VisionTransformer, "__init__", spy)
+        summary = train.train_and_evaluate(_config(**{"model.remat": "attention"}, total_steps=2),
+                                           str(tmp_path / "a"), train_input=_input())
+    assert summary["steps"] == 2 and built and set(built) == {"attention"}
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    run = subprocess.run([sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py",
+                          f"--workdir={tmp_path / 'w'}", "--config.model.remat=sometimes"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert 'config.model.remat must be True, False or "attention", got \'sometimes\'' in run.stderr, run.stderr
+    assert not (tmp_path / "w").exists()
 
 
 def test_unknown_config_field_is_one_line(tmp_path):

@@ -14,7 +14,9 @@ def base_config() -> ml_collections.ConfigDict:
         resnet_layers=(), resnet_width=1.0,  # hybrid stem of a custom model (table hybrids have their own)
         classifier="token", representation_size=0, dropout_rate=0.0, attention_dropout_rate=0.0,
         drop_path_rate=0.0, gelu_approximate=True,  # False: exact GELU, as timm / transformers weights need
-        remat=False))  # True: recompute each encoder block in the backward pass (less memory, more compute)
+        # True: recompute each encoder block in the backward pass (less memory, more compute); "attention":
+        # only the attention probabilities (--config.model.remat=attention)
+        remat=ml_collections.FieldReference(False, field_type=object)))
     c.init_weights = ""        # fine-tuning: any weight source keras_vit.load_model takes (.weights.h5: see below)
     c.init_image_size = 0      # resolution a .weights.h5 init file was trained at (0: same as now)
     c.init_classes = 0         # classes of that file's head (0: same as now)

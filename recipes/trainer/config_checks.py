@@ -42,8 +42,10 @@ def check(config) -> None:
     if config.dataset.crop_area_min > 1:
         raise ValueError(f"config.dataset.crop_area_min must be in (0, 1], got {config.dataset.crop_area_min}.")
     for name in ("restart", "deterministic", "jit_compile", "dataset.cache", "dataset.download", "dataset.flip",
-                 "mpp.enabled", "optimizer.nesterov", "model.gelu_approximate", "model.remat"):
+                 "mpp.enabled", "optimizer.nesterov", "model.gelu_approximate"):
         validate.boolean(f"config.{name}", _get(config, name))
+    if not isinstance(config.model.remat, bool) and config.model.remat != "attention":
+        raise ValueError(f'config.model.remat must be True, False or "attention", got {config.model.remat!r}.')
     # 0: the named row's value / no representation layer
     _ints(config, [f"model.{f}" for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers",
                                           "representation_size")], minimum=0)
