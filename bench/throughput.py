@@ -182,7 +182,8 @@ _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
-model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=sys.argv[8] == "remat")
+remat = {"remat": True, "attention": "attention"}.get(sys.argv[8], False)
+model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=remat)
 x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
 y = np.random.randint(0, 1000, (batch,))
 if mode == "infer":
@@ -217,7 +218,7 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
     out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup),
-                          fused, "remat" if remat else "keep"],
+                          fused, {True: "remat", "attention": "attention"}.get(remat, "keep")],
                          env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
@@ -230,7 +231,8 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
 def measure(f, name, size, mode, batch, dtype, iters, warmup):
     """(img/s or None, forward FLOPs or None, peak RSS GB, error or None) of one row, in this process."""
     ips = flops = error = None
-    remat, f = f.endswith("_remat"), f.removesuffix("_remat")  # keras_tf_remat, keras_jax_remat, ...
+    remat = "attention" if f.endswith("_remat_attention") else f.endswith("_remat")  # keras_tf_remat, ...
+    f = f.removesuffix("_remat_attention").removesuffix("_remat")
     int8, f = f.endswith("_int8"), f.removesuffix("_int8")  # keras_tf_int8 (model.quantize), timm_int8
     try:
         if int8 and mode != "infer":
@@ -287,7 +289,8 @@ def main(argv=None) -> None:
                         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
                         "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
                         "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile; suffix _remat "
-                        "(keras_tf, keras_tf_noxla, keras_jax: remat=True) or _int8 (keras_tf, keras_tf_noxla: "
+                        "(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat=\"attention\") "
+                        "or _int8 (keras_tf, keras_tf_noxla: "
                         "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
