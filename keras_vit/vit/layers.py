@@ -126,7 +126,7 @@ def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> 
 REMAT_MODES = (False, True, "attention")
 
 
-def remat_mode(remat) -> Union[bool, str]:
+def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
     """The constructors' `remat` checked: False (keep every activation), True (recompute each block) or
     "attention" (recompute only the attention probabilities; see `keras_vit.vit.attention_core`)."""
     if isinstance(remat, (bool, np.bool_)):
