@@ -12,6 +12,8 @@ def adamw_step(model, x, y):
     import jax
     import keras
 
+    from keras_vit.utils import heap
+
     opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
     opt.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -27,4 +29,6 @@ def adamw_step(model, x, y):
 
     state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
              [v.value for v in opt.variables])
-    return jax.jit(step, donate_argnums=(0, 1, 2)).lower(*state).compile(), state
+    with heap.returning_freed_memory():  # as the recipes' first step: what XLA frees goes back to the OS
+        compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(*state).compile()
+    return compiled, state

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 import keras_vit
+from keras_vit.utils import heap
 from recipes.trainer import losses
 from recipes.trainer.checkpoints import keyed_by_path
 
@@ -95,7 +96,9 @@ class JaxEngine:
         self._loss_fn = loss_fn or classify
         self._clip_norm = float(clip_norm or 0.0)
         shardings = jax.tree.map(lambda a: a.sharding, self._values)
-        self._step = jax.jit(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None))
+        # the first call compiles; what XLA frees meanwhile goes back to the OS before the step's buffers are taken
+        self._step = heap.first_call_returning_freed_memory(
+            jax.jit(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None)))
         self._predict = jax.jit(self._eval_step)
 
     # ------------------------------------------------------------------ state

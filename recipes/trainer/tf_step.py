@@ -3,7 +3,8 @@
 One `tf.function` holds forward, backward, gradient all-reduce, global-norm
 clipping and the optimizer update (XLA-compiled on a single device), so a step is
 one device call with no host synchronisation; metrics stay on the device until
-the loop asks for them.
+the loop asks for them. The training step's first call (the one that compiles) gives
+the memory the compilation freed back to the OS (`keras_vit.utils.heap`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Callable, Optional
 import keras
 import tensorflow as tf
 
+from keras_vit.utils import heap
 from recipes.trainer import losses
 
 logger = logging.getLogger("recipes")
@@ -84,8 +86,11 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
         jit_compile = False
     if jit_compile:
         compiled = tf.function(replica_step, jit_compile=True)
-        return tf.function(lambda inputs: compiled(*inputs))
-    return tf.function(step)
+        step_fn = tf.function(lambda inputs: compiled(*inputs))
+    else:
+        step_fn = tf.function(step)
+    # the first call traces and compiles; what that frees goes back to the OS before the step's buffers are taken
+    return heap.first_call_returning_freed_memory(step_fn)
 
 
 def build_eval_step(model: keras.Model) -> Callable:
