@@ -120,3 +120,36 @@ def test_the_recipes_training_steps_trim_on_their_first_call(monkeypatch):
     else:
         pytest.skip("the recipes train on TensorFlow and JAX")
     assert len(seen) == 1 and np.isfinite(float(out["loss"]))
+
+
+def test_fit_runs_the_first_call_of_each_training_function_it_makes_inside_the_trimming_block(monkeypatch):
+    """Keras' own `fit`: one trimming block for the call that compiles, none for the calls after it; a training
+    function made again (`force=True`, or after `compile`) gets its own."""
+    import contextlib
+
+    import keras
+
+    import keras_vit
+
+    blocks = []
+
+    @contextlib.contextmanager
+    def counting(interval=heap.DEFAULT_INTERVAL):
+        blocks.append(interval)
+        yield
+
+    monkeypatch.setattr(heap, "returning_freed_memory", counting)
+    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=1,
+                                        input_shape=(8, 8, 3), classes=3, classifier_activation=None)
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.default_rng(0).uniform(-1, 1, (8, 8, 8, 3)).astype("float32")
+    y = np.arange(8) % 3
+    first = model.fit(x, y, batch_size=4, epochs=2, verbose=0).history["loss"]
+    assert len(blocks) == 1 and all(np.isfinite(first))
+    model.train_on_batch(x[:4], y[:4])
+    assert len(blocks) == 1
+    model.make_train_function(force=True)
+    model.train_on_batch(x[:4], y[:4])
+    assert len(blocks) == 2
+    assert model.train_function.__wrapped__ is not None  # still Keras' function underneath

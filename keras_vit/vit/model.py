@@ -20,6 +20,7 @@ import numpy as np
 from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
+from keras_vit.vit.fit_memory import FitMemory
 from keras_vit.vit.initializers import PACKAGE, weights_follow
 from keras_vit.vit.components import make_components
 from keras_vit.vit.layers import TokenPooling
@@ -84,7 +85,7 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(ArraySpecs, Quantization, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
+class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
     Args:
