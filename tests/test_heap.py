@@ -153,3 +153,26 @@ def test_fit_runs_the_first_call_of_each_training_function_it_makes_inside_the_t
     model.train_on_batch(x[:4], y[:4])
     assert len(blocks) == 2
     assert model.train_function.__wrapped__ is not None  # still Keras' function underneath
+
+
+def test_fit_with_the_trimming_block_trains_exactly_as_without(monkeypatch):
+    import keras
+
+    import keras_vit
+
+    def fitted():
+        keras.utils.set_random_seed(3)
+        model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=1,
+                                            input_shape=(8, 8, 3), classes=3, classifier_activation=None)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-2),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = np.random.default_rng(0).uniform(-1, 1, (8, 8, 8, 3)).astype("float32")
+        model.fit(x, np.arange(8) % 3, batch_size=4, epochs=2, verbose=0, shuffle=False)
+        return [np.asarray(w) for w in model.get_weights()]
+
+    trimmed = fitted()
+    monkeypatch.setattr(heap, "first_call_returning_freed_memory", lambda f, interval=0.1: f)
+    plain = fitted()
+    assert len(trimmed) == len(plain)
+    for a, b in zip(trimmed, plain):
+        np.testing.assert_array_equal(a, b)
