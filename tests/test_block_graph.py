@@ -1,0 +1,106 @@
+"""`keras_vit.vit.block_graph`: TensorFlow's eager `model(x)` runs the encoder's blocks through one traced block
+function. Checked against the model's own graph (`predict`) and against the block-by-block eager path: values,
+gradients, the fallback for blocks that differ, and that training and attention maps never take it."""
+
+import numpy as np
+import pytest
+
+import keras
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's eager mode only")
+
+T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=5,
+         classifier_activation=None)
+
+
+def _model(seed=0, **kw):
+    import keras_vit
+
+    model = keras_vit.VisionTransformer(**{**T, **kw})
+    rng = np.random.default_rng(seed)
+    model.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) if w.dtype.kind == "f" else w
+                       for w in model.get_weights()])
+    return model
+
+
+def _x(n=2, seed=1):
+    return np.random.default_rng(seed).uniform(-1, 1, (n, 16, 16, 3)).astype("float32")
+
+
+def _eager_block_by_block(monkeypatch, fn):
+    from keras_vit.vit import block_graph
+
+    with monkeypatch.context() as m:
+        m.setattr(block_graph, "run_blocks", lambda encoder, x: None)
+        return fn()
+
+
+def test_eager_call_matches_the_models_graph_and_the_block_by_block_path(monkeypatch):
+    from keras_vit.vit import block_graph
+
+    model, x = _model(), _x()
+    got = np.asarray(model(x, training=False))
+    (function,) = [f for e, f in block_graph._FUNCTIONS.items() if e in model.layers]
+    assert function.experimental_get_tracing_count() == 1  # one trace served all three blocks
+    np.testing.assert_allclose(got, model.predict(x, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(got, _eager_block_by_block(monkeypatch, lambda: np.asarray(model(x))), atol=1e-5)
+    assert np.abs(got).max() > 0.1  # a model whose output carries the weights
+    model(_x(n=3), training=False)  # another batch size: traced again, still right
+    np.testing.assert_allclose(np.asarray(model(_x(n=3))), model.predict(_x(n=3), verbose=0), atol=1e-5)
+
+
+def test_gradients_through_the_block_function_equal_the_block_by_block_ones(monkeypatch):
+    import tensorflow as tf
+
+    model, x = _model(), tf.constant(_x())
+
+    def grads():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(model(x, training=False)))
+        return tape.gradient(loss, [x] + list(model.trainable_variables))
+
+    fast, slow = grads(), _eager_block_by_block(monkeypatch, grads)
+    assert len(fast) == len(slow) == 1 + len(model.trainable_variables)
+    for a, b in zip(fast, slow):
+        assert a is not None
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=1e-4)
+
+
+def test_blocks_of_different_structure_run_one_by_one_and_stay_right():
+    from keras_vit.vit import block_graph
+
+    model, x = _model(), _x()
+    encoder = next(layer for layer in model.layers if hasattr(layer, "blocks"))
+    dense = next(layer for layer in encoder.blocks[1]._flatten_layers() if isinstance(layer, keras.layers.Dense))
+    dense.enable_lora(2)  # block 1 alone now has two more variables
+    assert not block_graph._uniform(encoder.blocks)
+    assert block_graph.run_blocks(encoder, x) is None
+    np.testing.assert_allclose(np.asarray(model(x, training=False)), model.predict(x, verbose=0), atol=1e-5)
+
+
+def test_a_model_changed_after_its_first_call_is_traced_again():
+    model, x = _model(), _x()
+    before = np.asarray(model(x, training=False))
+    model.enable_lora(2)  # every block: the same structure again, with more variables
+    for v in model.trainable_variables:
+        if "lora_kernel_b" in v.path:
+            v.assign(np.full(v.shape, 0.05, "float32"))
+    after = np.asarray(model(x, training=False))
+    assert np.abs(after - before).max() > 1e-3
+    np.testing.assert_allclose(after, model.predict(x, verbose=0), atol=1e-5)
+
+
+def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
+    from keras_vit.vit import block_graph
+
+    calls = []
+    real = block_graph.run_blocks
+    monkeypatch.setattr(block_graph, "run_blocks", lambda encoder, x: calls.append(1) or real(encoder, x))
+    model, x = _model(dropout_rate=0.1), _x()
+    model(x, training=True)
+    tokens = np.random.default_rng(2).normal(size=(2, 17, 16)).astype("float32")
+    _, attention = model.encoder(tokens, return_attention=True)
+    assert len(attention) == 3 and calls == []
+    model(x)
+    assert calls == [1]
