@@ -1,13 +1,16 @@
-"""`keras_vit.vit.block_graph`: TensorFlow's eager `model(x)` runs the encoder's blocks through one traced block
-function. Checked against the model's own graph (`predict`) and against the block-by-block eager path: values,
-gradients, the fallback for blocks that differ, and that training and attention maps never take it."""
+"""`keras_vit.vit.block_graph`: an eager `model(x)` on TensorFlow or JAX runs the encoder's blocks through one
+compiled block function. Checked against the model's own compiled graph (`predict`) and against the
+block-by-block eager path: values, gradients (TensorFlow's tape), the fallback for blocks that differ, and that
+training and attention maps never take it."""
 
 import numpy as np
 import pytest
 
 import keras
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's eager mode only")
+pytestmark = pytest.mark.skipif(keras.backend.backend() not in ("tensorflow", "jax"),
+                                reason="PyTorch runs eagerly by design: no block function there")
+TF = keras.backend.backend() == "tensorflow"
 
 T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=5,
          classifier_activation=None)
@@ -41,7 +44,8 @@ def test_eager_call_matches_the_models_graph_and_the_block_by_block_path(monkeyp
     model, x = _model(), _x()
     got = np.asarray(model(x, training=False))
     (function,) = [f for e, f in block_graph._FUNCTIONS.items() if e in model.layers]
-    assert function.experimental_get_tracing_count() == 1  # one trace served all three blocks
+    traces = function.experimental_get_tracing_count() if TF else function._cache_size()
+    assert traces == 1  # one trace served all three blocks
     np.testing.assert_allclose(got, model.predict(x, verbose=0), atol=1e-5)
     np.testing.assert_allclose(got, _eager_block_by_block(monkeypatch, lambda: np.asarray(model(x))), atol=1e-5)
     assert np.abs(got).max() > 0.1  # a model whose output carries the weights
@@ -49,6 +53,7 @@ def test_eager_call_matches_the_models_graph_and_the_block_by_block_path(monkeyp
     np.testing.assert_allclose(np.asarray(model(_x(n=3))), model.predict(_x(n=3), verbose=0), atol=1e-5)
 
 
+@pytest.mark.skipif(not TF, reason="TensorFlow's tape differentiates eager calls; JAX traces, and skips the path")
 def test_gradients_through_the_block_function_equal_the_block_by_block_ones(monkeypatch):
     import tensorflow as tf
 
@@ -104,3 +109,32 @@ def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
     assert len(attention) == 3 and calls == []
     model(x)
     assert calls == [1]
+
+
+_JAX = """
+import json, numpy as np, keras, keras_vit
+from keras_vit.vit import block_graph
+model = keras_vit.VisionTransformer(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3,
+                                    input_shape=(16, 16, 3), classes=5, classifier_activation=None)
+rng = np.random.default_rng(0)
+model.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) if w.dtype.kind == "f" else w
+                   for w in model.get_weights()])
+x = rng.uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+fast = np.asarray(model(x, training=False))
+(function,) = block_graph._FUNCTIONS.values()
+traces = function._cache_size()
+graph = model.predict(x, verbose=0)
+block_graph.run_blocks = lambda encoder, x: None
+slow = np.asarray(model(x, training=False))
+print(json.dumps(dict(traces=traces, vs_predict=float(np.abs(fast - graph).max()),
+                      vs_blocks=float(np.abs(fast - slow).max()), scale=float(np.abs(fast).max()))))
+"""
+
+
+@pytest.mark.skipif(not TF, reason="the JAX run is the subprocess here; under JAX the tests above cover it")
+def test_jax_eager_call_through_one_jitted_block_matches_predict_and_the_block_by_block_path():
+    from conftest import run_on_backend
+
+    got = run_on_backend(_JAX, "jax")
+    assert got["traces"] == 1 and got["scale"] > 0.1
+    assert got["vs_predict"] <= 1e-5 and got["vs_blocks"] <= 1e-5

@@ -13,7 +13,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.vit import block_graph
 from keras_vit.vit.attention import MultiHeadDotProductAttention
 from keras_vit.vit.initializers import PACKAGE as _PACKAGE
@@ -292,7 +291,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         return self.encoder_norm(x) if self.encoder_norm is not None else x
 
     def call(self, x, training=None, return_attention=False):
-        if not training and not return_attention and tensorflow_eager():  # one traced graph for every block
+        if not training and not return_attention and block_graph.eager(x):  # one compiled function, every block
             y = block_graph.run_blocks(self, x)
             if y is not None:
                 return self.finish(y)
