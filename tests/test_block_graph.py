@@ -96,6 +96,19 @@ def test_a_model_changed_after_its_first_call_is_traced_again():
     np.testing.assert_allclose(after, model.predict(x, verbose=0), atol=1e-5)
 
 
+def test_stateless_call_runs_the_blocks_with_the_values_it_is_given(monkeypatch):
+    """Keras' `stateless_call`, eagerly: the block function reads the values of the caller's scope, not the
+    variables'."""
+    model, x = _model(), _x()
+    trainable = [np.asarray(v) * 1.1 for v in model.trainable_variables]
+    other = [np.asarray(v) for v in model.non_trainable_variables]
+    got = np.asarray(model.stateless_call(trainable, other, x, training=False)[0])
+    want = _eager_block_by_block(monkeypatch, lambda: np.asarray(
+        model.stateless_call(trainable, other, x, training=False)[0]))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert np.abs(got - np.asarray(model(x))).max() > 1e-2
+
+
 def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
     from keras_vit.vit import block_graph
 
@@ -124,10 +137,16 @@ fast = np.asarray(model(x, training=False))
 (function,) = block_graph._FUNCTIONS.values()
 traces = function._cache_size()
 graph = model.predict(x, verbose=0)
+values = ([np.asarray(v) * 1.1 for v in model.trainable_variables],
+          [np.asarray(v) for v in model.non_trainable_variables])
+fast_stateless = np.asarray(model.stateless_call(*values, x, training=False)[0])
 block_graph.run_blocks = lambda encoder, x: None
 slow = np.asarray(model(x, training=False))
+slow_stateless = np.asarray(model.stateless_call(*values, x, training=False)[0])
 print(json.dumps(dict(traces=traces, vs_predict=float(np.abs(fast - graph).max()),
-                      vs_blocks=float(np.abs(fast - slow).max()), scale=float(np.abs(fast).max()))))
+                      vs_blocks=float(np.abs(fast - slow).max()), scale=float(np.abs(fast).max()),
+                      stateless=float(np.abs(fast_stateless - slow_stateless).max()),
+                      stateless_moved=float(np.abs(fast_stateless - fast).max()))))
 """
 
 
@@ -138,3 +157,4 @@ def test_jax_eager_call_through_one_jitted_block_matches_predict_and_the_block_b
     got = run_on_backend(_JAX, "jax")
     assert got["traces"] == 1 and got["scale"] > 0.1
     assert got["vs_predict"] <= 1e-5 and got["vs_blocks"] <= 1e-5
+    assert got["stateless"] <= 1e-5 and got["stateless_moved"] > 1e-2
