@@ -1,6 +1,7 @@
 """Cold start: from `python` to the first prediction of a ViT-B/16 on one 224 px image, loading a timm
 `.safetensors` file, for timm and for keras_vit on each backend. A fresh process per row, rows interleaved over
-`--rounds`; each row prints import, build + load and first-call seconds.
+`--rounds`; each row prints import, build + load and first-call seconds, and the median of the three calls
+after the first ("next call": steady latency).
 
     .venv/bin/python bench/cold_start.py --rounds 3 [--torch-python /path/to/python-with-torch-and-timm]
 
@@ -35,23 +36,33 @@ model = timm.create_model("vit_base_patch16_224", pretrained=False)
 save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, {path!r})
 """
 
+_NEXT = """
+def _next(call, n=3):  # the median of the calls after the first (steady latency)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter(); call(); times.append(time.perf_counter() - t)
+    return sorted(times)[n // 2]
+"""
+
 _TIMM = """
 import time; t0 = time.perf_counter()
-import sys; sys.path.insert(0, {stub!r})
+{next}import sys; sys.path.insert(0, {stub!r})
 import numpy as np, torch, timm
 t1 = time.perf_counter()
 model = timm.create_model("vit_base_patch16_224", pretrained=True,
                           pretrained_cfg_overlay=dict(file={path!r})).eval()
 t2 = time.perf_counter()
-with torch.no_grad():
-    model(torch.from_numpy(np.zeros((1, 3, 224, 224), "float32"))).numpy()
+def call():
+    with torch.no_grad():
+        model(torch.from_numpy(np.zeros((1, 3, 224, 224), "float32"))).numpy()
+call()
 t3 = time.perf_counter()
-print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
+print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2, "next_call": _next(call)}})
 """
 
 _KERAS = """
 import time; t0 = time.perf_counter()
-import contextlib, os, sys; sys.path.insert(0, {root!r})
+{next}import contextlib, os, sys; sys.path.insert(0, {root!r})
 import numpy as np, keras_vit
 if {cache!r}:
     keras_vit.enable_compilation_cache({cache!r})
@@ -62,21 +73,23 @@ if {random_init}:  # what load_model did before: random initial values, then the
 model = keras_vit.load_model({path!r})
 t2 = time.perf_counter()
 x = np.zeros((1, 224, 224, 3), "float32")
-if {call!r} == "predict":
-    model.predict(x, verbose=0)
-elif {call!r} == "classify":
-    from keras_vit.analysis.predict import _outputs
-    _outputs(model, x)
-else:
-    np.asarray(model(x))
+def call():
+    if {call!r} == "predict":
+        model.predict(x, verbose=0)
+    elif {call!r} == "classify":
+        from keras_vit.analysis.predict import _outputs
+        _outputs(model, x)
+    else:
+        np.asarray(model(x))
+call()
 t3 = time.perf_counter()
-print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2}})
+print({{"import": t1 - t0, "build_load": t2 - t1, "first_call": t3 - t2, "next_call": _next(call)}})
 """
 
 
 def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
     """{row: (command, environment, directory emptied before each run or None)}."""
-    rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path)], {}, None)}
+    rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path, next=_NEXT)], {}, None)}
     empty, warm = os.path.join(cache, "empty"), os.path.join(cache, "warm")
     torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True,
                                  env=dict(os.environ, KERAS_BACKEND="torch")).returncode == 0
@@ -94,7 +107,7 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
             continue
         python = torch_python if backend == "torch" else sys.executable
         for label, call, random, directory, emptied in cases:
-            code = _KERAS.format(root=ROOT, path=path, call=call, random_init=random, cache=directory)
+            code = _KERAS.format(root=ROOT, path=path, call=call, random_init=random, cache=directory, next=_NEXT)
             rows[f"keras_vit {backend} {label}"] = ([python, "-c", code], {"KERAS_BACKEND": backend}, emptied)
     return rows
 
@@ -129,13 +142,13 @@ def main() -> None:
                 results[name].append(_run(command, env))
     timm_after = statistics.median(r["build_load"] + r["first_call"] for r in results["timm"])
     print(f"{'row':52s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
-          f" {'vs timm':>7s}")
+          f" {'vs timm':>7s} {'next call':>9s}")
     for name, runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         after = statistics.median(r["build_load"] + r["first_call"] for r in runs)
-        total = statistics.median(sum(r.values()) for r in runs)
+        total = statistics.median(r["import"] + r["build_load"] + r["first_call"] for r in runs)
         print(f"{name:52s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
-              f"{after:12.2f} {after / timm_after:6.2f}x")
+              f"{after:12.2f} {after / timm_after:6.2f}x {med['next_call']:9.2f}")
     print(json.dumps({name: runs for name, runs in results.items()}))
 
 
