@@ -30,6 +30,35 @@ def _x(n=2, seed=1):
     return np.random.default_rng(seed).uniform(-1, 1, (n, 16, 16, 3)).astype("float32")
 
 
+def _traces(block_graph) -> int:
+    (function, _), = block_graph._FUNCTIONS.values()
+    return function.experimental_get_tracing_count() if TF else function._cache_size()
+
+
+def test_models_of_one_structure_share_the_function_and_none_is_kept_alive_by_it(monkeypatch):
+    import gc
+    import weakref
+
+    from keras_vit.vit import block_graph
+
+    monkeypatch.setattr(block_graph, "_FUNCTIONS", {})
+    x = _x()
+    first = _model(seed=0)
+    first(x)
+    second = _model(seed=5)  # same structure, other weights: no new trace, its own outputs
+    got = np.asarray(second(x))
+    assert len(block_graph._FUNCTIONS) == 1 and _traces(block_graph) == 1
+    np.testing.assert_allclose(got, second.predict(x, verbose=0), atol=1e-5)
+    assert np.abs(got - np.asarray(first(x))).max() > 1e-2
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None
+    other = _model(hidden_size=24)  # another structure: a function of its own
+    other(x)
+    assert len(block_graph._FUNCTIONS) == 2
+
+
 def _eager_block_by_block(monkeypatch, fn):
     from keras_vit.vit import block_graph
 
@@ -41,11 +70,10 @@ def _eager_block_by_block(monkeypatch, fn):
 def test_eager_call_matches_the_models_graph_and_the_block_by_block_path(monkeypatch):
     from keras_vit.vit import block_graph
 
+    monkeypatch.setattr(block_graph, "_FUNCTIONS", {})
     model, x = _model(), _x()
     got = np.asarray(model(x, training=False))
-    (function,) = [f for e, f in block_graph._FUNCTIONS.items() if e in model.layers]
-    traces = function.experimental_get_tracing_count() if TF else function._cache_size()
-    assert traces == 1  # one trace served all three blocks
+    assert _traces(block_graph) == 1  # one trace served all three blocks
     np.testing.assert_allclose(got, model.predict(x, verbose=0), atol=1e-5)
     np.testing.assert_allclose(got, _eager_block_by_block(monkeypatch, lambda: np.asarray(model(x))), atol=1e-5)
     assert np.abs(got).max() > 0.1  # a model whose output carries the weights
@@ -134,7 +162,7 @@ model.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) if w.dtype.kind =
                    for w in model.get_weights()])
 x = rng.uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
 fast = np.asarray(model(x, training=False))
-(function,) = block_graph._FUNCTIONS.values()
+((function, _),) = block_graph._FUNCTIONS.values()
 traces = function._cache_size()
 graph = model.predict(x, verbose=0)
 values = ([np.asarray(v) * 1.1 for v in model.trainable_variables],

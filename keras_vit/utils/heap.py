@@ -15,8 +15,6 @@ both do nothing. Numbers computed inside are not affected.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import functools
 import threading
 from typing import Callable, Iterator, Optional
@@ -26,7 +24,11 @@ DEFAULT_INTERVAL = 0.1  # seconds: short against a compilation (seconds), long a
 
 @functools.lru_cache(maxsize=None)
 def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's `malloc_trim(pad)`, or None where the C library has none."""
+    """glibc's `malloc_trim(pad)`, or None where the C library has none. (`ctypes` is imported here, on first
+    use: `import keras_vit` imports nothing beyond Keras.)"""
+    import ctypes
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         function = libc.malloc_trim

@@ -4,7 +4,7 @@ Called outside any trace, TensorFlow dispatches every op of a block from Python,
 dispatches every primitive on its own: a ViT-B/16 image costs 0.40 s (TensorFlow) or 0.37 s (JAX) per call on
 2 cores, about twice its arithmetic, and JAX's first call 2.4 s. All blocks of an encoder have the same
 structure, so one function, traced once on the first block with the block's weights as inputs, serves all of
-them: a `tf.function` on TensorFlow (Grappler fuses its ops, C++ runs them), a `jax.jit` on JAX (one XLA
+them, and every later model of the same structure in the process: a `tf.function` on TensorFlow (Grappler fuses its ops, C++ runs them), a `jax.jit` on JAX (one XLA
 program). A ViT-B/16 call then takes 0.20 s on either; the first call 0.38 s on TensorFlow and 1.05 s on
 JAX (BENCHMARKS.md, "Cold start"). PyTorch runs eagerly by design and is left as it is.
 
@@ -19,13 +19,26 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import keras
 
 from keras_vit.utils.eager import tensorflow_eager
 
-_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Encoder -> its compiled block function
+# (block structure) -> (compiled block function, holder of the template block it runs). One function per
+# structure, shared by every model of that structure, so a second model pays no trace (and on JAX no compile).
+_FUNCTIONS: Dict[tuple, Tuple[Callable, "_Template"]] = {}
+
+
+class _Template:
+    """A weak reference to the block the shared function traces: the calling model's first block, set before
+    every call, so that no model is kept alive by the cache."""
+
+    def __init__(self):
+        self.ref = None
+
+    def block(self):
+        return self.ref()
 
 
 def eager(x) -> bool:
@@ -53,13 +66,25 @@ def _uniform(blocks) -> bool:
     return all(type(b) is type(blocks[0]) and _signature(b) == first for b in blocks[1:])
 
 
-def _block_function(encoder) -> Callable:
-    """`f(values, x)`: the first block's inference on `x` with its variables holding `values` (any block's)."""
-    function = _FUNCTIONS.get(encoder)
-    if function is None:
-        template = encoder.blocks[0]
+def _structure(block) -> tuple:
+    """What the block computes from (weights, x): its class, `computation()` config, every sublayer's dtype
+    policy, its variables' signature and the attention path. (Not `get_config`: Keras' serialisation of the
+    dtype policy imports TensorFlow, seconds on the JAX backend.)"""
+    from keras_vit.vit.attention import MultiHeadDotProductAttention
+
+    return (type(block), tuple(sorted(block.computation().items())),
+            tuple(layer.dtype_policy.name for layer in block._flatten_layers()), tuple(_signature(block)),
+            bool(MultiHeadDotProductAttention.FUSED))
+
+
+def _block_function(template_block) -> Callable:
+    """`f(values, x)`: a block of `template_block`'s structure applied to `x` with `values` as its weights."""
+    key = _structure(template_block)
+    if key not in _FUNCTIONS:
+        holder = _Template()
 
         def block(values, x):
+            template = holder.block()
             with keras.StatelessScope(state_mapping=list(zip(template.variables, values))):
                 return template(x, training=False)
 
@@ -71,7 +96,9 @@ def _block_function(encoder) -> Callable:
             import jax
 
             function = jax.jit(block)
-        _FUNCTIONS[encoder] = function
+        _FUNCTIONS[key] = (function, holder)
+    function, holder = _FUNCTIONS[key]
+    holder.ref = weakref.ref(template_block)  # traced from this block if the call traces
     return function
 
 
@@ -81,7 +108,7 @@ def run_blocks(encoder, x) -> Optional[object]:
     blocks = encoder.blocks
     if not blocks or not _uniform(blocks):
         return None
-    function = _block_function(encoder)
+    function = _block_function(blocks[0])
     for b in blocks:
         x = function([v.value for v in b.variables], x)
     return x

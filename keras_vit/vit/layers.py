@@ -232,12 +232,15 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
                     qkv_bias=self.qkv_bias)
 
-    def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "remat": self.remat,
+    def computation(self) -> dict:
+        """The config that decides what the block computes from its weights at inference: `get_config` less
+        the name, trainability and stochastic depth (`keras_vit.vit.block_graph` keys its functions by it)."""
+        return {"num_heads": self.num_heads, "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
+                "attention_dropout_rate": self.attention_dropout_rate, "remat": self.remat,
                 "layer_scale_init": self.layer_scale_init, **self.options()}
+
+    def get_config(self):
+        return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -291,7 +294,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         return self.encoder_norm(x) if self.encoder_norm is not None else x
 
     def call(self, x, training=None, return_attention=False):
-        if not training and not return_attention and block_graph.eager(x):  # one compiled function, every block
+        if not return_attention and block_graph.eager(x) and not training:  # one compiled function, every block
             y = block_graph.run_blocks(self, x)
             if y is not None:
                 return self.finish(y)
