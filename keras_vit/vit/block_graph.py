@@ -26,21 +26,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 import keras
 
 from keras_vit.utils.eager import tensorflow_eager
+from keras_vit.vit.attention import MultiHeadDotProductAttention
 
-# (block structure) -> (compiled block function, holder of the template block it runs). One function per
+# (block structure) -> (compiled block function, [weak reference to the block it traces]). One function per
 # structure, shared by every model of that structure, so a second model pays no trace (and on JAX no compile).
-_FUNCTIONS: Dict[tuple, Tuple[Callable, "_Template"]] = {}
-
-
-class _Template:
-    """A weak reference to the block the shared function traces: the calling model's first block, set before
-    every call, so that no model is kept alive by the cache."""
-
-    def __init__(self):
-        self.ref = None
-
-    def block(self):
-        return self.ref()
+# The reference is the calling model's first block, set before every call: the cache keeps no model alive.
+_FUNCTIONS: Dict[tuple, Tuple[Callable, list]] = {}
 
 
 def eager(x) -> bool:
@@ -63,30 +54,29 @@ def _signature(block) -> List[Tuple[str, tuple, str]]:
             for v in block.variables]
 
 
-def _uniform(blocks) -> bool:
-    first = _signature(blocks[0])
-    return all(type(b) is type(blocks[0]) and _signature(b) == first for b in blocks[1:])
-
-
 def _structure(block) -> tuple:
     """What the block computes from (weights, x): its class, `computation()` config, every sublayer's dtype
     policy, its variables' signature and the attention path. (Not `get_config`: Keras' serialisation of the
     dtype policy imports TensorFlow, seconds on the JAX backend.)"""
-    from keras_vit.vit.attention import MultiHeadDotProductAttention
-
     return (type(block), tuple(sorted(block.computation().items())),
             tuple(layer.dtype_policy.name for layer in block._flatten_layers()), tuple(_signature(block)),
             bool(MultiHeadDotProductAttention.FUSED))
 
 
-def _block_function(template_block) -> Callable:
-    """`f(values, x)`: a block of `template_block`'s structure applied to `x` with `values` as its weights."""
-    key = _structure(template_block)
+def _uniform(blocks) -> Optional[tuple]:
+    """The structure every block shares, or None where they differ (LoRA or int8 on some blocks only)."""
+    structures = {_structure(b) for b in blocks}
+    return structures.pop() if len(structures) == 1 else None
+
+
+def _block_function(template_block, key: tuple) -> Callable:
+    """`f(values, x)`: a block of structure `key` (`template_block`'s) applied to `x` with `values` as its
+    weights."""
     if key not in _FUNCTIONS:
-        holder = _Template()
+        reference = [None]
 
         def block(values, x):
-            template = holder.block()
+            template = reference[0]()
             with keras.StatelessScope(state_mapping=list(zip(template.variables, values))):
                 return template(x, training=False)
 
@@ -98,9 +88,9 @@ def _block_function(template_block) -> Callable:
             import jax
 
             function = jax.jit(block)
-        _FUNCTIONS[key] = (function, holder)
-    function, holder = _FUNCTIONS[key]
-    holder.ref = weakref.ref(template_block)  # traced from this block if the call traces
+        _FUNCTIONS[key] = (function, reference)
+    function, reference = _FUNCTIONS[key]
+    reference[0] = weakref.ref(template_block)  # traced from this block if the call traces
     return function
 
 
@@ -108,9 +98,10 @@ def run_blocks(encoder, x) -> Optional[object]:
     """`x` through every block of `encoder` by its one compiled block function; None where the blocks differ
     in structure (the caller then runs them one by one)."""
     blocks = encoder.blocks
-    if not blocks or not _uniform(blocks):
+    key = _uniform(blocks) if blocks else None
+    if key is None:
         return None
-    function = _block_function(blocks[0])
+    function = _block_function(blocks[0], key)
     for b in blocks:
         x = function([v.value for v in b.variables], x)
     return x
