@@ -20,7 +20,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from bench.throughput import _timm_name, rss_gb  # noqa: E402  (also puts the torchvision stand-in on the path)
+# also puts the torchvision stand-in on the path
+from bench.throughput import _timm_name, remat_suffix, rss_gb  # noqa: E402
 ROWS = {
     "timm": "timm eager (fused SDPA attention: no N x N probabilities kept)",
     "timm_unfused": "timm eager, timm.layers.set_fused_attn(False) (softmax probabilities kept)",
@@ -42,7 +43,7 @@ def _keras_model(name, size, row):
 
     MultiHeadDotProductAttention.FUSED = "fused" in row
     return keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,
-                                  remat="attention" if row.endswith("remat_attention") else "remat" in row)
+                                  remat=remat_suffix(row)[0])
 
 
 def run_row(row: str, name: str, size: int, batch: int) -> dict:

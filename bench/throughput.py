@@ -228,11 +228,18 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
 
 # ----------------------------------------------------------------------------- driver
 
+def remat_suffix(row: str) -> tuple:
+    """(the `remat` a row name asks for, the name without that suffix): `_remat_attention` -> "attention",
+    `_remat` -> True, else False."""
+    if row.endswith("_remat_attention"):
+        return "attention", row.removesuffix("_remat_attention")
+    return row.endswith("_remat"), row.removesuffix("_remat")
+
+
 def measure(f, name, size, mode, batch, dtype, iters, warmup):
     """(img/s or None, forward FLOPs or None, peak RSS GB, error or None) of one row, in this process."""
     ips = flops = error = None
-    remat = "attention" if f.endswith("_remat_attention") else f.endswith("_remat")  # keras_tf_remat, ...
-    f = f.removesuffix("_remat_attention").removesuffix("_remat")
+    remat, f = remat_suffix(f)  # keras_tf_remat, keras_jax_remat, keras_tf_remat_attention, ...
     int8, f = f.endswith("_int8"), f.removesuffix("_int8")  # keras_tf_int8 (model.quantize), timm_int8
     try:
         if int8 and mode != "infer":
