@@ -66,6 +66,8 @@ def test_returning_freed_memory_stops_its_thread_on_an_error_and_checks_the_inte
         with pytest.raises(ValueError, match="interval must be > 0 seconds"):
             with heap.returning_freed_memory(interval=bad):
                 pass
+        with pytest.raises(ValueError, match="interval must be > 0 seconds"):
+            heap.first_call_returning_freed_memory(lambda: None, interval=bad)
 
 
 def test_without_malloc_trim_everything_is_a_no_op(monkeypatch):

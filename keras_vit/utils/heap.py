@@ -53,6 +53,11 @@ def trim() -> bool:
     return bool(function(0)) if function is not None else False
 
 
+def _check_interval(interval: float) -> None:
+    if not interval > 0:
+        raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+
+
 @contextlib.contextmanager
 def returning_freed_memory(interval: float = DEFAULT_INTERVAL) -> Iterator[None]:
     """While the block runs, gives freed heap pages back every `interval` seconds; once more when it ends.
@@ -63,8 +68,7 @@ def returning_freed_memory(interval: float = DEFAULT_INTERVAL) -> Iterator[None]
     Args:
       interval: seconds between two trims, > 0.
     """
-    if not interval > 0:
-        raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+    _check_interval(interval)
     if not available():
         yield
         return
@@ -87,8 +91,10 @@ def returning_freed_memory(interval: float = DEFAULT_INTERVAL) -> Iterator[None]
 def first_call_returning_freed_memory(function: Callable, interval: float = DEFAULT_INTERVAL) -> Callable:
     """`function`, whose first call runs inside `returning_freed_memory(interval)` (the call that compiles).
 
-    Later calls go straight to `function`. The wrapper keeps `function` as `__wrapped__`.
+    Later calls go straight to `function`. The wrapper keeps `function` as `__wrapped__`. A bad `interval` is
+    refused here, not at the first call.
     """
+    _check_interval(interval)
     first = [True]
 
     @functools.wraps(function)

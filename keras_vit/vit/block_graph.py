@@ -34,7 +34,7 @@ from keras_vit.vit.attention import MultiHeadDotProductAttention
 _FUNCTIONS: Dict[tuple, Tuple[Callable, list]] = {}
 
 
-def eager(x) -> bool:
+def eager(x: object) -> bool:
     """Whether `x` reaches the encoder outside any trace, on a backend this module compiles for."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -94,7 +94,7 @@ def _block_function(template_block, key: tuple) -> Callable:
     return function
 
 
-def run_blocks(encoder, x) -> Optional[object]:
+def run_blocks(encoder: "keras.layers.Layer", x: object) -> Optional[object]:
     """`x` through every block of `encoder` by its one compiled block function; None where the blocks differ
     in structure (the caller then runs them one by one)."""
     blocks = encoder.blocks
