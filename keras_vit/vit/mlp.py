@@ -8,13 +8,13 @@ moves logits well past any parity bound, so the model records which one its chec
 
 from __future__ import annotations
 
-import math
 
 import keras
 from keras import ops
 
 from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.vit.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.vit.mlp_core import activated_dense, sigmoid_2u, slope
 from keras_vit.vit.specs import ArraySpecs
 
 ACTIVATIONS = ("gelu_tanh", "gelu", "quick_gelu")
@@ -30,23 +30,13 @@ def gelu(x, approximate: bool = True):
     return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
 
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def _sigmoid_2u(x):
-    """sigmoid(2u) = 0.5 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), with x^3 as products: the tanh GELU's
-    gate, shared by its eager form and its training gradient."""
-    two_c = 2.0 * _SQRT_2_OVER_PI
-    return ops.sigmoid(x * (two_c + (two_c * 0.044715) * (x * x)))
-
-
 def _eager_gelu_tanh(x):
     """The tanh GELU as x sigmoid(2u). TensorFlow's own form raises x to the third power with `Pow` and takes
     eight ops; run one by one, that is 5.6 ms against 2.2 ms for this form on a ViT-B/16's (197, 3072) hidden
     layer, 40 ms of each eager forward pass. Closer to the float64 values too (3.6e-7 against 9.6e-7). Graphs
     keep Keras' form, which TensorFlow's graph optimiser and the exporters' converters know (BENCHMARKS.md,
     "Cold start")."""
-    return x * _sigmoid_2u(x)
+    return x * sigmoid_2u(x)
 
 
 @ops.custom_gradient
@@ -62,10 +52,7 @@ def _gelu_tanh_keeping_input(x):
     def grad(*args, upstream=None):
         upstream = args[0] if upstream is None else upstream
         wide = keras.backend.result_type(x.dtype, "float32")  # bfloat16 / float16 inputs: float32 arithmetic
-        z, c, a = ops.cast(x, wide), _SQRT_2_OVER_PI, 0.044715
-        s = _sigmoid_2u(z)
-        slope = s + 2.0 * c * z * s * (1.0 - s) * (1.0 + 3.0 * a * z * z)
-        return ops.cast(ops.cast(upstream, wide) * slope, upstream.dtype)
+        return ops.cast(ops.cast(upstream, wide) * slope(ops.cast(x, wide), "gelu_tanh"), upstream.dtype)
 
     return ops.gelu(x, approximate=True), grad
 
@@ -130,10 +117,22 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
     def call(self, x, training=None):
+        if self._keeps_activation_input(training):
+            dense = self.dense_1
+            h = self.dense_0(x)
+            return activated_dense(h, ops.cast(dense.kernel, h.dtype), ops.cast(dense.bias, h.dtype), self.activation)
         y = activate(self.dense_0(x), self.activation, training)
         y = self.dropout(y, training=training)
         y = self.dense_1(y)
         return self.dropout(y, training=training)
+
+    def _keeps_activation_input(self, training) -> bool:
+        """Whether this call takes `mlp_core.activated_dense`, which keeps one (tokens, mlp_dim) tensor instead
+        of two for the backward pass: training on TensorFlow or JAX, no dropout, and a plain float `Dense_1`
+        (no LoRA, not quantized, with a bias)."""
+        dense = self.dense_1
+        return bool(training and keras.backend.backend() in ("tensorflow", "jax") and not self.dropout_rate
+                    and dense.quantization_mode is None and not dense.lora_enabled and dense.use_bias)
 
     def compute_output_shape(self, input_shape):
         return input_shape
