@@ -1,7 +1,9 @@
-"""`remat="attention"`: `keras_vit.vit.attention_core.recomputed_attention` on TensorFlow (`keras.remat`). A
-model built with it has the training gradients of one built without, eagerly and compiled by XLA; the compiled
-backward pass of stacked attention keeps fewer temporaries than the plain formula's (XLA's own buffer report);
-the mode survives a save and reload; other values are refused."""
+"""`keras_vit.vit.attention_core.recomputed_attention` on TensorFlow, which every training call takes (the
+probabilities recomputed in the backward pass): a model's training gradients equal those of its inference call
+(TensorFlow's own differentiation of the plain formula), eagerly and compiled by XLA, by default and with
+`remat="attention"` (kept as a spelling of the default); the compiled backward pass of stacked attention keeps
+fewer temporaries than the plain formula's (XLA's own buffer report); the mode survives a save and reload;
+other values are refused."""
 
 import pytest
 from conftest import run_on_backend
@@ -55,15 +57,17 @@ images = tf.constant(rng.uniform(-1, 1, (2, 16, 16, 3)).astype("float32"))
 plain, model = build(False), build("attention")
 model.set_weights(plain.get_weights())
 
-def grads(model):
+def grads(model, training=True):
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(model(images, training=True) ** 2)
+        loss = tf.reduce_sum(model(images, training=training) ** 2)
     return tape.gradient(loss, model.trainable_variables)
 
-expected = [g.numpy() for g in grads(plain)]
-for label, fn in (("eager", grads), ("xla", tf.function(grads, jit_compile=True))):
+# the reference: the inference call, whose attention is the plain einsum formula differentiated by TensorFlow
+expected = [g.numpy() for g in grads(plain, training=False)]
+for label, fn, m in (("eager", grads, model), ("xla", tf.function(grads, jit_compile=True), model),
+                     ("default_xla", tf.function(grads, jit_compile=True), plain)):
     rel, key_bias = [], []  # the key bias's gradient is 0 in exact arithmetic: only its size is checked
-    for var, a, b in zip(model.trainable_variables, fn(model), expected):
+    for var, a, b in zip(m.trainable_variables, fn(m), expected):
         a = a.numpy()
         if var.path.endswith("key/bias"):
             key_bias.append(float(max(np.abs(a).max(), np.abs(b).max())))
@@ -83,7 +87,7 @@ def test_recomputed_attention_on_tensorflow(tmp_path):
     t = out["temp_bytes"]  # both reports found, and at least two layers' probabilities fewer kept
     assert t.get("plain", 0) > 0 and t.get("recomputed", 0) > 0, t
     assert t["recomputed"] <= t["plain"] - 2 * t["probabilities"], t
-    for label in ("eager", "xla"):
+    for label in ("eager", "xla", "default_xla"):
         rel, key_bias = out["model_grads_" + label]
         assert rel <= 1e-5 and key_bias <= 1e-4, out
     assert out["reloaded_remat"] == "attention", out

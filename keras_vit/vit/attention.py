@@ -25,16 +25,15 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks
     for the probabilities (or attention dropout is active), the scores go through
     `keras.ops.dot_product_attention` (the backend's fused kernel, flash where the device has it) where that
-    was measured faster (`FUSED`; BENCHMARKS.md). While training on JAX (unless `FUSED` is True), and on
-    TensorFlow when called with `recompute_probabilities=True` (a block built with `remat="attention"`), the
-    core is `recomputed_attention` instead, whose backward pass recomputes the probabilities rather than
-    keeping them: on JAX that is faster and smaller, on TensorFlow smaller at a few percent of speed.
+    was measured faster (`FUSED`; BENCHMARKS.md). While training on TensorFlow or JAX (unless `FUSED` is
+    True), the core is `recomputed_attention` instead, whose backward pass recomputes the probabilities
+    rather than keeping them: smaller, and as fast or faster (BENCHMARKS.md, "Training memory").
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
-    # and 0.98x on TensorFlow, so it is the default on JAX only (for inference: JAX training takes attention_core,
-    # faster and smaller still, BENCHMARKS.md "Training memory"); None = per backend, True/False = forced (with
-    # False, JAX training still takes attention_core; True takes dot_product_attention there too).
+    # and 0.98x on TensorFlow, so it is the default on JAX only (for inference: training on TF and JAX takes
+    # attention_core, smaller and no slower, BENCHMARKS.md "Training memory"); None = per backend, True/False =
+    # forced (with False, training still takes attention_core; True takes dot_product_attention there too).
     FUSED = None
     PROJECTIONS = ("query", "key", "value", "out")
 
@@ -75,7 +74,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """True once `model.quantize(...)` has replaced the projections' kernels."""
         return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
-    def call(self, x, training=None, return_attention=False, recompute_probabilities=False):
+    def call(self, x, training=None, return_attention=False):
         h, dh = self.num_heads, self.head_dim
         if self.quantized:
             q, k, v = self.query(x), self.key(x), self.value(x)
@@ -93,7 +92,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
         backend = keras.backend.backend()
-        recompute = backend == "jax" or (backend == "tensorflow" and recompute_probabilities)
+        recompute = backend in ("jax", "tensorflow")
         if training and recompute and self.FUSED is not True and not needs_probabilities:
             return self._project(recomputed_attention(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
         fused = backend == "jax" if self.FUSED is None else self.FUSED

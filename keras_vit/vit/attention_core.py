@@ -2,23 +2,27 @@
 
 Differentiated as written, softmax attention keeps each block's (batch, heads, tokens, tokens) probabilities
 from the forward pass to the backward pass: 12 x 29.8 MB for a ViT-B/16 at batch 16, and XLA's CPU code for
-`keras.ops.dot_product_attention` keeps them too. Here the backward pass recomputes them from q and k, which
-the projections' gradients keep anyway (the flash-attention paper's backward, without its tiling): the
-compiled JAX step of a ViT-B/16 at batch 16 needs 2.84 instead of 3.58 GB of temporaries, at the same speed
-(BENCHMARKS.md, "Training memory"). The extra work is one (tokens x tokens) product per head.
+`keras.ops.dot_product_attention` keeps them too. Here the backward pass recomputes them from q and k, as
+the flash-attention paper's backward does (without its tiling): the forward keeps each row's log-sum-exp, so
+the recomputation is one product and one exponential, and the softmax's Jacobian uses the row sums of
+d_out * out instead of a second pass over the probabilities. The extra work is one (tokens x tokens) product
+per head.
 
-On TensorFlow the same custom gradient does not help: XLA's scheduler runs every block's recomputation as
-soon as q and k exist, so all twelve recomputed probability tensors are live at the peak. There
-`recomputed_attention` takes `keras.remat` (TensorFlow's `recompute_grad`), whose recomputation waits for
-the upstream gradient: ViT-B/16 at batch 16 peaks 0.35 GB lower, but at 0.96x the speed, so TensorFlow
-takes it only in blocks built with `remat="attention"` (BENCHMARKS.md, "Training memory"). PyTorch's
-backend keeps Keras' own differentiation. Softmax is taken in float32 as in `MultiHeadDotProductAttention`.
+The backward pass reads q, k and v again only once the upstream gradient exists
+(`keras_vit.vit.recompute.zero_after`). Without that, TensorFlow's XLA ran every block's recomputation as soon
+as q and k existed, so all twelve recomputed probability tensors were live at the peak; and reading q, k and v
+through their forward-pass transposed copies kept those copies alive beside the fused q/k/v output. With it,
+TensorFlow and JAX take this core in every training call, smaller and no slower than the plain formula
+(BENCHMARKS.md, "Training memory"). PyTorch's backend keeps Keras' own differentiation. Softmax is taken in
+float32 as in `MultiHeadDotProductAttention`.
 """
 
 from __future__ import annotations
 
 import keras
 from keras import ops
+
+from keras_vit.vit.recompute import zero_after
 
 
 def attention(q, k, v):
@@ -30,33 +34,40 @@ def attention(q, k, v):
 
 def recomputed_attention(q, k, v):
     """`attention` whose backward pass recomputes the probabilities instead of keeping them: the custom
-    gradient below on JAX, `keras.remat` on TensorFlow (see the module docstring); the plain formula elsewhere."""
+    gradient below on TensorFlow and JAX (see the module docstring); the plain formula elsewhere."""
     backend = keras.backend.backend()
-    if backend == "jax":
+    if backend in ("jax", "tensorflow"):
         return attention_core(q, k, v)
-    if backend == "tensorflow":
-        return keras.remat(attention)(q, k, v)
     return attention(q, k, v)
 
 
 @ops.custom_gradient
 def attention_core(q, k, v):
     """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled; returns
-    (batch, tokens, heads, head_dim). Its gradient keeps q, k and v only (see the module docstring)."""
-    out = attention(q, k, v)
+    (batch, tokens, heads, head_dim). Its gradient keeps q, k, v, the output and each row's log-sum-exp
+    (batch x heads x tokens numbers) only (see the module docstring)."""
+    logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
+    row_max = ops.max(logits, axis=-1, keepdims=True)
+    e = ops.exp(logits - row_max)
+    row_sum = ops.sum(e, axis=-1, keepdims=True)
+    out = ops.einsum("bhqk,bkhd->bqhd", ops.cast(e / row_sum, v.dtype), v)
+    log_sum_exp = row_max + ops.log(row_sum)
 
     def grad(*args, upstream=None):
         d_out = ops.cast(args[0] if upstream is None else upstream, v.dtype)
-        # the probabilities by another route than the forward's (k q^T, exp(s - max) / sum): the same
-        # instructions would let XLA's common-subexpression pass keep the forward's copy alive instead
-        logits = ops.cast(ops.einsum("bkhd,bqhd->bhqk", k, q), "float32")
-        e = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
-        p = e / ops.sum(e, axis=-1, keepdims=True)
+        # q, k and v read again once the upstream gradient exists (`zero_after`): XLA then neither runs the
+        # recomputation in the forward pass nor keeps the forward's transposed copies of q, k and v for it
+        zero = zero_after(d_out, q.dtype)
+        q2, k2, v2 = q + zero, k + zero, v + zero
+        # the probabilities as exp(s - log-sum-exp): one exponential, no row reductions again
+        p = ops.exp(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q2, k2), "float32") - log_sum_exp)
         d_v = ops.einsum("bhqk,bqhd->bkhd", ops.cast(p, v.dtype), d_out)
-        d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, v), "float32")
-        d_logits = p * (d_p - ops.sum(d_p * p, axis=-1, keepdims=True))  # softmax's Jacobian, row by row
-        d_q = ops.einsum("bhqk,bkhd->bqhd", ops.cast(d_logits, k.dtype), k)
-        d_k = ops.einsum("bhqk,bqhd->bkhd", ops.cast(d_logits, q.dtype), q)
+        d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, v2), "float32")
+        # softmax's Jacobian row by row: sum_k d_p p = sum_d d_out out (the flash-attention backward's D)
+        d_out_dot_out = ops.sum(ops.cast(d_out, "float32") * ops.cast(out, "float32"), axis=-1)  # (b, q, h)
+        d_logits = p * (d_p - ops.expand_dims(ops.transpose(d_out_dot_out, (0, 2, 1)), -1))
+        d_q = ops.einsum("bhqk,bkhd->bqhd", ops.cast(d_logits, k.dtype), k2)
+        d_k = ops.einsum("bhqk,bqhd->bkhd", ops.cast(d_logits, q.dtype), q2)
         return ops.cast(d_q, q.dtype), ops.cast(d_k, k.dtype), ops.cast(d_v, v.dtype)
 
     return out, grad

@@ -128,8 +128,10 @@ REMAT_MODES = (False, True, "attention")
 
 
 def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
-    """The constructors' `remat` checked: False (keep every activation), True (recompute each block) or
-    "attention" (recompute only the attention probabilities; see `keras_vit.vit.attention_core`)."""
+    """The constructors' `remat` checked: False (keep what the backward pass needs), True (recompute each
+    block) or "attention" (recompute only the attention probabilities: what training on TensorFlow and JAX
+    does by default since 0.3.0, `keras_vit.vit.attention_core`; kept so that configs and saved models naming
+    it still load)."""
     if isinstance(remat, (bool, np.bool_)):
         return bool(remat)
     if remat == "attention":
@@ -213,8 +215,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return forward
 
     def _forward(self, x, training=None, return_attention=False):
-        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention,
-                           recompute_probabilities=self.remat == "attention")
+        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y

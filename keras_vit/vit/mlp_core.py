@@ -6,10 +6,8 @@ gradient, act(h)^T dy). PyTorch keeps both as well. Here the backward pass recom
 elementwise pass, so each block keeps one: 12 x 38.7 MB less for a ViT-B/16 at batch 16 (BENCHMARKS.md,
 "Training memory").
 
-The recomputation is made to depend on the upstream gradient, as TensorFlow's own `recompute_grad` does:
-XLA's scheduler is free to run work as early as its inputs exist, and a recomputation that needed only `h`
-would run during the forward pass and be live at the peak, saving nothing. A zero that depends on the
-upstream gradient's first element (`_after`) ties it to the backward pass.
+The recomputation waits for the upstream gradient (`keras_vit.vit.recompute.zero_after`): needing only `h`,
+XLA would otherwise run it during the forward pass, where it would be live at the peak and save nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +16,8 @@ import math
 
 import keras
 from keras import ops
+
+from keras_vit.vit.recompute import zero_after
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -60,12 +60,6 @@ def value_and_slope(z, activation: str):
     return z * s, s + _QUICK * z * s * (1.0 - s)
 
 
-def _after(upstream, dtype):
-    """An exact zero of `dtype` computed from `upstream`'s first element (see the module docstring)."""
-    first = ops.reshape(upstream, (-1,))[:1]
-    return ops.cast(ops.isnan(first), dtype) * ops.cast(0.0, dtype)
-
-
 def activated_dense(h, kernel, bias, activation: str):
     """act(h) @ kernel + bias over (..., mlp_dim) `h`, `kernel` (mlp_dim, D) and `bias` (D,) already in `h`'s
     dtype, differentiable in all three; its backward pass keeps `h` and `kernel`, not act(h)."""
@@ -79,7 +73,7 @@ def activated_dense(h, kernel, bias, activation: str):
             wide = keras.backend.result_type(h.dtype, "float32")  # bfloat16 / float16: float32 arithmetic
             d_y2 = ops.reshape(d_y, (-1, ops.shape(kernel)[1]))
             d_a = ops.einsum("nd,md->nm", d_y2, kernel)
-            z = ops.cast(h, wide) + _after(d_a, wide)
+            z = ops.cast(h, wide) + zero_after(d_a, wide)
             a, da_dh = value_and_slope(z, activation)
             a = ops.reshape(ops.cast(a, h.dtype), (-1, ops.shape(kernel)[0]))
             d_kernel = ops.einsum("nm,nd->md", a, d_y2)  # dot dimensions, no transposed copies
