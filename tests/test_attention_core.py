@@ -1,6 +1,7 @@
 """`keras_vit.vit.attention_core` on JAX (TensorFlow: test_attention_core_tf): the values of softmax attention,
-gradients that match an independent autodiff of the plain formula and central differences in float64 numpy, a model whose training
-gradients are those of the plain path, and a compiled backward pass that keeps no probabilities."""
+gradients that match an independent autodiff of the plain formula and central differences in float64 numpy,
+a model whose training gradients are those of the plain path, and a compiled backward pass that keeps no
+probabilities."""
 
 from conftest import run_on_backend
 
