@@ -29,7 +29,7 @@ ROWS = {
     "keras_tf_fused": "keras_vit, recipes step, TF + XLA, keras.ops.dot_product_attention",
     "keras_tf_noxla": "keras_vit, recipes step, TF graph without XLA",
     "keras_tf_remat": "keras_vit, recipes step, TF + XLA, remat=True",
-    "keras_tf_remat_attention": 'keras_vit, recipes step, TF + XLA, remat="attention"',
+    "keras_tf_remat_attention": 'keras_vit, recipes step, TF + XLA, remat="attention" (the default since 0.3.0)',
     "keras_tf_noxla_remat": "keras_vit, recipes step, TF graph without XLA, remat=True",
     "keras_jax": "keras_vit, JAX jit of a stateless AdamW step",
     "keras_jax_fused": "keras_vit, JAX jit, keras.ops.dot_product_attention",
