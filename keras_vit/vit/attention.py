@@ -11,6 +11,7 @@ from keras_vit.vit.attention_core import recomputed_attention
 from keras_vit.vit.initializers import PACKAGE, xavier_uniform
 from keras_vit.vit.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
+from keras_vit.vit.recompute import applies as recomputes
 from keras_vit.vit.specs import ArraySpecs
 
 
@@ -92,8 +93,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
         backend = keras.backend.backend()
-        recompute = backend in ("jax", "tensorflow")
-        if training and recompute and self.FUSED is not True and not needs_probabilities:
+        if recomputes(training) and self.FUSED is not True and not needs_probabilities:
             return self._project(recomputed_attention(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
         fused = backend == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)

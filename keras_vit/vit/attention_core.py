@@ -22,7 +22,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.vit.recompute import zero_after
+from keras_vit.vit.recompute import BACKENDS, zero_after
 
 
 def attention(q, k, v):
@@ -35,8 +35,7 @@ def attention(q, k, v):
 def recomputed_attention(q, k, v):
     """`attention` whose backward pass recomputes the probabilities instead of keeping them: the custom
     gradient below on TensorFlow and JAX (see the module docstring); the plain formula elsewhere."""
-    backend = keras.backend.backend()
-    if backend in ("jax", "tensorflow"):
+    if keras.backend.backend() in BACKENDS:
         return attention_core(q, k, v)
     return attention(q, k, v)
 

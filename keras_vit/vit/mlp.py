@@ -8,16 +8,14 @@ moves logits well past any parity bound, so the model records which one its chec
 
 from __future__ import annotations
 
-
 import keras
 from keras import ops
 
 from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.vit.initializers import PACKAGE, mlp_bias_init, xavier_uniform
-from keras_vit.vit.mlp_core import activated_dense, sigmoid_2u, slope
+from keras_vit.vit.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
+from keras_vit.vit.recompute import applies as recomputes
 from keras_vit.vit.specs import ArraySpecs
-
-ACTIVATIONS = ("gelu_tanh", "gelu", "quick_gelu")
 
 
 def gelu(x, approximate: bool = True):
@@ -27,7 +25,7 @@ def gelu(x, approximate: bool = True):
     is written as x sigmoid(2u) (`_eager_gelu_tanh`)."""
     if approximate:
         return _eager_gelu_tanh(x) if tensorflow_eager() else ops.gelu(x, approximate=True)
-    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(0.7071067811865476, x.dtype)))
+    return exact_gelu(x)
 
 
 def _eager_gelu_tanh(x):
@@ -62,13 +60,13 @@ def activate(x, activation: str, training=None):
     its input for the backward pass (`_gelu_tanh_keeping_input`; the same values and gradients); PyTorch's
     own GELU already does."""
     if activation == "gelu_tanh":
-        if training and keras.backend.backend() in ("tensorflow", "jax"):
+        if recomputes(training):
             return _gelu_tanh_keeping_input(x)
         return gelu(x, approximate=True)
     if activation == "gelu":
         return gelu(x, approximate=False)
     if activation == "quick_gelu":
-        return x * ops.sigmoid(ops.cast(1.702, x.dtype) * x)
+        return quick_gelu(x)
     raise ValueError(f"Unknown activation {activation!r}; expected one of {ACTIVATIONS}.")
 
 
@@ -131,8 +129,8 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         of two for the backward pass: training on TensorFlow or JAX, no dropout, and a plain float `Dense_1`
         (no LoRA, not quantized, with a bias)."""
         dense = self.dense_1
-        return bool(training and keras.backend.backend() in ("tensorflow", "jax") and not self.dropout_rate
-                    and dense.quantization_mode is None and not dense.lora_enabled and dense.use_bias)
+        return (recomputes(training) and not self.dropout_rate and dense.quantization_mode is None
+                and not dense.lora_enabled and dense.use_bias)
 
     def compute_output_shape(self, input_shape):
         return input_shape

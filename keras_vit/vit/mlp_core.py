@@ -19,10 +19,28 @@ from keras import ops
 
 from keras_vit.vit.recompute import zero_after
 
+ACTIVATIONS = ("gelu_tanh", "gelu", "quick_gelu")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _QUICK = 1.702
+
+
+def exact_gelu(x):
+    """The exact GELU x Phi(x), written with `erf` itself: TensorFlow's own exact GELU lowers to `Erfc`, which
+    the ONNX converter cannot express."""
+    return 0.5 * x * (1.0 + ops.erf(x * ops.cast(_INV_SQRT_2, x.dtype)))
+
+
+def quick_gelu(x):
+    """OpenAI CLIP's quick GELU, x sigmoid(1.702 x)."""
+    return x * ops.sigmoid(ops.cast(_QUICK, x.dtype) * x)
+
+
+def _known(activation: str) -> str:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"Unknown activation {activation!r}; expected one of {ACTIVATIONS}.")
+    return activation
 
 
 def sigmoid_2u(x):
@@ -33,12 +51,10 @@ def sigmoid_2u(x):
 
 
 def value(z, activation: str):
-    """act(z) for one of `keras_vit.vit.mlp.ACTIVATIONS`, written as in the forward pass of `MlpBlock`."""
-    if activation == "gelu_tanh":
+    """act(z) for one of `ACTIVATIONS` by name, in the forms `MlpBlock`'s compiled forward pass uses."""
+    if _known(activation) == "gelu_tanh":
         return ops.gelu(z, approximate=True)
-    if activation == "gelu":
-        return 0.5 * z * (1.0 + ops.erf(z * _INV_SQRT_2))
-    return z * ops.sigmoid(_QUICK * z)
+    return exact_gelu(z) if activation == "gelu" else quick_gelu(z)
 
 
 def slope(z, activation: str):
@@ -50,7 +66,7 @@ def slope(z, activation: str):
 def value_and_slope(z, activation: str):
     """(act(z), d act(z) / dz), sharing the one transcendental each needs: for the tanh GELU act = z s with
     s = sigmoid(2u), which equals `value`'s tanh form to float rounding (see `slope` for the derivatives)."""
-    if activation == "gelu_tanh":
+    if _known(activation) == "gelu_tanh":
         s = sigmoid_2u(z)
         return z * s, s + 2.0 * _SQRT_2_OVER_PI * z * s * (1.0 - s) * (1.0 + 3.0 * 0.044715 * z * z)
     if activation == "gelu":

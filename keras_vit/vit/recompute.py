@@ -13,7 +13,17 @@ it is an exact zero for every finite or infinite operand it is added to (NaN sta
 
 from __future__ import annotations
 
+import keras
 from keras import ops
+
+# The backends whose training calls take the recomputing backward passes (`keras_vit.vit.attention_core`,
+# `keras_vit.vit.mlp_core`); PyTorch keeps Keras' own differentiation.
+BACKENDS = ("tensorflow", "jax")
+
+
+def applies(training) -> bool:
+    """Whether a call with this `training` flag takes the recomputing backward passes on this backend."""
+    return bool(training) and keras.backend.backend() in BACKENDS
 
 
 def zero_after(upstream, dtype):
