@@ -11,11 +11,12 @@ from conftest import run_on_backend
 import keras_vit
 
 _CHECK = r"""
-import glob, json, os, re, sys
+import json, os, sys
 os.environ["XLA_FLAGS"] = "--xla_dump_to=" + sys.argv[1]
 import numpy as np, tensorflow as tf, keras
 import keras_vit
 from keras_vit.vit.attention_core import attention, recomputed_attention
+from tests.xla_report import preallocated_temp_bytes
 
 rng = np.random.default_rng(0)
 x = tf.constant(rng.standard_normal((8, 64, 4, 16)).astype("float32"))
@@ -36,13 +37,7 @@ for name, core in (("recomputed", recomputed_attention), ("plain", attention)):
     fn = stacked(core)
     fn.__name__ = "stack_" + name
     out[name + "_grad"] = tf.function(fn, jit_compile=True)(x).numpy()
-temps = {}
-for report in glob.glob(os.path.join(sys.argv[1], "*stack_*memory-usage-report.txt")):
-    name = re.search(r"stack_(recomputed|plain)", report).group(1)
-    text = open(report).read()
-    match = re.search(r"size ([0-9.]+)(B|KiB|MiB|GiB), preallocated-temp", text)
-    scale = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[match.group(2)] if match else 0
-    temps[name] = float(match.group(1)) * scale if match else 0.0
+temps = {name: preallocated_temp_bytes(sys.argv[1], "stack_" + name) for name in ("recomputed", "plain")}
 out["temp_bytes"] = dict(temps, probabilities=8 * 4 * 64 * 64 * 4)
 out["stack_grads"] = float(np.abs(out.pop("recomputed_grad") - out["plain_grad"]).max() /
                            np.abs(out.pop("plain_grad")).max())

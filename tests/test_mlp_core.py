@@ -9,13 +9,14 @@ import pytest
 from conftest import run_on_backend
 
 _CHECK = r"""
-import glob, json, os, re, sys
+import json, os, sys
 if os.environ["KERAS_BACKEND"] == "tensorflow":
     os.environ["XLA_FLAGS"] = "--xla_dump_to=" + sys.argv[1]  # XLA's buffer report of the compiled steps
 import numpy as np, keras
 from keras import ops
 from keras_vit.vit import mlp
 from keras_vit.vit.mlp_core import activated_dense
+from tests.xla_report import preallocated_temp_bytes
 
 backend = keras.backend.backend()
 if backend == "jax":
@@ -107,9 +108,7 @@ def temp(core):
 
     step.__name__ = name
     tf.function(step, jit_compile=True)(tf.constant(x0))
-    report, = glob.glob(os.path.join(sys.argv[1], f"*{name}*memory-usage-report.txt"))
-    size, unit = re.search(r"size ([0-9.]+)(B|KiB|MiB|GiB), preallocated-temp", open(report).read()).groups()
-    return float(size) * {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}[unit]
+    return preallocated_temp_bytes(sys.argv[1], name)
 
 out["temp_bytes"] = {"core": temp(True), "plain": temp(False), "one_hidden": 256 * m * 4}
 print(json.dumps(out))
@@ -158,3 +157,13 @@ def test_keras_own_path_where_the_core_does_not_apply():
     b = block()
     assert np.allclose(keras.ops.convert_to_numpy(b(x, training=True)), keras.ops.convert_to_numpy(b(x)), atol=1e-6)
 
+
+
+def test_an_unknown_activation_is_refused_by_name():
+    from keras_vit.vit.mlp_core import activated_dense, value_and_slope
+
+    h, kernel, bias = np.ones((2, 4), "float32"), np.ones((4, 3), "float32"), np.zeros((3,), "float32")
+    with pytest.raises(ValueError, match="Unknown activation 'relu'"):
+        activated_dense(h, kernel, bias, "relu")
+    with pytest.raises(ValueError, match="Unknown activation 'relu'"):
+        value_and_slope(h, "relu")
