@@ -26,7 +26,7 @@ def applies(training) -> bool:
     return bool(training) and keras.backend.backend() in BACKENDS
 
 
-def zero_after(upstream, dtype):
+def zero_after(upstream, dtype: str):
     """A (1,)-shaped exact zero of `dtype` computed from `upstream`'s first element. `isnan` gives 0 or 1 and
     either times zero is zero, so no value of `upstream` leaks in; XLA does not fold x * 0 for floats, so
     the dependence survives its simplifier."""
