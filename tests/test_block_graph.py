@@ -168,21 +168,32 @@ graph = model.predict(x, verbose=0)
 values = ([np.asarray(v) * 1.1 for v in model.trainable_variables],
           [np.asarray(v) for v in model.non_trainable_variables])
 fast_stateless = np.asarray(model.stateless_call(*values, x, training=False)[0])
+import jax
+from keras_vit.vit.layers import EncoderBlock
+calls, real_call = [], EncoderBlock.call
+EncoderBlock.call = lambda self, *a, **k: calls.append(1) or real_call(self, *a, **k)
+jitted = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+traced = np.asarray(jitted(*values, x))  # the block function nested in a trace: one block traced
+traced_calls = len(calls)
 block_graph.run_blocks = lambda encoder, x: None
 slow = np.asarray(model(x, training=False))
+slow_traced = np.asarray(jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])(*values, x))
+EncoderBlock.call = real_call
 slow_stateless = np.asarray(model.stateless_call(*values, x, training=False)[0])
 print(json.dumps(dict(traces=traces, vs_predict=float(np.abs(fast - graph).max()),
                       vs_blocks=float(np.abs(fast - slow).max()), scale=float(np.abs(fast).max()),
                       stateless=float(np.abs(fast_stateless - slow_stateless).max()),
-                      stateless_moved=float(np.abs(fast_stateless - fast).max()))))
+                      stateless_moved=float(np.abs(fast_stateless - fast).max()),
+                      traced=float(np.abs(traced - slow_traced).max()), traced_calls=traced_calls)))
 """
 
 
 @pytest.mark.skipif(not TF, reason="the JAX run is the subprocess here; under JAX the tests above cover it")
-def test_jax_eager_call_through_one_jitted_block_matches_predict_and_the_block_by_block_path():
+def test_jax_calls_through_one_jitted_block_match_predict_and_the_block_by_block_path():
     from conftest import run_on_backend
 
     got = run_on_backend(_JAX, "jax")
     assert got["traces"] == 1 and got["scale"] > 0.1
     assert got["vs_predict"] <= 1e-5 and got["vs_blocks"] <= 1e-5
     assert got["stateless"] <= 1e-5 and got["stateless_moved"] > 1e-2
+    assert got["traced"] <= 1e-5 and got["traced_calls"] <= 1  # 3 blocks, at most one traced (0: cached)

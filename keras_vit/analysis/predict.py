@@ -20,6 +20,7 @@ import numpy as np
 
 from keras_vit.analysis import images as image_files
 from keras_vit.utils.compilation_cache import enable_compilation_cache
+from keras_vit.utils.few_calls import jit_for_few_calls
 from keras_vit.vit.labels import LABEL_SETS, decode_predictions, label_set_for
 
 
@@ -57,8 +58,8 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
 def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
     """The model's outputs for `batch` in chunks, by the quickest first call of the backend: a direct call on
     TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16), one jitted stateless
-    call on JAX (compiled once per chunk shape and kept by the compilation cache; `predict`'s own machinery was
-    0.3 s more), `predict` elsewhere (BENCHMARKS.md, cold start)."""
+    call on JAX (compiled for a few calls, once per chunk shape, and kept by the compilation cache; `predict`'s
+    own machinery was 0.3 s more), `predict` elsewhere (BENCHMARKS.md, cold start)."""
     import keras
 
     backend = keras.backend.backend()
@@ -77,17 +78,16 @@ _JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _jax_forward(model):
     """`model`'s inference as one jitted function of (trainable values, non-trainable values, inputs), made
-    once per model (held weakly: the model is not kept alive by it)."""
+    once per model (held weakly: the model is not kept alive by it) and compiled for a few calls
+    (`keras_vit.utils.few_calls`: no YNNPACK set-up on its first run)."""
     forward = _JAX_FORWARD.get(model)
     if forward is None:
-        import jax
-
         ref = weakref.ref(model)
 
         def vit_forward(trainable, fixed, x):  # the name XLA's compilation cache files its entry under
             return ref().stateless_call(trainable, fixed, x, training=False)[0]
 
-        forward = _JAX_FORWARD[model] = jax.jit(vit_forward)
+        forward = _JAX_FORWARD[model] = jit_for_few_calls(vit_forward)
     return forward
 
 
