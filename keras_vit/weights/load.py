@@ -237,7 +237,8 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
     checkpoint = _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
-    return official.load_params(model, checkpoint.params, checkpoint.path, **npz_kwargs)
+    return official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
+                                **npz_kwargs)
 
 
 def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
@@ -311,7 +312,8 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
-    return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
+    return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
+                                adopt=checkpoint.model is None)  # arrays read just now, used by nothing else
 
 
 def _release_architecture(release: releases.Release, kwargs: dict) -> dict:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from keras_vit.utils import atomic
+from keras_vit.utils.assign import assign_array
 from keras_vit.vit.lora import base_variable
 from keras_vit.vit.position_embedding import resample_grid
 from keras_vit.weights import layouts
@@ -217,14 +218,19 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
     Everything is validated before the first weight is assigned, so a failed load leaves
     the model unchanged.
     """
-    return load_params(model, read_npz(path), os.fspath(path), resize_posemb=resize_posemb,
+    return load_params(model, read_npz(path), os.fspath(path), adopt=True, resize_posemb=resize_posemb,
                        reset_head=reset_head, old_grid=old_grid)
 
 
 def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str = "params", *,
                 resize_posemb: bool = True, reset_head="auto",
-                old_grid: Optional[Sequence[int]] = None) -> keras.Model:
-    """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`)."""
+                old_grid: Optional[Sequence[int]] = None, adopt: bool = False) -> keras.Model:
+    """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`).
+
+    `adopt=True` says the arrays are the caller's to give away (just read from a file, used by nothing
+    else): on TensorFlow a variable may then keep an array's memory instead of a copy of it
+    (`keras_vit.utils.assign`). Leave it False for arrays that live on after the call.
+    """
     if reset_head not in ("auto", True, False):
         raise ValueError(f"reset_head must be 'auto', True or False, got {reset_head!r}.")
     targets = weight_map(model)
@@ -238,7 +244,8 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     reset = _head_reset(params, targets, reset_head, problems)
     assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source)
     for key, value in assign.items():
-        targets[key].assign(value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False))
+        assign_array(targets[key], value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False),
+                     adopt=adopt)
     name = os.path.basename(source)
     if reset:
         warnings.warn(f"load_npz({name}): {reset}; the model's {model.head.units}-class head is "
