@@ -3,8 +3,8 @@
 On CPU, XLA hands matrix products and their neighbours to YNNPACK ("YNN fusions"). Each such program builds
 its YNNPACK runtime on its first run: for a ViT-B/16 forward pass at batch 1 on 2 cores, the first run took
 0.38–0.48 s against 0.20–0.27 s for the next ones. Compiled without YNN fusions (`FEW_CALLS`), the first run
-took 0.25–0.31 s. The steady calls then differ both ways: 7–9 % slower at batch 1, 6–11 % faster at batch 16
-(BENCHMARKS.md, "Cold start"). One image classified from the command line gains 0.15–0.2 s; a server that
+took 0.25–0.41 s (0.25–0.26 s in two of three processes). The steady calls then differ both ways: 6–10 %
+slower at batch 1, 6–11 % faster at batch 16 (ViT-S/16 and ViT-B/16; BENCHMARKS.md, "Cold start"). One image classified from the command line gains 0.15–0.2 s; a server that
 calls the same program thousands of times should compile it with the defaults (plain `jax.jit`).
 
 An XLA that does not know the option refuses it when compiling ("No such compile option"). The function
