@@ -1,4 +1,4 @@
-"""`keras_vit.utils.few_calls.jit_for_few_calls`: the same values as `jax.jit`, compiled without XLA's YNNPACK
+"""`keras_vit.utils.xla_cpu.jit_without_ynn`: the same values as `jax.jit`, compiled without XLA's YNNPACK
 fusions on CPU, and compiled with the defaults where XLA does not know the option (any other error is
 raised). Run in a JAX subprocess."""
 
@@ -8,7 +8,7 @@ _SCRIPT = """
 import json
 import numpy as np
 import jax, jax.numpy as jnp
-from keras_vit.utils import few_calls
+from keras_vit.utils import xla_cpu
 
 def f(a, b):
     return jnp.tanh(a @ b) @ b.T
@@ -16,21 +16,21 @@ def f(a, b):
 rng = np.random.default_rng(0)
 a, b = rng.normal(size=(64, 256)).astype("float32"), rng.normal(size=(256, 128)).astype("float32") / 16
 want = np.tanh(a.astype("float64") @ b) @ b.T.astype("float64")
-tuned = few_calls.jit_for_few_calls(f)
+tuned = xla_cpu.jit_without_ynn(f)
 error = float(np.abs(np.asarray(tuned(a, b)) - want).max())
 plain_text = jax.jit(f).lower(a, b).compile().as_text()
-tuned_text = jax.jit(f).lower(a, b).compile(compiler_options=few_calls.FEW_CALLS).as_text()
+tuned_text = jax.jit(f).lower(a, b).compile(compiler_options=xla_cpu.WITHOUT_YNN).as_text()
 
-few_calls.FEW_CALLS = {"xla_no_such_option_in_any_xla": ""}  # an XLA that lacks the option
-fallback = few_calls.jit_for_few_calls(f)
+xla_cpu.WITHOUT_YNN = {"xla_no_such_option_in_any_xla": ""}  # an XLA that lacks the option
+fallback = xla_cpu.jit_without_ynn(f)
 fallback_error = float(np.abs(np.asarray(fallback(a, b)) - want).max())
 
 def broken(a):
     raise jax.errors.JaxRuntimeError("INTERNAL: something else")
 
-few_calls.FEW_CALLS = {}
+xla_cpu.WITHOUT_YNN = {}
 try:
-    few_calls.jit_for_few_calls(broken)(a)
+    xla_cpu.jit_without_ynn(broken)(a)
     other = "no error"
 except jax.errors.JaxRuntimeError as e:
     other = str(e)

@@ -1,0 +1,45 @@
+"""`jax.jit` without XLA's YNNPACK fusions on CPU, for the one-shot prediction and the training step.
+
+On CPU, XLA hands matrix products and their neighbours to YNNPACK ("YNN fusions"). Measured for ViTs on 2 cores
+(BENCHMARKS.md, "Cold start" and "Each backend at its own limit"), without them (`WITHOUT_YNN`):
+- a program's first run skips YNNPACK building its runtime: a ViT-B/16 forward pass at batch 1 took
+  0.38–0.48 s on its first run against 0.20–0.27 s on the next ones, and 0.25–0.41 s without YNN fusions;
+- steady forward passes are 6–11 % faster at batch 16 (ViT-S/16, ViT-B/16), but 6–10 % slower at batch 1;
+- the recipes' JAX training step (ViT-S/16, batch 16) is 1.09–1.10× as fast.
+So the prediction CLI's program (run once) and the JAX training step (large batches) compile without them;
+`predict` and eager `model(x)` keep XLA's defaults, which serve repeated single-image calls best.
+
+An XLA that does not know the option refuses it when compiling ("No such compile option"); the function then
+compiles with the defaults (before anything runs, so donated buffers are untouched). Any other error is raised.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+# XLA debug options, given per program (not through the process-wide XLA_FLAGS)
+WITHOUT_YNN = {"xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def jit_without_ynn(function: Callable, **jit_keywords) -> Callable:
+    """`jax.jit(function, **jit_keywords)`, compiled with `WITHOUT_YNN` on the CPU backend (with the defaults
+    elsewhere, or where this XLA has no such option)."""
+    import jax
+
+    plain = jax.jit(function, **jit_keywords)
+    if jax.default_backend() != "cpu":
+        return plain
+    tuned = jax.jit(function, compiler_options=WITHOUT_YNN, **jit_keywords)
+    known = [True]
+
+    def call(*args, **kwargs):
+        if known[0]:
+            try:
+                return tuned(*args, **kwargs)
+            except jax.errors.JaxRuntimeError as error:
+                if "No such compile option" not in str(error):
+                    raise
+                known[0] = False
+        return plain(*args, **kwargs)
+
+    return call
