@@ -68,3 +68,32 @@ def test_strategy_variables_and_traced_calls_take_keras_assign():
         return plain.value.read_value()
 
     np.testing.assert_array_equal(traced().numpy(), array * 2)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (768, 300), (2, 3, 4)])
+def test_aligned_empty_starts_on_64_bytes_and_transposed_equals_numpys_transpose(shape):
+    from keras_vit.weights.layouts import aligned_empty, transposed
+
+    empty = aligned_empty(shape, "float32")
+    assert empty.shape == shape and empty.dtype == np.float32 and empty.ctypes.data % 64 == 0
+    assert empty.flags.c_contiguous and empty.flags.writeable
+    matrix = np.random.default_rng(3).normal(size=(shape[0], int(np.prod(shape[1:])))).astype("float32")
+    out = transposed(matrix, rows=7)
+    np.testing.assert_array_equal(out, matrix.T)
+    assert out.ctypes.data % 64 == 0 and out.flags.c_contiguous
+
+
+def test_load_params_refuses_a_non_bool_adopt_and_changes_nothing():
+    import keras_vit
+    from keras_vit.weights import official
+
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
+                                        input_shape=(16, 16, 3), classes=3)
+    before = [np.array(w) for w in model.get_weights()]
+    params = {k: v + 1.0 for k, v in official.model_params(model).items()}
+    with pytest.raises(ValueError, match="adopt must be True or False"):
+        official.load_params(model, params, adopt="yes")
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    official.load_params(model, params, adopt=True)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model.head.kernel), params["head/kernel"])

@@ -58,8 +58,8 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
 def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
     """The model's outputs for `batch` in chunks, by the quickest first call of the backend: a direct call on
     TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16), one jitted stateless
-    call on JAX (compiled for a few calls, once per chunk shape, and kept by the compilation cache; `predict`'s
-    own machinery was 0.3 s more), `predict` elsewhere (BENCHMARKS.md, cold start)."""
+    call on JAX (compiled without YNNPACK's fusions, once per chunk shape, and kept by the compilation cache;
+    `predict`'s own machinery was 0.3 s more), `predict` elsewhere (BENCHMARKS.md, cold start)."""
     import keras
 
     backend = keras.backend.backend()
@@ -78,7 +78,7 @@ _JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _jax_forward(model):
     """`model`'s inference as one jitted function of (trainable values, non-trainable values, inputs), made
-    once per model (held weakly: the model is not kept alive by it) and compiled for a few calls
+    once per model (held weakly: the model is not kept alive by it) and compiled without YNNPACK's fusions
     (`keras_vit.utils.xla_cpu`: no YNNPACK set-up on its first run)."""
     forward = _JAX_FORWARD.get(model)
     if forward is None:

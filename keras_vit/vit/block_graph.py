@@ -40,8 +40,8 @@ from keras_vit.vit.attention import MultiHeadDotProductAttention
 _FUNCTIONS: Dict[tuple, Tuple[Callable, list]] = {}
 
 
-def applies(x: object) -> bool:
-    """Whether the encoder's blocks go through the one block function for `x`: on TensorFlow outside any
+def applies() -> bool:
+    """Whether an inference call of the encoder goes through the one block function: on TensorFlow outside any
     trace; on JAX always. Inside a JAX trace (`jax.jit`, `predict`, `jax.eval_shape`) the jitted block is a
     nested call: JAX traces it once for all blocks of the same input type, so tracing a ViT-B/16 for inference
     costs one block's trace instead of twelve, and XLA inlines the calls (the same program)."""

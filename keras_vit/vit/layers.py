@@ -295,7 +295,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         return self.encoder_norm(x) if self.encoder_norm is not None else x
 
     def call(self, x, training=None, return_attention=False):
-        if not return_attention and block_graph.applies(x) and not training:  # one compiled block, every block
+        if not return_attention and block_graph.applies() and not training:  # one compiled block, every block
             y = block_graph.run_blocks(self, x)
             if y is not None:
                 return self.finish(y)

@@ -18,7 +18,7 @@ from typing import Dict, Optional, Sequence
 import keras
 import numpy as np
 
-from keras_vit.utils import atomic
+from keras_vit.utils import atomic, validate
 from keras_vit.utils.assign import assign_array
 from keras_vit.vit.lora import base_variable
 from keras_vit.vit.position_embedding import resample_grid
@@ -233,6 +233,7 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     """
     if reset_head not in ("auto", True, False):
         raise ValueError(f"reset_head must be 'auto', True or False, got {reset_head!r}.")
+    validate.boolean("adopt", adopt)
     targets = weight_map(model)
     stem_in_model, stem_in_file = "conv_root/kernel" in targets, "conv_root/kernel" in params
     if stem_in_model != stem_in_file:
