@@ -5,6 +5,9 @@ after), `initial` gives zeros instead of random draws: drawing a ViT-B's 86 M ra
 them was a measurable part of every cold start (BENCHMARKS.md, "Cold start"). On JAX those zeros are made on
 the host, one array per shape shared by every variable of that shape (JAX arrays are immutable and the loader
 replaces each variable's array): `jax.numpy.zeros` compiles an XLA program per shape, 0.4 s of a ViT-B's build.
+On TensorFlow each variable keeps a block of zeros the operating system hands out untouched
+(`keras_vit.utils.assign.variables_adopt_fresh_zeros`): `tf.Variable` would fill its zeros and copy them, 2 x
+344 MB written for a ViT-B/16 before the loader replaces them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Iterator
 import keras
 import numpy as np
 
+from keras_vit.utils.assign import fresh_zeros, variables_adopt_fresh_zeros
+
 PACKAGE = "keras_vit"
 # None, or while weights follow the build: {(shape, dtype): the zeros JAX variables of that shape share}
 _WEIGHTS_FOLLOW: contextvars.ContextVar = contextvars.ContextVar("keras_vit_weights_follow", default=None)
@@ -27,9 +32,11 @@ def weights_follow(active: bool = True) -> Iterator[None]:
     """Within it, layers built get zeros from `initial`: a loader overwrites them at once. `active=False`
     changes nothing (an enclosing `weights_follow` still holds)."""
     enclosing = _WEIGHTS_FOLLOW.get()
-    token = _WEIGHTS_FOLLOW.set({} if active and enclosing is None else enclosing)
+    starts = active and enclosing is None
+    token = _WEIGHTS_FOLLOW.set({} if starts else enclosing)
     try:
-        yield
+        with variables_adopt_fresh_zeros() if starts else contextlib.nullcontext():
+            yield
     finally:
         _WEIGHTS_FOLLOW.reset(token)
 
@@ -44,12 +51,15 @@ class FollowedZeros(keras.initializers.Zeros):
     """Zeros for a variable a loader assigns right after the build (see the module docstring)."""
 
     def __call__(self, shape, dtype=None):
-        shared = _WEIGHTS_FOLLOW.get()
-        if keras.backend.backend() != "jax" or shared is None:
+        shared, backend = _WEIGHTS_FOLLOW.get(), keras.backend.backend()
+        if shared is None or backend not in ("jax", "tensorflow"):
             return super().__call__(shape, dtype)
+        key = (tuple(shape), keras.backend.standardize_dtype(dtype or keras.backend.floatx()))
+        if backend == "tensorflow":  # one untouched block per variable, which the variable keeps
+            zeros = fresh_zeros(*key)
+            return super().__call__(shape, dtype) if zeros is None else zeros
         import jax  # the JAX backend is active: already imported
 
-        key = (tuple(shape), keras.backend.standardize_dtype(dtype or keras.backend.floatx()))
         if key not in shared:
             shared[key] = jax.device_put(np.zeros(key[0], dtype=jax.numpy.dtype(key[1])))
         return shared[key]

@@ -18,6 +18,8 @@ from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
+from keras_vit.utils.assign import aligned_empty
+
 Params = Dict[str, np.ndarray]
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
@@ -36,16 +38,6 @@ def detect(keys) -> str:
 
 def _linear_in(weight: np.ndarray) -> np.ndarray:  # torch (out, in) -> Flax (in, out)
     return transposed(weight)
-
-
-def aligned_empty(shape: tuple, dtype) -> np.ndarray:
-    """`np.empty(shape, dtype)` starting on a 64-byte boundary: TensorFlow takes such an array's memory into a
-    variable without a copy when a loader gives it away (`keras_vit.utils.assign`)."""
-    dtype = np.dtype(dtype)
-    size = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(size + 64, np.uint8)
-    start = (-raw.ctypes.data) % 64
-    return raw[start:start + size].view(dtype).reshape(shape)
 
 
 def transposed(matrix: np.ndarray, rows: int = 128) -> np.ndarray:
