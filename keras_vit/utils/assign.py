@@ -48,7 +48,7 @@ class FreshZeros(np.ndarray):
 
 def fresh_zeros(shape: tuple, dtype: str) -> Optional[np.ndarray]:
     """64-byte-aligned zeros of `shape` for one new variable (see the module docstring), or None for a dtype
-    numpy does not have (bfloat16): the caller then makes its zeros as before."""
+    numpy cannot name (bfloat16 before `ml_dtypes` is loaded): the caller then makes its zeros as before."""
     try:
         numpy_dtype = np.dtype(dtype)
     except TypeError:
