@@ -85,8 +85,7 @@ def _adopting_creator(next_creator, **kwargs):
         with tf.init_scope():
             value = value()
     dtype = kwargs.get("dtype")
-    if (not isinstance(value, FreshZeros) or (dtype is not None and tf.as_dtype(dtype) != tf.as_dtype(value.dtype))
-            or any(kwargs.get(k) is not None for k in ("variable_def", "import_scope"))):
+    if not isinstance(value, FreshZeros) or (dtype is not None and tf.as_dtype(dtype) != tf.as_dtype(value.dtype)):
         return next_creator(**dict(kwargs, initial_value=value))
     variable = UninitializedVariable(shape=value.shape, dtype=tf.as_dtype(value.dtype),
                                      **{k: kwargs[k] for k in _PASSED_ON if kwargs.get(k) is not None})
