@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple, Union
 
+from keras_vit.utils import validate
 from keras_vit.vit import table, timm_table
 from keras_vit.vit.initializers import weights_follow
 from keras_vit.vit.model import VisionTransformer
@@ -85,6 +86,7 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     timm_spelling = isinstance(model_name, str) and model_name == model_name.lower() and "_" in model_name
     if (timm_table.is_timm_name(model_name) or timm_spelling) and not _is_table_name(model_name):
         arguments = timm_table.model_kwargs(model_name)
+        classes = validate.integer("classes", classes, allow_none=True)
         if classes is not None:
             arguments.update(classes=classes, include_top=True)
         arguments.update(kwargs)

@@ -32,6 +32,11 @@ def _build(name, input_shape=None, **overrides):
     return d, keras_vit.VisionTransformer(input_shape=input_shape or shape, **kwargs)
 
 
+def _grid(model):
+    """The model's own grid, stated: an .npz does not record the (4, 6) grid the fixture was trained at."""
+    return model.position_embedding.grid_size
+
+
 def _values(model):
     return [np.array(v) for v in model.weights]
 
@@ -39,7 +44,7 @@ def _values(model):
 @pytest.mark.parametrize("name", ["vit_tiny", "vit_tiny_rep_gap", "hybrid_tiny"])
 def test_flax_parity(name):
     d, model = _build(name)
-    keras_vit.load_npz(model, os.path.join(d, "weights.npz"))
+    keras_vit.load_npz(model, os.path.join(d, "weights.npz"), old_grid=_grid(model))
     logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
     assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
 
@@ -89,30 +94,31 @@ def test_head_rules(caplog):
     # different classes -> zero head + log line; no representation layer -> pre_logits dropped
     model = keras_vit.VisionTransformer(classes=3, **base)
     with caplog.at_level(logging.WARNING, logger="keras_vit"), pytest.warns(UserWarning, match="zero-initialised"):
-        keras_vit.load_npz(model, path)
+        keras_vit.load_npz(model, path, old_grid=(4, 6))
     assert not np.any(model.get_layer("head").kernel.numpy()) and not np.any(model.get_layer("head").bias.numpy())
     assert "pre_logits dropped" in caplog.text
     np.testing.assert_array_equal(model.get_layer("embedding").kernel.numpy(), ckpt["embedding/kernel"])
     # same classes and representation -> both loaded
     model = keras_vit.VisionTransformer(classes=5, representation_size=16, **base)
-    keras_vit.load_npz(model, path)
+    keras_vit.load_npz(model, path, old_grid=(4, 6))
     np.testing.assert_array_equal(model.get_layer("head").kernel.numpy(), ckpt["head/kernel"])
     np.testing.assert_array_equal(model.get_layer("pre_logits").kernel.numpy(), ckpt["pre_logits/kernel"])
     # reset_head=True zeroes even a matching head; False refuses a mismatch
-    keras_vit.load_npz(model, path, reset_head=True)
+    keras_vit.load_npz(model, path, reset_head=True, old_grid=(4, 6))
     assert not np.any(model.get_layer("head").kernel.numpy())
     small = keras_vit.VisionTransformer(classes=3, representation_size=16, **base)
     with pytest.raises(ValueError, match="head has 5 classes, the model 3 \\(reset_head=False\\)"):
-        keras_vit.load_npz(small, path, reset_head=False)
+        keras_vit.load_npz(small, path, reset_head=False, old_grid=(4, 6))
     # without a top, the head is simply not needed
-    keras_vit.load_npz(keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path)
+    keras_vit.load_npz(keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path,
+                       old_grid=(4, 6))
 
 
 def test_save_npz_round_trip_is_exact(tmp_path):
     for name in ("vit_tiny", "hybrid_tiny", "vit_tiny_rep_gap"):
         d, model = _build(name)
         src = os.path.join(d, "weights.npz")
-        keras_vit.load_npz(model, src)
+        keras_vit.load_npz(model, src, old_grid=_grid(model))
         out = keras_vit.save_npz(model, str(tmp_path / f"{name}.npz"))
         a, b = np.load(src), np.load(out)
         assert sorted(a.files) == sorted(b.files)

@@ -28,7 +28,7 @@ def test_load_model_reads_the_architecture_from_the_npz(name):
     d, c = _fixture(name)
     kwargs = dict(classifier_activation=None)
     if c["image_size"][0] != c["image_size"][1]:  # a non-square grid is the one thing a file cannot say
-        with pytest.raises(ValueError, match="non-square patch grid; pass input_shape"):
+        with pytest.raises(ValueError, match="not a square grid; pass input_shape"):
             keras_vit.load_model(os.path.join(d, "weights.npz"))
         kwargs["input_shape"] = (*c["image_size"], 3)
     model = keras_vit.load_model(os.path.join(d, "weights.npz"), **kwargs)
@@ -98,7 +98,7 @@ def tiny_release(tmp_path, monkeypatch):
     path = checkpoints.save_npz(model, str(tmp_path / "release.npz"))
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
     # the model field names a table row (registration checks it); a full release name is taken as given
-    release = releases.Release("tiny-gap/pretrained", "ViT-Ti/16", "pretrained", 32, 5, "file://" + path,
+    release = releases.Release("tiny-gap/pretrained", "ViT-Ti/16", "pretrained", (32, 48), 5, "file://" + path,
                                digest, representation_size=16)
     releases.register_release(release)
     yield d, release
@@ -135,7 +135,7 @@ def test_head_trained_on_dropped_pre_logits_is_reset(tiny_release):
         model = _tiny(weights=release.name, classes=5)  # representation_size=None drops the tanh layer
     assert not np.any(keras.ops.convert_to_numpy(model.head.kernel))
     with pytest.raises(ValueError, match="reset_head=False"):
-        keras_vit.load_npz(_tiny(classes=5), release.url[len("file://"):], reset_head=False)
+        keras_vit.load_npz(_tiny(classes=5), release.url[len("file://"):], reset_head=False, old_grid=(4, 6))
 
 
 def test_default_classes_and_release_names():

@@ -40,7 +40,7 @@ _OLD_NAMES = {"check_weights_argument": "check_source", "read_keras_file": None,
 
 def _read_foreign(path, num_heads=None) -> tuple:
     checkpoint = read_checkpoint(path, num_heads=num_heads)
-    return checkpoint.params, checkpoint.implied
+    return checkpoint.params, dict(checkpoint.assumed, **checkpoint.implied)
 
 
 def __getattr__(name: str):

@@ -28,15 +28,13 @@ def prefix_tokens(params: Dict[str, np.ndarray]) -> int:
     return sum(int(params[k].shape[1]) for k in ("cls", "dist", "reg") if k in params)
 
 
-def posemb_prefix_rows(params: Dict[str, np.ndarray]) -> int:
-    """Rows of the file's position table that belong to the prefix tokens (class, distillation, registers): all
-    of them in the original layout; 0 without prefix tokens, or when the table is exactly a square grid
-    (DeiT-III / DINOv2: the prefix tokens are prepended after the position embeddings)."""
-    prefix = prefix_tokens(params)
-    if not prefix:
-        return 0
-    rows = params[POSEMB_KEY].shape[1]
-    return 0 if _square(rows) and not _square(rows - prefix) else prefix
+def posemb_prefix_rows(params: Dict[str, np.ndarray], included: bool = True) -> int:
+    """Rows of the file's position table that belong to the prefix tokens (class, distillation, registers).
+
+    Where they are is a fact of the source's layout, never read off the row count: the original code and timm's
+    default (`no_embed_class=False`) give every prefix token a row (`included=True`); DeiT-III and DINOv2 with
+    registers (timm's `no_embed_class=True`, keras_vit's `prefix_position_embedding=False`) give them none."""
+    return prefix_tokens(params) if included else 0
 
 
 def _square(n: int) -> bool:
@@ -64,12 +62,15 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     return kw
 
 
-def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint") -> dict:
+def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint", *,
+                          prefix_position_embedding: bool = True) -> dict:
     """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
 
     Patch size, width, depth, heads, MLP width, hybrid stages and width, class token or GAP,
-    representation layer, head size and (for square grids) the input size the file was
-    trained at. A non-square grid cannot be read from the file: pass `input_shape` then.
+    representation layer and head size. `prefix_position_embedding` says where the source keeps the prefix
+    tokens' position rows (the layout's fact, `posemb_prefix_rows`). The input size is set only where the grid
+    rows left are a square count, the size every layout without a config trains at; another count cannot be
+    read from the file: the source's config states it (`input_shape`), or the caller passes it.
     """
     need = ["embedding/kernel", POSEMB_KEY, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
             "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
@@ -97,16 +98,32 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
         if float(kw["resnet_width"]).is_integer():
             kw["resnet_width"] = int(kw["resnet_width"])
     kw.update(variant_from_npz(params))
-    prefix = posemb_prefix_rows(params)
-    if prefix_tokens(params) and not prefix:
+    if prefix_tokens(params) and not prefix_position_embedding:
         kw["prefix_position_embedding"] = False
-    n = params[POSEMB_KEY].shape[1] - prefix
-    side = int(round(np.sqrt(n)))
-    if side * side == n:
+    n = params[POSEMB_KEY].shape[1] - posemb_prefix_rows(params, prefix_position_embedding)
+    side = int(round(np.sqrt(max(n, 0))))
+    if n > 0 and side * side == n:
         stride = p * table.resnet_stride(kw.get("resnet_layers"))
         first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
         kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
     return kw
+
+
+def stated_grid(params: Dict[str, np.ndarray], input_shape, prefix_position_embedding: bool = True,
+                source: str = "checkpoint") -> tuple:
+    """The patch grid a source's config states (`input_shape`, its trained size), checked against the rows of
+    its position table: a config that disagrees with its own weights is refused, naming both."""
+    arch = architecture_from_npz(params, source, prefix_position_embedding=prefix_position_embedding)
+    stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
+    h, w = int(input_shape[0]), int(input_shape[1])
+    grid = (h // stride, w // stride)
+    prefix = posemb_prefix_rows(params, prefix_position_embedding)
+    rows = int(params[POSEMB_KEY].shape[1])
+    if h % stride or w % stride or grid[0] * grid[1] + prefix != rows:
+        raise ValueError(f"{source!r}: its config states a {h}x{w} input ({grid[0]}x{grid[1]} patches of "
+                         f"{stride} px{f' + {prefix} prefix row(s)' if prefix else ''}), but its position table has "
+                         f"{rows} rows; the config does not describe these weights. Nothing was loaded.")
+    return grid
 
 
 _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",

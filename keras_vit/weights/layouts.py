@@ -126,7 +126,8 @@ def _hf_block_in(g: "_Reader", i: int, num_heads: int) -> Params:
     """`transformers` block `i`'s tensors in official keys."""
     t, o = f"encoder.layer.{i}.", f"Transformer/encoderblock_{i}/"
     a = t + "attention.attention."
-    biases = (g(a + "query.bias"), g(a + "key.bias"), g(a + "value.bias"), g(t + "attention.output.dense.bias"))
+    qkv = [g(a + n + ".bias") if a + n + ".bias" in g.sd else None for n in ("query", "key", "value")]
+    biases = (*qkv, g(t + "attention.output.dense.bias"))  # qkv_bias=False: none; a part alone is refused below
     p = _attention_in(g(a + "query.weight"), g(a + "key.weight"), g(a + "value.weight"),
                       g(t + "attention.output.dense.weight"), biases, num_heads, o + "MultiHeadDotProductAttention_1/")
     for ours, theirs in (("LayerNorm_0", "layernorm_before"), ("LayerNorm_2", "layernorm_after")):
@@ -165,10 +166,6 @@ _BIG_VISION_RENAMES = (("MultiHeadDotProductAttention_0", "MultiHeadDotProductAt
 _PREFIXES = ("opt/target/", "params/")  # a vit_jax optimizer state; a big_vision train state
 
 
-def _is_square(n: int) -> bool:
-    return n > 0 and int(round(np.sqrt(n))) ** 2 == n
-
-
 def _unstack_scan(params: Params) -> Params:
     """big_vision's `scan=True` layout: one `Transformer/encoderblock/...` tree with a leading depth axis."""
     stacked = {k: v for k, v in params.items() if k.startswith("Transformer/encoderblock/")}
@@ -204,7 +201,7 @@ def jax_to_official(params: Params) -> Params:
         renamed[key] = value
     if "pos_embedding" in renamed and POSEMB_KEY not in renamed:
         posemb = renamed.pop("pos_embedding")
-        if "cls" in renamed and _is_square(posemb.shape[1]):
+        if "cls" in renamed:  # big_vision adds it to the patches only, always
             posemb = np.concatenate([np.zeros_like(posemb[:, :1]), posemb], axis=1)
         renamed[POSEMB_KEY] = posemb
     return renamed

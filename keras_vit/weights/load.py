@@ -136,15 +136,21 @@ def _table_name(name: Optional[str]) -> Optional[str]:
 
 @dataclasses.dataclass
 class Checkpoint:
-    """A weight source read once: what it is, its arrays under the official keys, and what it implies.
+    """A weight source read once: what it is, its arrays under the official keys, what it states and what had
+    to be assumed.
 
     Attributes:
       source: the path or name as given; `path`: the local file or directory read (a release's download).
       kind: "release", "npz", "keras", "weights_h5", "safetensors", "timm_dir" or "transformers".
       params: {official key: float array}.
-      implied: `VisionTransformer` keywords the source states beyond its shapes (a timm file's exact GELU, a
-        transformers config's heads and image size; a `.keras` file's whole config).
-      old_grid: the position grid the arrays were trained at, where the source records it (`.keras`).
+      implied: `VisionTransformer` keywords the source states beyond its shapes (a timm repository's
+        architecture and `model_args`, a transformers config's heads, activation, epsilon and image size; a
+        `.keras` file's whole config). Only these are checked against a model the weights go into.
+      assumed: keywords the source does not state, taken from its framework's own defaults (a bare timm state
+        dict: timm's `VisionTransformer` defaults); `load_model` says them once in a warning naming the
+        keyword that overrides each.
+      old_grid: the position grid the arrays were trained at, where the source states it (a `.keras` file, a
+        config's image size); None where the file does not say.
       model: the model a `.keras` or `.weights.h5` source was read through (None for the others).
       release: the release a release name resolved to.
     """
@@ -154,18 +160,43 @@ class Checkpoint:
     path: str
     params: Dict[str, np.ndarray]
     implied: dict = dataclasses.field(default_factory=dict)
+    assumed: dict = dataclasses.field(default_factory=dict)
     old_grid: Optional[tuple] = None
     model: Optional[VisionTransformer] = None
     release: Optional[releases.Release] = None
 
-    def architecture(self) -> dict:
+    def architecture(self, overrides: Optional[dict] = None) -> dict:
         """`VisionTransformer` keywords that rebuild the source's model (read off the arrays' shapes where the
-        source keeps no config)."""
+        source keeps no config); `overrides` are the caller's keywords, which also settle what was assumed."""
         if self.model is not None:
             return {k: v for k, v in self.model.get_config().items() if k not in ("weights", "name")}
-        arch = official.architecture_from_npz(self.params, self.path)
+        facts = {**self.assumed, **self.implied, **(overrides or {})}
+        arch = official.architecture_from_npz(
+            self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True))
+        arch.update(self.assumed)
         arch.update(self.implied)
         return arch
+
+    def posemb_included(self, model: Optional[VisionTransformer] = None) -> bool:
+        """Whether the position table holds the prefix tokens' rows: the source's statement, else the model's
+        own layout where the caller named the architecture (a bare timm file into a timm-named model), else the
+        layout's default (the original code's and timm's: it does)."""
+        if self.model is not None:
+            return bool(self.model.variant.prefix_position_embedding)
+        if "prefix_position_embedding" in self.implied:
+            return bool(self.implied["prefix_position_embedding"])
+        if model is not None and self.kind == "safetensors":
+            return bool(model.variant.prefix_position_embedding)
+        return True
+
+    def warn_assumptions(self, overrides: dict) -> None:
+        """One warning naming each fact taken from the framework's defaults that `overrides` did not settle."""
+        told = [f"{k}={v!r}" for k, v in self.assumed.items() if k not in overrides]
+        if told:
+            warnings.warn(f"{self.source!r} does not state {', '.join(k.split('=')[0] for k in told)}: keras_vit "
+                          f"takes timm's defaults ({', '.join(told)}). Pass those keywords to load_model, or build by "
+                          "timm name (keras_vit.create_model('<timm name>', weights=...)), if the file was "
+                          "trained otherwise.", stacklevel=3)
 
 
 def read_checkpoint(source: PathLike, *, model_name: Optional[str] = None, num_heads: Optional[int] = None,
@@ -192,21 +223,24 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
     if kind == "release":
         release = releases.find_release(path, model_name)
         local = releases.fetch(release.name)
-        return Checkpoint(path, kind, local, official.read_npz(local), release=release)
+        params = official.read_npz(local)
+        return Checkpoint(path, kind, local, params, release=release,
+                          old_grid=official.stated_grid(params, (*release_size(release), 3), True, local))
     if kind == "npz":
-        return Checkpoint(path, kind, path, official.read_npz(path))
+        return Checkpoint(path, kind, path, official.read_npz(path))  # the original layout: class row in the table
     if kind == "hub":
         local = hub.resolve(path)
         checkpoint = _read(source_kind(local), local, model_name, num_heads, build)
         return dataclasses.replace(checkpoint, source=path)
-    if kind == "timm_dir":
-        params, implied = timm_dirs.read(path)
-        return Checkpoint(path, kind, path, params, implied=implied)
-    if kind in ("safetensors", "transformers"):
+    if kind in ("timm_dir", "transformers"):
+        params, implied = timm_dirs.read(path) if kind == "timm_dir" else safetensors_files.read_transformers(path)
+        grid = official.stated_grid(params, implied["input_shape"], implied.get("prefix_position_embedding", True),
+                                    path)
+        return Checkpoint(path, kind, path, params, implied=implied, old_grid=grid)
+    if kind == "safetensors":
         heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
-        reader = safetensors_files.read_timm if kind == "safetensors" else safetensors_files.read_transformers
-        params, implied = reader(path, heads) if kind == "safetensors" else reader(path)
-        return Checkpoint(path, kind, path, params, implied=implied)
+        params, implied, assumed = safetensors_files.read_timm(path, heads)
+        return Checkpoint(path, kind, path, params, implied=implied, assumed=assumed)
     if kind == "keras":
         model = keras_files.read_keras_file(path)  # its own grid is known: a (8, 2) file never lands raw in (2, 8)
         return Checkpoint(path, kind, path, official.model_params(model), old_grid=model.grid_size, model=model)
@@ -238,7 +272,8 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
     return official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
-                                **npz_kwargs)
+                                posemb_prefix_included=checkpoint.posemb_included(model),
+                                grid_stated=checkpoint.old_grid is not None, **npz_kwargs)
 
 
 def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
@@ -253,12 +288,19 @@ def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
         activation = "gelu_tanh" if implied["gelu_approximate"] else "gelu"
     eps = implied.get("layer_norm_epsilon")
     have = model.variant
+    close_eps = eps is not None and max(eps, have.layer_norm_epsilon) <= 1e-6  # below float32's resolution of
+    # a normalised activation's variance: said, not refused (transformers' ViTConfig default is 1e-12)
     wrong = [f"{field} {theirs!r} (the model's {ours!r})" for field, theirs, ours in
              (("activation", activation, have.activation), ("LayerNorm epsilon", eps, have.layer_norm_epsilon))
-             if theirs is not None and theirs != ours and not {theirs, ours} <= {"gelu", "gelu_tanh"}]
+             if theirs is not None and theirs != ours and not {theirs, ours} <= {"gelu", "gelu_tanh"}
+             and not (field == "LayerNorm epsilon" and close_eps)]
     if wrong:
         raise ValueError(f"{checkpoint.source!r} was trained with {', '.join(wrong)}: another family's model. "
                          "Build it with keras_vit.load_model(source), which takes the source's; nothing was loaded.")
+    if close_eps and eps != have.layer_norm_epsilon:
+        warnings.warn(f"{checkpoint.source!r} was trained with LayerNorm epsilon {eps!r}, model {model.name!r} uses "
+                      f"{have.layer_norm_epsilon!r}; build it with layer_norm_epsilon={eps!r} (keras_vit.load_model "
+                      "does) for the source's exact logits.")
     if activation in ("gelu", "gelu_tanh") and activation != have.activation:
         exact = activation == "gelu_tanh"
         warnings.warn(f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
@@ -300,26 +342,41 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
     if checkpoint.release is not None:
         arch = _release_architecture(checkpoint.release, kwargs)
     else:
-        arch = checkpoint.architecture()
+        arch = checkpoint.architecture(kwargs)
+        if "input_shape" not in arch and "input_shape" in kwargs and checkpoint.old_grid is None:
+            # the file does not state its size; the caller's is the size it was trained at
+            checkpoint.old_grid = official.stated_grid(checkpoint.params, kwargs["input_shape"],
+                                                       bool(kwargs.get("prefix_position_embedding", True)),
+                                                       checkpoint.path)
         _check_name(checkpoint, arch, name)
         if checkpoint.kind == "keras" and all(
                 arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
             return checkpoint.model
         arch.update(kwargs)
+        checkpoint.warn_assumptions(kwargs)
     if "input_shape" not in arch:
-        raise ValueError(f"{checkpoint.path!r} has a non-square patch grid; pass input_shape=(H, W, 3).")
+        raise ValueError(f"{checkpoint.path!r} does not state its input size and its position table is not a "
+                         "square grid; pass input_shape=(H, W, C) of the size it was trained at.")
     if arch.get("data_config") is None:  # a release's from its name; the others from the local copy just read
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
+    included = bool(arch.get("prefix_position_embedding", True)) if checkpoint.model is None and \
+        checkpoint.kind == "safetensors" else checkpoint.posemb_included()
     return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
+                                posemb_prefix_included=included, grid_stated=checkpoint.old_grid is not None,
                                 adopt=checkpoint.model is None)  # arrays read just now, used by nothing else
+
+
+def release_size(release: releases.Release) -> tuple:
+    """(height, width) a release was trained at."""
+    r = release.resolution
+    return (int(r), int(r)) if isinstance(r, int) else (int(r[0]), int(r[1]))
 
 
 def _release_architecture(release: releases.Release, kwargs: dict) -> dict:
     """The table model of `release` at its resolution, with the release's own head unless told otherwise."""
-    arch = dict(table.vit_config(release.model).model_kwargs(),
-                input_shape=(release.resolution, release.resolution, 3))
+    arch = dict(table.vit_config(release.model).model_kwargs(), input_shape=(*release_size(release), 3))
     arch.update(kwargs)
     arch["classes"], arch["representation_size"] = releases.head_size(
         kwargs.get("classes"), kwargs.get("representation_size"), release)

@@ -24,7 +24,7 @@ from keras_vit.vit.lora import base_variable
 from keras_vit.vit.position_embedding import resample_grid
 from keras_vit.weights import layouts
 from keras_vit.weights.architecture import (architecture_from_npz, check_family,  # noqa: F401 (public here)
-                                            posemb_prefix_rows)
+                                            posemb_prefix_rows, stated_grid)
 
 logger = logging.getLogger("keras_vit")
 
@@ -214,18 +214,25 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
     representation layer; with `reset_head="auto"` the head is zero-initialised (with a
     warning) when its class count differs or when it was trained on dropped pre-logits,
     `True` always zeroes it, `False` refuses either case; position embeddings are resized
-    when the patch grid differs (`resize_posemb`; `old_grid` names a non-square file grid).
+    when the patch grid differs (`resize_posemb`). An `.npz` does not record its grid: it is taken as square,
+    and a model with a non-square grid needs `old_grid` (the file's rows, cols), never a guess.
     Everything is validated before the first weight is assigned, so a failed load leaves
     the model unchanged.
     """
     return load_params(model, read_npz(path), os.fspath(path), adopt=True, resize_posemb=resize_posemb,
-                       reset_head=reset_head, old_grid=old_grid)
+                       reset_head=reset_head, old_grid=old_grid, grid_stated=False)
 
 
 def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str = "params", *,
                 resize_posemb: bool = True, reset_head="auto",
-                old_grid: Optional[Sequence[int]] = None, adopt: bool = False) -> keras.Model:
+                old_grid: Optional[Sequence[int]] = None, adopt: bool = False,
+                posemb_prefix_included: bool = True, grid_stated: bool = True) -> keras.Model:
     """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`).
+
+    `posemb_prefix_included`: whether the position table holds the prefix tokens' rows, a fact of the source's
+    layout (True in the original code's and timm's default; `posemb_prefix_rows`). `grid_stated=False` says the
+    arrays come from a file that does not record its grid (an `.npz`, a bare state dict): a model with a
+    non-square grid then needs `old_grid`; arrays in memory are taken to share the model's grid.
 
     `adopt=True` says the arrays are the caller's to give away (just read from a file, used by nothing
     else): on TensorFlow a variable may then keep an array's memory instead of a copy of it
@@ -243,7 +250,12 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     check_family(model, params, source)
     problems: list = []
     reset = _head_reset(params, targets, reset_head, problems)
-    assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source)
+    validate.boolean("posemb_prefix_included", posemb_prefix_included)
+    validate.boolean("grid_stated", grid_stated)
+    if not grid_stated and old_grid is None:
+        old_grid = "unstated"  # settled against the model's grid in _plan
+    prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)
+    assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source, prefix_rows)
     for key, value in assign.items():
         assign_array(targets[key], value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False),
                      adopt=adopt)
@@ -279,7 +291,7 @@ def adapt_input_channels(kernel: np.ndarray, channels: int) -> np.ndarray:
     return np.tile(kernel, (1, 1, repeats, 1))[:, :, :channels] * (3.0 / channels)
 
 
-def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path):
+def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path, prefix_rows):
     """{key: value to assign} and notes, or a ValueError naming every misfit (nothing assigned yet)."""
     assign: Dict[str, np.ndarray] = {}
     missing, notes = [], []
@@ -292,9 +304,17 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             missing.append(key)
             continue
         value = params[key]
-        if key == POSEMB_KEY and (value.shape != want or (
-                old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)):
-            value = _fit_posemb(value, model, posemb_prefix_rows(params), resize_posemb, old_grid, key, problems)
+        grid = model.position_embedding.grid_size
+        if key == POSEMB_KEY and isinstance(old_grid, str):
+            if grid[0] == grid[1]:
+                old_grid = None  # a square count into a square model: the grid every unstated layout trains at
+            else:
+                problems.append(f"{key}: the source does not state its patch grid and model {model.name!r} has a "
+                                f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was "
+                                "trained at")
+                continue
+        if key == POSEMB_KEY and (value.shape != want or (old_grid is not None and tuple(old_grid) != grid)):
+            value = _fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
             notes.append(f"position embeddings resized {params[key].shape} -> {want}")

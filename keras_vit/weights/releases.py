@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple, Union
 
 import keras
 
@@ -27,7 +27,7 @@ class Release:
     name: str          # e.g. "ViT-B_16/imagenet21k"
     model: str         # the paper's model name
     dataset: str       # "imagenet21k" | "imagenet21k+imagenet2012" | ...
-    resolution: int    # pixels the checkpoint was trained at
+    resolution: Union[int, Tuple[int, int]]  # pixels the checkpoint was trained at (height, width if not square)
     classes: Optional[int]  # None: a fine-tuning dataset keras_vit has no class count for (read from the file)
     url: str
     sha256: Optional[str] = None
@@ -174,12 +174,13 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
 def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:
     """(classes, representation_size) of a model built for `release`: unset `classes` takes the release's own
     head and pre-logits; another number is a new head (zero-initialised, with a warning, when loaded)."""
+    classes = validate.integer("classes", classes, allow_none=True)  # 2.5 and True refused, never converted
     if release is None:
-        return (DEFAULT_CLASSES if classes is None else int(classes)), representation_size
+        return (DEFAULT_CLASSES if classes is None else classes), representation_size
     if classes is None:  # the released classifier itself, pre-logits included
         rep = release.representation_size if representation_size is None else representation_size
         if release.classes is None:
             raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
                              "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
         return release.classes, rep
-    return int(classes), representation_size
+    return classes, representation_size

@@ -24,8 +24,6 @@ from keras_vit.weights.safetensors_read import read_converted
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
-# hidden_act values of transformers' ACT2FN: the erf form, and the tanh approximation keras_vit defaults to
-_HF_EXACT, _HF_TANH = ("gelu",), ("gelu_pytorch_tanh", "gelu_new")
 
 
 def is_transformers_dir(path: str) -> bool:
@@ -42,9 +40,20 @@ def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
     return rows.pop()
 
 
-def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], dict]:
-    """({official key: array}, keywords the file implies) of a timm ViT `.safetensors` state dict."""
-    implied = dict(gelu_approximate=False, position_interpolation="bicubic")
+# What a bare timm state dict does not state, taken from timm's `VisionTransformer` defaults: exact GELU
+# (`act_layer=None`), LayerNorm epsilon 1e-6, a position row for every prefix token (`no_embed_class=False`).
+TIMM_DEFAULTS = dict(activation="gelu", layer_norm_epsilon=1e-6)
+
+
+def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], dict, dict]:
+    """({official key: array}, keywords the file states, keywords taken from timm's defaults) of a timm ViT
+    `.safetensors` state dict.
+
+    A bare state dict states its shapes and parts only. What it leaves out comes from timm's defaults
+    (`TIMM_DEFAULTS`) and timm's pooling rule: an `fc_norm` goes with average pooling (`global_pool="avg"`,
+    `fc_norm=None`), so such a file pools by averaging even when it keeps a class token."""
+    implied = dict(position_interpolation="bicubic")
+    assumed = dict(TIMM_DEFAULTS)
 
     def convert(sd: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         if layouts.detect(sd) != "timm":
@@ -53,38 +62,76 @@ def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.
         implied["num_heads"] = _heads_for(width, path, num_heads)
         if any(k.startswith("patch_embed.backbone.") for k in sd):
             implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
+        if "fc_norm.weight" in sd and not any(k.startswith("attn_pool.") for k in sd):
+            assumed["classifier"] = "gap"
+            if "cls_token" in sd:
+                assumed["class_token"] = True
+        if any(t in sd for t in ("cls_token", "reg_token", "dist_token")):
+            assumed["prefix_position_embedding"] = True
         return timm_layout.timm_to_official(sd, implied["num_heads"], path)
 
-    return read_converted(path, convert), implied
+    return read_converted(path, convert), implied, assumed
 
 
-def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
-    """({official key: array}, keywords from `config.json`) of a `transformers` ViT directory."""
+# transformers' ViTConfig: hidden_act -> keras_vit's activation (ACT2FN's erf GELU, its two tanh forms, quick GELU)
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                   "quick_gelu": "quick_gelu"}
+# ViTConfig's defaults for what a config.json leaves out (transformers' own, not keras_vit's)
+_HF_DEFAULTS = dict(hidden_act="gelu", layer_norm_eps=1e-12, qkv_bias=True, image_size=224, patch_size=16,
+                    num_channels=3, pooler_act="tanh")
+
+
+def _hf_config(directory: str) -> dict:
     try:
         with open(os.path.join(directory, HF_CONFIG)) as f:
             config = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{directory!r}: {HF_CONFIG} is not readable JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"{directory!r}: {HF_CONFIG} holds a {type(config).__name__}, not a config object.")
     if config.get("model_type") != "vit":
         raise ValueError(f"{directory!r} holds a {config.get('model_type')!r} model, not a transformers 'vit'.")
-    weights = os.path.join(directory, HF_WEIGHTS)
-    if not os.path.exists(weights):
-        raise FileNotFoundError(f"{directory!r} has no {HF_WEIGHTS} (only safetensors are read, never pickles).")
-    act = config.get("hidden_act", "gelu")
-    if act not in _HF_EXACT + _HF_TANH:
-        raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has GELU only.")
-    if config.get("qkv_bias", True) is False:
-        raise ValueError(f"{directory!r}: qkv_bias=False is not a keras_vit ViT.")
     missing = [k for k in ("num_attention_heads", "hidden_size", "num_hidden_layers") if k not in config]
     if missing:
         raise ValueError(f"{directory!r}: {HF_CONFIG} lacks {', '.join(missing)}; a transformers ViT config "
                          "states them (it cannot be read from the weights alone).")
+    return {**_HF_DEFAULTS, **config}
+
+
+def _pair(value, field: str, directory: str) -> tuple:
+    pair = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+        raise ValueError(f"{directory!r}: {field}={value!r} is neither a positive int nor a pair of them.")
+    return pair
+
+
+def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
+    """({official key: array}, keywords from `config.json`) of a `transformers` ViT directory.
+
+    Every field of `ViTConfig` that changes the logits is read (what the file leaves out takes ViTConfig's
+    default, `_HF_DEFAULTS`: LayerNorm epsilon 1e-12, exact GELU) or refused by name: an activation keras_vit's
+    MLP lacks, non-square patches, a pooler activation other than tanh. The position table holds the class
+    token's row (transformers' ViTEmbeddings) and the grid is `image_size` / `patch_size`."""
+    config = _hf_config(directory)
+    weights = os.path.join(directory, HF_WEIGHTS)
+    if not os.path.exists(weights):
+        raise FileNotFoundError(f"{directory!r} has no {HF_WEIGHTS} (only safetensors are read, never pickles).")
+    act = config["hidden_act"]
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has {sorted(_HF_ACTIVATIONS)} only. "
+                         "Nothing was loaded.")
+    patch = _pair(config["patch_size"], "patch_size", directory)
+    if patch[0] != patch[1]:
+        raise ValueError(f"{directory!r}: patch_size={config['patch_size']!r}; keras_vit's patches are square.")
     heads = int(config["num_attention_heads"])
     params = read_converted(weights, lambda sd: layouts.transformers_to_official(sd, heads, weights))
-    size = config.get("image_size", 224)
-    size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-    return params, dict(num_heads=heads, gelu_approximate=act in _HF_TANH,
-                        input_shape=(*size, int(config.get("num_channels", 3))))
+    if "pre_logits/kernel" in params and config["pooler_act"] != "tanh":
+        raise ValueError(f"{directory!r}: pooler_act={config['pooler_act']!r}; keras_vit's representation layer "
+                         "is tanh. Nothing was loaded.")
+    size = _pair(config["image_size"], "image_size", directory)
+    return params, dict(num_heads=heads, activation=_HF_ACTIVATIONS[act],
+                        layer_norm_epsilon=float(config["layer_norm_eps"]), qkv_bias=bool(config["qkv_bias"]),
+                        prefix_position_embedding=True, input_shape=(*size, int(config["num_channels"])))
 
 
 HF_PREPROCESSOR = "preprocessor_config.json"

@@ -48,6 +48,10 @@ def _config(directory: str) -> dict:
         raise ValueError(f"{directory!r}: {CONFIG} is not readable JSON: {e}") from e
     if not isinstance(config, dict) or not isinstance(config.get("architecture"), str):
         raise ValueError(f"{directory!r}: {CONFIG} names no timm architecture.")
+    for field in ("model_args", "pretrained_cfg"):
+        if config.get(field) is not None and not isinstance(config[field], dict):
+            raise ValueError(f"{directory!r}: {CONFIG}'s {field} is a {type(config[field]).__name__}, not an "
+                             "object of keywords.")
     return config
 
 
@@ -115,7 +119,20 @@ def architecture(directory: str, config: Optional[dict] = None) -> dict:
         kw = timm_table.model_kwargs(name)
     except ValueError as e:
         raise ValueError(f"{directory!r}: {e} Nothing was loaded.") from None
-    return _override(name, kw, config.get("model_args") or {})
+    args = dict(config.get("model_args") or {})
+    if "num_classes" not in args and config.get("num_classes") is not None:
+        args["num_classes"] = config["num_classes"]  # timm builds with the config's num_classes by default
+    return _override(name, kw, args)
+
+
+def _check_head(directory: str, implied: dict, params: Dict[str, np.ndarray]) -> None:
+    """timm loads a repository strictly: a head of another size than the config's `num_classes` is refused."""
+    classes = implied.get("classes", 0) if implied.get("include_top", True) else 0
+    have = int(params["head/kernel"].shape[-1]) if "head/kernel" in params else 0
+    if classes != have:
+        raise ValueError(f"{directory!r}: {CONFIG} says num_classes={classes}, but its weights hold "
+                         f"{'a ' + str(have) + '-class head' if have else 'no head'}; timm refuses this repository "
+                         "too. Nothing was loaded.")
 
 
 def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -128,13 +145,21 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
                 if os.path.exists(os.path.join(directory, PICKLE)) else "")
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     implied = architecture(directory, config)
-    params, _ = safetensors_files.read_timm(weights, implied["num_heads"])
+    params = safetensors_files.read_timm(weights, implied["num_heads"])[0]
+    _check_head(directory, implied, params)
     return params, implied
 
 
 def data_config(directory: str) -> DataConfig:
-    """The directory's `pretrained_cfg` as a `DataConfig` (timm's ViT defaults for what it leaves out)."""
-    cfg = _config(directory).get("pretrained_cfg") or {}
+    """The directory's `pretrained_cfg` as a `DataConfig` (timm's ViT defaults for what it leaves out). timm's
+    `pretrained_cfg` has no antialias field (its PIL resizes always antialias; `PretrainedCfg` refuses unknown
+    fields), so a model saved without antialiasing records it in a `keras_vit` object beside it."""
+    config = _config(directory)
+    cfg = config.get("pretrained_cfg") or {}
+    ours = config.get("keras_vit") or {}
+    antialias = ours.get("antialias", True) if isinstance(ours, dict) else True
+    if not isinstance(antialias, bool):
+        raise ValueError(f"{directory!r}: keras_vit.antialias={antialias!r} in {CONFIG} must be true or false.")
     interpolation = cfg.get("interpolation", "bicubic")
     crop_mode = cfg.get("crop_mode", "center")
     if interpolation not in INTERPOLATIONS or crop_mode not in CROP_MODES:
@@ -142,7 +167,7 @@ def data_config(directory: str) -> DataConfig:
                          f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}.")
     labels = label_set_for(cfg.get("num_classes") or 0)
     return DataConfig(mean=cfg.get("mean", 0.5), std=cfg.get("std", 0.5), crop_pct=cfg.get("crop_pct", 0.9),
-                      crop_mode=crop_mode, interpolation=interpolation, antialias=True,
+                      crop_mode=crop_mode, interpolation=interpolation, antialias=antialias,
                       labels=labels if cfg.get("label_offset", 0) == 0 else None)
 
 
@@ -216,7 +241,8 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
     sd = safetensors_files.timm_state_dict(model)
     args, architecture_name = _model_args(model)
     config = dict(architecture=architecture_name, num_classes=model.classes, num_features=model.vit_config.hidden_size,
-                  global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model))
+                  global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model),
+                  keras_vit=dict(antialias=model.data_config.antialias))
 
     def fill(tmp: str) -> None:
         save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
