@@ -197,3 +197,45 @@ def test_jax_calls_through_one_jitted_block_match_predict_and_the_block_by_block
     assert got["vs_predict"] <= 1e-5 and got["vs_blocks"] <= 1e-5
     assert got["stateless"] <= 1e-5 and got["stateless_moved"] > 1e-2
     assert got["traced"] <= 1e-5 and got["traced_calls"] <= 1  # 3 blocks, at most one traced (0: cached)
+
+
+_PAIRS = r"""
+import json, numpy as np, keras, keras_vit
+T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=5,
+         classifier_activation=None)
+x = np.random.default_rng(1).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
+
+
+def model(lora=None, **kw):
+    m = keras_vit.VisionTransformer(**{**T, **kw})
+    if lora:
+        m.enable_lora(**lora)
+    rng = np.random.default_rng(0)
+    m.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) for w in m.get_weights()])
+    return m
+
+
+# pairs that differ in one setting each, built one after the other in this process
+pairs = {"lora_alpha": (dict(lora=dict(rank=2, alpha=4.0)), dict(lora=dict(rank=2, alpha=16.0))),
+         "lora_targets": (dict(lora=dict(rank=2)), dict(lora=dict(rank=2, target_layer_names=("query", "key", "value", "out")))),
+         "layer_norm_epsilon": (dict(), dict(layer_norm_epsilon=0.5)),
+         "activation": (dict(), dict(activation="quick_gelu")), "qk_norm": (dict(), dict(qk_norm=True))}
+out = {}
+for name, (first, second) in pairs.items():
+    a, b = model(**first), model(**second)
+    a(x)  # the first model traces the shared function
+    # the second's eager call against its own graph (predict) and its merged, plain copy
+    reference = b.merge_lora() if b.lora_layers() else b
+    out[name] = float(np.abs(np.asarray(b(x)) - reference.predict(x, verbose=0)).max())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_models_differing_in_one_setting_never_share_a_block_function_wrongly(backend):
+    """The shared function's key comes from every setting a layer keeps (LoRA's alpha and targets, epsilon,
+    activation, qk-norm), so a second model never runs with the first's."""
+    from conftest import run_on_backend
+
+    got = run_on_backend(_PAIRS, backend)
+    assert max(got.values()) <= 1e-5, got

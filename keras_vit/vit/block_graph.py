@@ -57,13 +57,28 @@ def _signature(block) -> List[Tuple[str, tuple, str]]:
             for v in block.variables]
 
 
+# Layer attributes that do not change what an inference call computes: names and paths (they differ from block
+# to block), Keras' build and tracking state, and the training-only rates (the function runs training=False).
+_NOT_COMPUTED = {"name", "built", "trainable"}
+
+
+def _settings(layer) -> tuple:
+    """Every plain setting `layer` keeps (numbers, strings, booleans, None and tuples of them), whatever its class
+    calls it: epsilon, heads, activation, LoRA's rank and alpha, and any setting a later part adds. Derived from
+    the layer itself rather than listed by hand, so a setting outside `computation()` cannot be missed."""
+    plain = (bool, int, float, str, type(None))
+    return tuple((k, v) for k, v in sorted(vars(layer).items())
+                 if not k.startswith("_") and k not in _NOT_COMPUTED and not k.endswith("_rate")
+                 and (isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(i, plain) for i in v))))
+
+
 def _structure(block) -> tuple:
-    """What the block computes from (weights, x): its class, `computation()` config, every sublayer's dtype
-    policy, its variables' signature and the attention path. (Not `get_config`: Keras' serialisation of the
-    dtype policy imports TensorFlow, seconds on the JAX backend.)"""
+    """What the block computes from (weights, x): its class, `computation()` config, every sublayer's class,
+    dtype policy and settings (`_settings`), its variables' signature and the attention path. (Not `get_config`:
+    Keras' serialisation of the dtype policy imports TensorFlow, seconds on the JAX backend.)"""
     return (type(block), tuple(sorted(block.computation().items())),
-            tuple(layer.dtype_policy.name for layer in block._flatten_layers()), tuple(_signature(block)),
-            bool(MultiHeadDotProductAttention.FUSED))
+            tuple((type(layer), layer.dtype_policy.name, _settings(layer)) for layer in block._flatten_layers()),
+            tuple(_signature(block)), bool(MultiHeadDotProductAttention.FUSED))
 
 
 def _uniform(blocks) -> Optional[tuple]:
