@@ -276,6 +276,15 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"])
                              if self.final_norm else None)
 
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        """TensorFlow's object graph (`tf.train.Checkpoint`, `CheckpointManager`) does not follow the `blocks`
+        list that Keras tracks: each block is named here as `encoderblock_<i>`, so a checkpoint holds every
+        variable and `assert_consumed` refuses one of another depth. (Only TensorFlow calls this.)"""
+        children = dict(super()._trackable_children(save_type, **kwargs))
+        if save_type == "checkpoint":
+            children.update((block.name, block) for block in self.blocks)
+        return children
+
     @property
     def activation(self) -> str:
         return self.blocks[0].activation if self.blocks else activation_name(None, None)
