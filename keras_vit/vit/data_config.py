@@ -66,6 +66,10 @@ class DataConfig:
             object.__setattr__(self, field, tuple(float(v) for v in value))
         if any(s <= 0 for s in self.std):
             raise ValueError(f"data_config std must be > 0, got {list(self.std)}.")
+        if any(not 0 <= m <= 1 for m in self.mean) or any(s > 1 for s in self.std):
+            raise ValueError(f"data_config mean {list(self.mean)} and std {list(self.std)} must be in [0, 1] pixel "
+                             "units, as timm and transformers write them (ImageNet's mean is 0.485, 0.456, 0.406); "
+                             "values in [0, 255] units are 255 times too large: divide them by 255.")
         if len(self.mean) != len(self.std) and 1 not in (len(self.mean), len(self.std)):
             raise ValueError(f"data_config mean has {len(self.mean)} values and std {len(self.std)}.")
         if (isinstance(self.crop_pct, bool) or not isinstance(self.crop_pct, (int, float))

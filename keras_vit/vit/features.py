@@ -32,6 +32,13 @@ class FeatureModel(keras.Model):
         super().__init__(*args, **kwargs)
         self._input_check = check  # a bound method of the source model (not tracked: no second copy of it)
 
+    def __call__(self, *args, **kwargs):
+        """`keras.Model.__call__`; a NumPy batch of another range than the model takes warns once, as `predict`
+        does (tensors are not read back: that would cost a device sync on every call)."""
+        if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
+            self._warn_about_range(args[0], "model(x)")
+        return super().__call__(*args, **kwargs)
+
     def predict(self, x, *args, **kwargs):
         if self._input_check is not None:
             self._input_check(x, "predict")
@@ -153,6 +160,13 @@ class FeatureAPI:
                           f"{'integer pixels' if integers else 'values'} in [{bottom:g}, {top:g}]; feed it {hint}.",
                           stacklevel=3)
 
+    def __call__(self, *args, **kwargs):
+        """`keras.Model.__call__`; a NumPy batch of another range than the model takes warns once, as `predict`
+        does (tensors are not read back: that would cost a device sync on every call)."""
+        if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
+            self._warn_about_range(args[0], "model(x)")
+        return super().__call__(*args, **kwargs)
+
     def predict(self, x, *args, **kwargs):
         """`keras.Model.predict`, with `check_batch` first; an empty array gives an empty result of the
         output's shape instead of failing inside Keras."""
@@ -178,6 +192,8 @@ class FeatureAPI:
         "logits" (with a head, before its activation). `blocks`: indices to keep (default all).
         """
         wanted = set(self._block_indices(blocks))
+        if isinstance(images, np.ndarray) and images.size:
+            self._warn_about_range(images, "intermediates")
         x = self._embed(keras.ops.convert_to_tensor(self.check_images(images), "float32"), training=training)
         out: Dict[str, object] = {"blocks": {}}
         if attention:

@@ -12,9 +12,11 @@ a = -0.5, PIL's and TensorFlow's), nearest.
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Sequence, Tuple, Union
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_vit.vit.data_config import DataConfig, center_crop_offset
@@ -104,12 +106,25 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         self.data_config = DataConfig.from_dict(data_config)
         self.normalize = bool(normalize)
 
+    def __call__(self, images, *args, **kwargs):
+        """`keras.layers.Layer.__call__`; a NumPy batch of floats inside [0, 1] warns once: the layer takes pixels
+        in [0, 255], and such values would all land near the mean (tensors are not read back)."""
+        if isinstance(images, np.ndarray) and images.dtype.kind == "f" and images.size and \
+                not getattr(self, "_range_warned", False) and 0 <= float(images.min()) and 0 < float(images.max()) <= 1:
+            self._range_warned = True
+            warnings.warn("ImagePreprocessing takes pixels in [0, 255]; got floats in [0, 1]: multiply them by 255 "
+                          "first.", stacklevel=2)
+        return super().__call__(images, *args, **kwargs)
+
     def call(self, images):
         x = ops.cast(images, "float32")
         if len(x.shape) == 3:
             x = ops.expand_dims(x, 0)
         if len(x.shape) != 4:
             raise ValueError(f"ImagePreprocessing takes (H, W, C) or (N, H, W, C) images, got shape {x.shape}.")
+        if x.shape[-1] is not None and x.shape[-1] > 4 and x.shape[1] is not None and x.shape[1] <= 4:
+            raise ValueError(f"ImagePreprocessing takes channels-last images (N, H, W, C); shape {tuple(x.shape)} "
+                             "looks channels-first (N, C, H, W): transpose it (x.transpose(0, 2, 3, 1)).")
         if self.size is not None:
             x = self._resize(x)
         if self.normalize:

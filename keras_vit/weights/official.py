@@ -177,6 +177,7 @@ def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
     import scipy.ndimage
 
     posemb = np.asarray(posemb)
+    validate.integer("num_prefix_tokens", num_prefix_tokens, minimum=0)
     squeeze = posemb.ndim == 2
     if squeeze:
         posemb = posemb[None]
