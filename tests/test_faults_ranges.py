@@ -46,3 +46,10 @@ def test_data_config_in_255_units_is_refused():
 def test_resize_position_embeddings_refuses_a_negative_prefix():
     with pytest.raises(ValueError, match="num_prefix_tokens must be >= 0"):
         keras_vit.resize_position_embeddings(np.zeros((1, 17, 8)), (2, 2), num_prefix_tokens=-1)
+
+
+def test_a_grayscale_batch_through_the_preprocessor_is_named_at_the_model_call():
+    model = keras_vit.load_model(os.path.join(FIXTURES, "timm_hub", "plain"))
+    gray = model.preprocessor()(np.zeros((1, 40, 40, 1), "uint8"))
+    with pytest.raises(ValueError, match=r"images must be \(batch, 32, 32, 3\).*got \(1, 32, 32, 1\)"):
+        model(gray)

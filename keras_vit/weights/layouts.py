@@ -58,6 +58,9 @@ def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params
     """Separate (D, D) torch projections -> the official (D, H, D/H) / (H, D/H, D) kernels (biases: q, k, v, out;
     None for an absent one)."""
     d = q.shape[1]
+    if num_heads < 1 or d % num_heads or q.shape[0] != d:
+        raise ValueError(f"{prefix}: {num_heads} heads do not divide the width {d} of the weights (query "
+                         f"{tuple(q.shape)}); the config names heads of another model than these weights.")
     head = d // num_heads
     p = {}
     for name, w, b in (("query", q, biases[0]), ("key", k, biases[1]), ("value", v, biases[2])):
