@@ -53,3 +53,12 @@ def test_a_grayscale_batch_through_the_preprocessor_is_named_at_the_model_call()
     gray = model.preprocessor()(np.zeros((1, 40, 40, 1), "uint8"))
     with pytest.raises(ValueError, match=r"images must be \(batch, 32, 32, 3\).*got \(1, 32, 32, 1\)"):
         model(gray)
+
+
+def test_a_workdir_lock_that_is_a_directory_is_one_line_and_left_alone(tmp_path):
+    from recipes.trainer import lock
+
+    (tmp_path / lock.LOCK_NAME).mkdir()
+    with pytest.raises(lock.WorkdirBusy, match="is not a lock file"):
+        lock.acquire(str(tmp_path))
+    assert (tmp_path / lock.LOCK_NAME).is_dir()
