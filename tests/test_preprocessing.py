@@ -61,8 +61,44 @@ def test_resize_and_crop_match_pil_with_torchvision_rules(name):
         want = _pil_reference(image, config)
         assert ours.shape == want.shape == (SIZE, SIZE, 3), photo
         worst, means = max(worst, float(np.abs(ours - want).max())), means + [float(np.abs(ours - want).mean())]
-    # PIL rounds to 8 bits after each pass; measured: max 1.07, mean 0.31 levels of 255
-    assert worst <= 6.0 and max(means) <= 0.5, (worst, means)
+    # PIL rounds to 8 bits after each pass; measured under Pillow 13: max 1.04, mean 0.31 levels of 255
+    assert worst <= 1.2 and max(means) <= 0.5, (worst, means)
+
+
+@pytest.mark.parametrize("crop_mode,crop_pct", [("squash", 1.0), ("squash", 0.9)])
+def test_squashed_portraits_match_the_installed_pil(crop_mode, crop_pct):
+    """Portraits squashed to a square shrink their height most: Pillow 13 resizes rows first there."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    reference = importlib.import_module("make_pillow12_reference")
+    config = dict(crop_pct=crop_pct, crop_mode=crop_mode, interpolation="bicubic", antialias=True)
+    for photo, image in reference.photos().items():
+        want = reference.resize_crop(image, crop_mode, crop_pct).astype("float64")
+        assert np.abs(np.asarray(_layer(config)(image))[0] - want).max() <= 1.2, photo
+
+
+def test_pass_order_pillow12_matches_references_made_under_pillow_12():
+    """tests/fixtures/pillow12 (tools/make_pillow12_reference.py): evaluations made under Pillow <= 12 ask for
+    the older order (columns always first) and get it within the same bound."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from make_pillow12_reference import photos
+
+    refs = np.load(os.path.join(ROOT, "tests", "fixtures", "pillow12", "resized.npz"))
+    assert str(refs["pillow"]).startswith("12.")
+    worst = {}
+    for key in refs.files:
+        if key == "pillow":
+            continue
+        name, case = key.split("/")
+        mode, pct = case.rsplit("_", 1)
+        config = dict(crop_pct=float(pct), crop_mode=mode, interpolation="bicubic", antialias=True,
+                      pass_order="pillow12")
+        worst[key] = float(np.abs(np.asarray(_layer(config)(photos()[name]))[0] - refs[key]).max())
+    assert max(worst.values()) <= 1.2, worst
 
 
 def test_normalisation_equals_numpy():

@@ -26,6 +26,7 @@ from typing import Optional, Sequence, Tuple
 
 CROP_MODES = ("squash", "center")
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
+PASS_ORDERS = ("pillow13", "pillow12")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -45,6 +46,11 @@ class DataConfig:
       antialias: whether downscaling filters over the whole footprint (PIL, timm, `transformers`) or samples
         the nearest source pixels only (the original code's `tf.image.resize`).
       labels: the label set of the head ("imagenet1k", "imagenet21k"), None when unknown.
+      pass_order: which of the two resize passes (columns, rows) runs first, as PIL does it; it shows where a
+        bicubic pass overshoots [0, 255] and is clipped. "pillow13" (current Pillow): rows first when the height
+        shrinks by more than twice as many pixels as the width, else columns first; "pillow12": always columns
+        first, for evaluations made under Pillow <= 12. The layer also runs inside exports, where there is no
+        Pillow to ask, so the order is part of the config.
     """
 
     mean: Tuple[float, ...] = (0.5, 0.5, 0.5)
@@ -54,6 +60,7 @@ class DataConfig:
     interpolation: str = "bilinear"
     antialias: bool = False
     labels: Optional[str] = None
+    pass_order: str = "pillow13"
 
     def __post_init__(self):
         for field in ("mean", "std"):
@@ -83,6 +90,8 @@ class DataConfig:
                              f"{self.interpolation!r}.")
         if not isinstance(self.antialias, bool):
             raise ValueError(f"data_config antialias must be True or False, got {self.antialias!r}.")
+        if self.pass_order not in PASS_ORDERS:
+            raise ValueError(f"data_config pass_order must be one of {PASS_ORDERS}, got {self.pass_order!r}.")
         if self.labels is not None and not isinstance(self.labels, str):
             raise ValueError(f"data_config labels must be a label set's name or None, got {self.labels!r}.")
 
@@ -105,7 +114,8 @@ class DataConfig:
     def to_dict(self) -> dict:
         """JSON-serialisable fields (what `get_config`, `.keras` files and `metadata.json` hold)."""
         return dict(mean=list(self.mean), std=list(self.std), crop_pct=self.crop_pct, crop_mode=self.crop_mode,
-                    interpolation=self.interpolation, antialias=self.antialias, labels=self.labels)
+                    interpolation=self.interpolation, antialias=self.antialias, labels=self.labels,
+                    pass_order=self.pass_order)
 
     def for_channels(self, channels: int) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
         """(mean, std) with one value per channel of a `channels`-channel image; a clear error when the
@@ -125,6 +135,12 @@ class DataConfig:
         """(low, high) that pixels in [0, 255] span after normalisation ((-1, 1) for `ORIGINAL`)."""
         mean, std = self.for_channels(channels)
         return (min((0.0 - m) / s for m, s in zip(mean, std)), max((1.0 - m) / s for m, s in zip(mean, std)))
+
+    def rows_first(self, height: int, width: int, resized: Tuple[int, int]) -> bool:
+        """Whether PIL resizes rows before columns for this input (`pass_order`): Pillow 13 does when the height
+        shrinks by more than twice as many pixels as the width does (Pillow's `ImagingResampleInner`)."""
+        shrink_h, shrink_w = height - resized[0], width - resized[1]
+        return self.pass_order == "pillow13" and shrink_h > 0 and shrink_h > 2 * shrink_w
 
     def resized_size(self, height: int, width: int, size: Tuple[int, int]) -> Tuple[int, int]:
         """(H, W) an image of `height` x `width` is resized to before the centre crop to `size`: timm's and

@@ -37,8 +37,9 @@ class FeatureModel(keras.Model):
         line naming the shapes (not a backend's convolution error), and a NumPy batch of another range than the
         model takes warns once (tensors are not read back: that would cost a device sync on every call)."""
         if args and hasattr(args[0], "shape") and not isinstance(args[0], keras.KerasTensor) and \
-                len(args[0].shape) == 4:
-            self.check_images(args[0])
+                len(args[0].shape) == 4 and all(isinstance(d, int) for d in tuple(args[0].shape)[1:]):
+            # the static sizes only (a traced call's batch axis is unknown): checked on a symbolic stand-in
+            self.check_images(keras.KerasTensor((1, *tuple(args[0].shape)[1:]), "float32"))
         if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
             self._warn_about_range(args[0], "model(x)")
         return super().__call__(*args, **kwargs)
@@ -169,8 +170,9 @@ class FeatureAPI:
         line naming the shapes (not a backend's convolution error), and a NumPy batch of another range than the
         model takes warns once (tensors are not read back: that would cost a device sync on every call)."""
         if args and hasattr(args[0], "shape") and not isinstance(args[0], keras.KerasTensor) and \
-                len(args[0].shape) == 4:
-            self.check_images(args[0])
+                len(args[0].shape) == 4 and all(isinstance(d, int) for d in tuple(args[0].shape)[1:]):
+            # the static sizes only (a traced call's batch axis is unknown): checked on a symbolic stand-in
+            self.check_images(keras.KerasTensor((1, *tuple(args[0].shape)[1:]), "float32"))
         if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
             self._warn_about_range(args[0], "model(x)")
         return super().__call__(*args, **kwargs)

@@ -135,7 +135,9 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         return x
 
     def _resize(self, x):
-        """Resize + centre crop as two matrix products (columns, then rows, as PIL does)."""
+        """Resize + centre crop as two matrix products, in the order PIL runs its two passes
+        (`DataConfig.pass_order`, `DataConfig.rows_first`); a bicubic pass's overshoot is clipped after each
+        pass, as PIL does."""
         config = self.data_config
         shape = ops.shape(x)
         height = x.shape[1] if x.shape[1] is not None else shape[1]
@@ -145,11 +147,15 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
                                  config.antialias)
         cols = resampling_matrix(width, resized[1], offsets[1], self.size[1], config.interpolation,
                                  config.antialias)
-        x = ops.einsum("pw,nhwc->nhpc", cols, x)
-        if config.interpolation == "bicubic":  # its overshoot at edges is clipped after each pass, as PIL does
-            x = ops.clip(x, 0.0, 255.0)
-        x = ops.einsum("oh,nhpc->nopc", rows, x)
-        return ops.clip(x, 0.0, 255.0) if config.interpolation == "bicubic" else x
+        clip = config.interpolation == "bicubic"
+        if config.pass_order == "pillow12" or not clip:  # without clipping the two orders are the same map
+            return _two_passes(x, rows, cols, clip, rows_first=False)
+        if all(isinstance(v, int) for v in (height, width, *resized)):
+            return _two_passes(x, rows, cols, clip, config.rows_first(height, width, resized))
+        shrink_h = ops.cast(height, "int32") - ops.cast(resized[0], "int32")
+        shrink_w = ops.cast(width, "int32") - ops.cast(resized[1], "int32")
+        rows_first = ops.logical_and(shrink_h > 0, shrink_h > 2 * shrink_w)  # sizes known at run time only
+        return ops.where(rows_first, _two_passes(x, rows, cols, clip, True), _two_passes(x, rows, cols, clip, False))
 
     def compute_output_shape(self, input_shape):
         shape = tuple(input_shape)
@@ -162,6 +168,15 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         config.update(size=list(self.size) if self.size else None, data_config=self.data_config.to_dict(),
                       normalize=self.normalize)
         return config
+
+
+def _two_passes(x, rows, cols, clip: bool, rows_first: bool):
+    """(N, H, W, C) through the row matrix (out_h, H) and the column matrix (out_w, W), `rows_first` or columns
+    first, clipped to [0, 255] after each pass when `clip`."""
+    clipped = (lambda t: ops.clip(t, 0.0, 255.0)) if clip else (lambda t: t)
+    if rows_first:
+        return clipped(ops.einsum("pw,nowc->nopc", cols, clipped(ops.einsum("oh,nhwc->nowc", rows, x))))
+    return clipped(ops.einsum("oh,nhpc->nopc", rows, clipped(ops.einsum("pw,nhwc->nhpc", cols, x))))
 
 
 def normalize_pixels(pixels, config: DataConfig, channels: int):
