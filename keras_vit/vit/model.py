@@ -183,6 +183,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                                     classes if include_top else None, classifier_activation, policy)
             outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
+        if dtype is not None:  # the model's own policy too (Keras' functional init drops it): its compute dtype
+            self._dtype_policy = keras.dtype_policies.get(dtype)
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)
         self.vit_config = vit_config  # the description
@@ -301,7 +303,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         quantized = config.pop("quantized_layers", None)
         model = cls(**config)
         for mode in sorted(set((quantized or {}).values())):  # before Keras loads the saved int8 weights
-            model.quantize(mode, filters=lambda layer, m=mode: quantized.get(layer.path) == m)
+            model.quantize(mode, filters=lambda layer, m=mode: quantized.get(layer.path) == m
+                           and not getattr(layer, "quantization_mode", None))  # a policy map quantized it already
         return model
 
     # ------------------------------------------------------------------ Keras' own entry points

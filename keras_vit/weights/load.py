@@ -243,7 +243,8 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         return Checkpoint(path, kind, path, params, implied=implied, assumed=assumed)
     if kind == "keras":
         model = keras_files.read_keras_file(path)  # its own grid is known: a (8, 2) file never lands raw in (2, 8)
-        return Checkpoint(path, kind, path, official.model_params(model), old_grid=model.grid_size, model=model)
+        params = {} if model.quantized_layers() else official.model_params(model)  # int8 kernels have no float form
+        return Checkpoint(path, kind, path, params, old_grid=model.grid_size, model=model)
     if build is None and model_name is None:
         raise ValueError(f"{path!r} holds weights only: pass model='<table name>' (and the keywords it was "
                          "built with) so keras_vit knows what to build.")
@@ -269,11 +270,21 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
         return keras_files.load_weights_h5(model, os.fspath(weights))
     vit = model.vit_config
     checkpoint = _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
+    _refuse_quantized(checkpoint)
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
     return official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
                                 posemb_prefix_included=checkpoint.posemb_included(model),
                                 grid_stated=checkpoint.old_grid is not None, **npz_kwargs)
+
+
+def _refuse_quantized(checkpoint: Checkpoint) -> None:
+    """A quantized `.keras` model opens as it is (`load_model(path)`); its int8 kernels cannot go into another
+    model or be rebuilt with other keywords."""
+    if checkpoint.model is not None and checkpoint.model.quantized_layers():
+        raise ValueError(f"{checkpoint.source!r} holds a quantized model: keras_vit.load_model(path) (or "
+                         "keras.models.load_model) opens it as it is; its int8 kernels cannot be loaded into another "
+                         "model or rebuilt with other keywords. Load a float checkpoint and quantize after.")
 
 
 def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
@@ -352,6 +363,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         if checkpoint.kind == "keras" and all(
                 arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
             return checkpoint.model
+        _refuse_quantized(checkpoint)
         arch.update(kwargs)
         checkpoint.warn_assumptions(kwargs)
     if "input_shape" not in arch:
