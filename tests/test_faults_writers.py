@@ -126,3 +126,30 @@ def test_a_saved_model_signature_names_the_size_it_takes(tmp_path):
     assert serve(images=tf.zeros((2, 16, 16, 3)))["output_0"].shape == (2, 3)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"images must be \(batch, 16, 16, 3\)"):
         serve(images=tf.zeros((1, 32, 32, 3)))
+
+
+def test_an_edited_output_file_is_not_lost_to_overwrite(tmp_path):
+    """The manifest keeps each file's size and sha256: a file edited since (a model card) is named and kept."""
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    out = tmp_path / "hf"
+    keras_vit.save_safetensors(model, str(out), layout="transformers")
+    manifest = json.loads((out / atomic.MANIFEST).read_text())
+    assert manifest["files"]["config.json"]["size"] == (out / "config.json").stat().st_size
+    (out / "config.json").write_text((out / "config.json").read_text().replace("LABEL_0", "cat"))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(FileExistsError, match="config.json.*changed since"):
+        keras_vit.save_safetensors(model, str(out), layout="transformers")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_manifest_copied_beside_a_users_files_deletes_nothing(tmp_path):
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    keras_vit.save_safetensors(model, str(tmp_path / "ours"), layout="transformers")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "config.json").write_text(json.dumps({"model_type": "vit", "note": "my own"}))
+    (theirs / "model.safetensors").write_bytes(b"my weights")
+    (theirs / atomic.MANIFEST).write_bytes((tmp_path / "ours" / atomic.MANIFEST).read_bytes())
+    with pytest.raises(FileExistsError, match="changed since"):
+        keras_vit.save_safetensors(model, str(theirs), layout="transformers")
+    assert (theirs / "model.safetensors").read_bytes() == b"my weights"

@@ -12,6 +12,7 @@ replaces the directory only when it holds nothing else (a file a user added ther
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -88,16 +89,40 @@ def _entries(root: str) -> list:
     return sorted(e for e in out if e != MANIFEST)
 
 
+def _digest(path: str) -> dict:
+    """{"size", "sha256"} of the file at `path`."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"size": os.path.getsize(path), "sha256": h.hexdigest()}
+
+
+def _manifest(root: str) -> dict:
+    """What a writer leaves beside its output: every entry, and each file's size and sha256."""
+    entries = _entries(root)
+    files = {e: _digest(os.path.join(root, e)) for e in entries if os.path.isfile(os.path.join(root, e))}
+    return {"writer": "keras_vit", "version": 2, "entries": entries, "files": files}
+
+
 def foreign_entry(path: str, legacy: Callable[[str], bool] = lambda entry: False):
-    """The first entry of directory `path` that its manifest does not list (None when every entry is ours,
-    or the directory is empty). A directory written before manifests existed has none: there `legacy(entry)`
-    says which entries its writer makes (the writer's own file names), and anything else is foreign."""
+    """The first entry of directory `path` that is not exactly what its writer left (None when every entry is
+    ours and unchanged, or the directory is empty): an entry its manifest does not list, or a file whose size
+    or sha256 differs from the manifest's (a model card edited by hand, a manifest copied beside other files).
+    A directory without such a manifest (written before manifests kept digests, or never by us) has nothing
+    to check files against: there `legacy(entry)` says which entries its writer makes, and anything else is
+    foreign."""
     try:
         with open(os.path.join(path, MANIFEST)) as f:
-            ours = set(json.load(f)["entries"])
+            manifest = json.load(f)
+        ours, files = set(manifest["entries"]), dict(manifest["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return next((e for e in _entries(path) if not legacy(e)), None)
-    return next((e for e in _entries(path) if e not in ours), None)
+    for entry in _entries(path):
+        full = os.path.join(path, entry)
+        if entry not in ours or (os.path.isfile(full) and (entry not in files or _digest(full) != files[entry])):
+            return entry
+    return None
 
 
 def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *, overwrite: bool = False,
@@ -118,13 +143,14 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
                                   "(remove it yourself or choose another path).")
         foreign = foreign_entry(path, legacy)
         if foreign is not None:
-            raise FileExistsError(f"{path} holds {foreign!r}, which keras_vit did not write there; refusing to "
-                                  "replace the directory (move that out, or choose another path).")
+            raise FileExistsError(f"{path} holds {foreign!r}, which keras_vit did not write there or which was "
+                                  "changed since; refusing to replace the directory (move that out, or choose "
+                                  "another path).")
     tmp = tempfile.mkdtemp(prefix=f".tmp-{tag}", dir=parent)
     try:
         fill(tmp)
         with open(os.path.join(tmp, MANIFEST), "w") as f:
-            json.dump({"writer": "keras_vit", "entries": _entries(tmp)}, f, indent=1)
+            json.dump(_manifest(tmp), f, indent=1)
         if os.path.lexists(path):
             old = tempfile.mkdtemp(prefix=f".old-{tag}", dir=parent)
             os.rename(path, os.path.join(old, base))

@@ -32,18 +32,6 @@ class FeatureModel(keras.Model):
         super().__init__(*args, **kwargs)
         self._input_check = check  # a bound method of the source model (not tracked: no second copy of it)
 
-    def __call__(self, *args, **kwargs):
-        """`keras.Model.__call__` with `predict`'s input check: a batch of the wrong size or channel count is one
-        line naming the shapes (not a backend's convolution error), and a NumPy batch of another range than the
-        model takes warns once (tensors are not read back: that would cost a device sync on every call)."""
-        if args and hasattr(args[0], "shape") and not isinstance(args[0], keras.KerasTensor) and \
-                len(args[0].shape) == 4 and all(isinstance(d, int) for d in tuple(args[0].shape)[1:]):
-            # the static sizes only (a traced call's batch axis is unknown): checked on a symbolic stand-in
-            self.check_images(keras.KerasTensor((1, *tuple(args[0].shape)[1:]), "float32"))
-        if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
-            self._warn_about_range(args[0], "model(x)")
-        return super().__call__(*args, **kwargs)
-
     def predict(self, x, *args, **kwargs):
         if self._input_check is not None:
             self._input_check(x, "predict")
