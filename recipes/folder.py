@@ -60,9 +60,20 @@ def _is_image(name: str) -> bool:
     return name.lower().endswith(IMAGE_EXTENSIONS)
 
 
+def _utf8(parent: str, name: str) -> str:
+    """`name` if it is valid UTF-8; a file system's undecodable bytes (Python's surrogate escapes) are refused
+    naming the path, since class names and fingerprints are text."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{os.path.join(parent, name)!r} has a name that is not valid UTF-8: rename it (class "
+                         "names and file lists are kept as text).") from None
+    return name
+
+
 def _entries(directory: str) -> Tuple[List[str], List[str]]:
     """(subfolders, image files) directly in `directory`, hidden entries left out, sorted."""
-    names = sorted(n for n in os.listdir(directory) if not n.startswith("."))
+    names = sorted(_utf8(directory, n) for n in os.listdir(directory) if not n.startswith("."))
     folders = [n for n in names if os.path.isdir(os.path.join(directory, n))]
     return folders, [n for n in names if _is_image(n) and os.path.isfile(os.path.join(directory, n))]
 
@@ -102,7 +113,7 @@ def scan(directory: str) -> FolderSplit:
         found = []
         for parent, dirs, names in os.walk(os.path.join(directory, name)):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found += [os.path.relpath(os.path.join(parent, n), directory) for n in names
+            found += [_utf8(directory, os.path.relpath(os.path.join(parent, n), directory)) for n in names
                       if _is_image(n) and not n.startswith(".")]
         if not found:
             raise ValueError(f"class folder {os.path.join(directory, name)!r} holds no image files "

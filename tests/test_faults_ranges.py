@@ -62,3 +62,15 @@ def test_a_workdir_lock_that_is_a_directory_is_one_line_and_left_alone(tmp_path)
     with pytest.raises(lock.WorkdirBusy, match="is not a lock file"):
         lock.acquire(str(tmp_path))
     assert (tmp_path / lock.LOCK_NAME).is_dir()
+
+
+def test_a_class_folder_or_file_name_that_is_not_utf8_is_named(tmp_path):
+    from recipes import folder
+
+    root = os.fsencode(str(tmp_path))
+    for cls in (b"cats", b"dogs\xff"):
+        os.makedirs(os.path.join(root, cls))
+        with open(os.path.join(root, cls, b"a.png"), "wb") as f:
+            f.write(b"x")
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        folder.scan(str(tmp_path))
