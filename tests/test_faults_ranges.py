@@ -74,3 +74,18 @@ def test_a_class_folder_or_file_name_that_is_not_utf8_is_named(tmp_path):
             f.write(b"x")
     with pytest.raises(ValueError, match="not valid UTF-8"):
         folder.scan(str(tmp_path))
+
+
+def test_preprocess_input_twice_warns():
+    once = keras_vit.preprocess_input(_pixels())
+    with pytest.warns(UserWarning, match="look preprocessed already"):
+        keras_vit.preprocess_input(once)
+
+
+def test_attention_rollout_refuses_non_finite_images():
+    from keras_vit.analysis import inspect
+
+    images = np.zeros((1, 32, 32, 3), "float32")
+    images[0, 0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        inspect.attention_rollout(_tiny(), images)

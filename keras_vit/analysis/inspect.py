@@ -28,6 +28,9 @@ def check_images(model: keras.Model, images) -> np.ndarray:
     for models built with include_preprocessing=True)."""
     images = np.asarray(images, dtype="float32")
     images = np.asarray(ensure_vit(model).check_images(images))
+    bad = int(images.size - np.count_nonzero(np.isfinite(images)))
+    if bad:
+        raise ValueError(f"images hold {bad} non-finite value(s) (NaN/Inf): attention maps of them would be NaN.")
     raw = model.include_preprocessing
     lo, hi = (0.0, 255.0) if raw else (-1.0, 1.0)
     if images.min() < lo - 1e-3 or images.max() > hi + 1e-3:

@@ -12,6 +12,7 @@ by name. It does no file I/O: `weights=` goes to the loader `keras_vit.weights` 
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Callable, Optional, Sequence, Tuple, Union
 
 import keras
@@ -78,8 +79,14 @@ def rescale_pixels(x):
 
 
 def preprocess_input(x):
-    """Maps pixels in [0, 255] (uint8 or float) to [-1, 1], the models' input range."""
+    """Maps pixels in [0, 255] (uint8 or float) to [-1, 1], the models' input range. A NumPy float array that
+    already lies in [-1, 1] with negative values (preprocessed once) warns: a second pass squeezes it into
+    [-1.008, -0.992]."""
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
+        x = np.asarray(x, dtype="float32") if not isinstance(x, np.ndarray) or x.dtype.kind != "f" else x
+        if x.size and x.dtype.kind == "f" and -1.0 <= float(x.min()) < 0.0 and float(x.max()) <= 1.0:
+            warnings.warn("preprocess_input takes pixels in [0, 255], but these values lie in [-1, 1] with negatives: "
+                          "they look preprocessed already.", stacklevel=2)
         return rescale_pixels(np.asarray(x, dtype="float32"))
     return rescale_pixels(keras.ops.cast(x, "float32"))
 
