@@ -125,3 +125,12 @@ def test_the_jax_engine_refuses_another_config_without_renaming_good_checkpoints
     assert engine.returncode == 2 and "holds a run of the jax engine" in engine.stderr, engine.stderr[-2000:]
     assert _listing(tmp_path / "checkpoints") == before
     assert not any(n.endswith(".unreadable") for n in before)
+
+
+def test_a_resume_whose_run_config_is_gone_is_refused_and_moves_nothing(halfway):
+    """Without its record the run's config cannot be compared: a changed batch size would pass unnoticed."""
+    (halfway / run_record.RUN_CONFIG).unlink()
+    before = _listing(halfway / "checkpoints")
+    with pytest.raises(ValueError, match="no run_config.json"):
+        _run(halfway, total_steps=40, batch_size=4)
+    assert _listing(halfway / "checkpoints") == before

@@ -75,7 +75,8 @@ def _difference(saved: dict, config, engine: str) -> Optional[str]:
 
 def prepare(config, outdir: str, engine: str, writer: bool = True) -> None:
     """Before any checkpoint is read: a workdir whose run was another config or engine is refused, naming the
-    first field that differs (a workdir from before run_config.json passes). With `config.restart=True` the old
+    first field that differs (a workdir with checkpoints and no run_config.json is refused once they are read,
+    `after_restore`). With `config.restart=True` the old
     run's checkpoints, model and records are renamed aside instead, once: a restarted run that is itself resumed
     (the same command after a preemption) carries on. Only the `writer` process (the chief) renames."""
     saved = _read(outdir)
@@ -113,10 +114,15 @@ def after_restore(config, outdir: str, engine: str, steps_total: int, restored: 
                              "files are renamed, not deleted).")
         atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
         return
-    if steps_total < restored or (saved is not None and steps_total < saved.get("steps_total", 0)):
-        was = saved.get("steps_total") if saved else restored
+    if saved is None:
+        raise ValueError(f"--workdir {outdir} holds a checkpoint at step {restored} but no {RUN_CONFIG}: the config "
+                         "that run had cannot be compared with this command's (a changed batch size or schedule "
+                         f"would pass unnoticed). Put its {RUN_CONFIG} back, use another --workdir, or start over "
+                         f"with {RESTART}.")
+    if steps_total < restored or steps_total < saved.get("steps_total", 0):
+        was = saved.get("steps_total", restored)
         raise ValueError(f"--workdir {outdir} holds a run at step {restored} of {was}; this command's schedule is "
                          f"{steps_total} steps (config.total_steps / num_epochs). A schedule may grow to extend a "
                          "run, not shrink below it.")
-    if saved is None or steps_total > saved.get("steps_total", 0):
+    if steps_total > saved.get("steps_total", 0):
         atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
