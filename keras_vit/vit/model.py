@@ -160,8 +160,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
                  patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
                  position_interpolation: str = "linear", final_norm: bool = True, **kwargs):
-        rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
-                     drop_path_rate=drop_path_rate)
+        rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
@@ -190,8 +189,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                                     classes if include_top else None, classifier_activation, policy)
             outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
-        if dtype is not None:  # the model's own policy too (Keras' functional init drops it): its compute dtype
-            self._dtype_policy = keras.dtype_policies.get(dtype)
+        self._dtype_policy = keras.dtype_policies.get(dtype) if dtype is not None else self._dtype_policy  # own too
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)
         self.vit_config = vit_config  # the description

@@ -21,10 +21,10 @@ import numpy as np
 from keras_vit.utils import atomic, validate
 from keras_vit.utils.assign import assign_array
 from keras_vit.vit.lora import base_variable
-from keras_vit.vit.position_embedding import resample_grid
 from keras_vit.weights import layouts
 from keras_vit.weights.architecture import (architecture_from_npz, check_family,  # noqa: F401 (public here)
                                             posemb_prefix_rows, stated_grid)
+from keras_vit.weights.posemb import fit_posemb, resize_position_embeddings  # noqa: F401 (public here)
 
 logger = logging.getLogger("keras_vit")
 
@@ -158,53 +158,6 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------- posemb resize
 
-def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
-                               num_prefix_tokens: int = 1,
-                               old_grid: Optional[Sequence[int]] = None, interpolation: str = "linear") -> np.ndarray:
-    """Resizes a position-embedding table to a new patch grid, as the source's code does.
-
-    The prefix rows (class token) are kept; the grid rows are reshaped to (gh, gw, D) and resized with one
-    factor per axis (so non-square grids work), then flattened back. `interpolation`: "linear", the original
-    code's `scipy.ndimage.zoom(order=1)`; "bicubic", timm's antialiased bicubic (the model's
-    `variant.position_interpolation`, which loaders set from the source).
-
-    Args:
-      posemb: (1, tokens, D) or (tokens, D).
-      new_grid: (rows, cols) of the target patch grid.
-      num_prefix_tokens: rows before the grid (1 for a class token, 0 for 'gap').
-      old_grid: (rows, cols) of `posemb`'s grid; inferred when square.
-    """
-    import scipy.ndimage
-
-    posemb = np.asarray(posemb)
-    validate.integer("num_prefix_tokens", num_prefix_tokens, minimum=0)
-    squeeze = posemb.ndim == 2
-    if squeeze:
-        posemb = posemb[None]
-    if posemb.ndim != 3 or posemb.shape[0] != 1:
-        raise ValueError(f"posemb must be (1, tokens, D) or (tokens, D), got {posemb.shape}.")
-    prefix, grid = posemb[:, :num_prefix_tokens], posemb[0, num_prefix_tokens:]
-    n = grid.shape[0]
-    if old_grid is None:
-        side = int(round(np.sqrt(n)))
-        if side * side != n:
-            raise ValueError(f"Cannot infer the grid of {n} position embeddings (not a square); "
-                             "pass old_grid=(rows, cols).")
-        old_grid = (side, side)
-    old_grid, new_grid = tuple(int(g) for g in old_grid), tuple(int(g) for g in new_grid)
-    if old_grid[0] * old_grid[1] != n:
-        raise ValueError(f"old_grid {old_grid} does not match {n} position embeddings.")
-    grid = grid.reshape(old_grid + (-1,))
-    if interpolation == "bicubic":
-        resized = resample_grid(keras.ops.convert_to_tensor(grid.astype("float32")), new_grid, "bicubic")
-        zoomed = np.asarray(keras.ops.convert_to_numpy(resized)).reshape(1, new_grid[0] * new_grid[1], -1)
-    else:
-        factors = (new_grid[0] / old_grid[0], new_grid[1] / old_grid[1], 1)
-        zoomed = scipy.ndimage.zoom(grid, factors, order=1).reshape(1, new_grid[0] * new_grid[1], -1)
-    out = np.concatenate([prefix, zoomed.astype(posemb.dtype)], axis=1)
-    return out[0] if squeeze else out
-
-
 # ----------------------------------------------------------------------------- load / save
 
 def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
@@ -315,7 +268,7 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
                                 "trained at")
                 continue
         if key == POSEMB_KEY and (value.shape != want or (old_grid is not None and tuple(old_grid) != grid)):
-            value = _fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
+            value = fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
             notes.append(f"position embeddings resized {params[key].shape} -> {want}")
@@ -370,29 +323,6 @@ def _head_reset(params, targets, reset_head, problems) -> Optional[str]:
         problems.append(f"head: {reason} (reset_head=False)")
         return None
     return reason
-
-
-def _fit_posemb(value, model, file_prefix, resize, old_grid, key, problems):
-    layer = model.position_embedding
-    want = (1, layer.num_tokens, value.shape[-1])
-    if file_prefix > layer.num_prefix_tokens:  # token checkpoint into a 'gap' model
-        value, file_prefix = value[:, file_prefix:], 0
-    if file_prefix != layer.num_prefix_tokens:
-        problems.append(f"{key}: checkpoint has no class token row but the model needs one (build it with "
-                        "prefix_position_embedding=False, or keras_vit.load_model the file)")
-        return None
-    if value.shape == want and (old_grid is None or tuple(old_grid) == layer.grid_size):
-        return value
-    if not resize:
-        problems.append(f"{key}: checkpoint shape {value.shape}, model expects {want} "
-                        "(pass resize_posemb=True to interpolate)")
-        return None
-    try:
-        return resize_position_embeddings(value, layer.grid_size, file_prefix, old_grid,
-                                          model.variant.position_interpolation)
-    except ValueError as e:
-        problems.append(f"{key}: {e}")
-        return None
 
 
 def save_npz(model: keras.Model, path: str) -> str:
