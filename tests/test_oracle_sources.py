@@ -122,3 +122,34 @@ def test_npz_of_one_non_square_grid_is_not_loaded_raw_into_the_transposed_grid(t
         keras_vit.load_npz(target, path)
     assert all(np.array_equal(a, np.array(b)) for a, b in zip(before, target.weights))
     keras_vit.load_npz(target, path, old_grid=(8, 2))  # stated: resized from 8x2 to 2x8
+
+
+@pytest.mark.parametrize("name", ["default", "bicubic_imagenet"])
+def test_transformers_directories_preprocess_as_their_image_processor(tmp_path, name):
+    """`preprocessor_config.json` read into the data config: the model's preprocessor gives transformers'
+    `ViTImageProcessor` pixels (hf_processor.npz, written by transformers itself) to PIL's 8-bit rounding."""
+    from skimage import data
+
+    refs = np.load(os.path.join(ORACLE, "hf_processor.npz"))
+    folder = tmp_path / "hf"
+    shutil.copytree(os.path.join(ORACLE, "hf_eps_1e-5"), folder)
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "ViTImageProcessor", **json.loads(str(refs["configs"]))[name]}))
+    model = keras_vit.load_model(str(folder), input_shape=(224, 224, 3))
+    config = json.loads(str(refs["configs"]))[name]
+    assert model.data_config.for_channels(3) == (tuple(config.get("image_mean", [0.5] * 3)),
+                                                 tuple(config.get("image_std", [0.5] * 3)))
+    preprocessor = keras_vit.ImagePreprocessing((224, 224), model.data_config, normalize=False)
+    photos = {"astronaut": data.astronaut(), "chelsea": data.chelsea(),
+              "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2))}
+    for photo, image in photos.items():
+        gap = np.abs(np.asarray(preprocessor(image))[0] - refs[f"{name}/{photo}"]).max()
+        assert gap <= 1.2, (photo, gap)
+
+
+def test_a_processor_config_keras_vit_cannot_follow_is_refused_by_name(tmp_path):
+    folder = tmp_path / "hf"
+    shutil.copytree(os.path.join(ORACLE, "hf_eps_1e-5"), folder)
+    (folder / "preprocessor_config.json").write_text(json.dumps({"rescale_factor": 1 / 127.5}))
+    with pytest.raises(ValueError, match="rescale_factor"):
+        keras_vit.load_model(str(folder))

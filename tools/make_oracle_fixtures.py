@@ -4,6 +4,7 @@ code without torch.
 
     PYTHONPATH=tools/torchvision_stub python tools/make_oracle_fixtures.py timm
     python tools/make_oracle_fixtures.py transformers
+    python tools/make_oracle_fixtures.py processor
 
 Cases (every parameter perturbed, nothing downloaded):
 - timm, bare state dicts (`<case>.safetensors` + `<case>_logits.npy`): "timm_grid_2x4" (a 16x32 input, patch 8:
@@ -12,6 +13,8 @@ Cases (every parameter perturbed, nothing downloaded):
 - transformers ViT directories (`hf_<case>/` + `hf_<case>_logits.npy`): "grid_4x6" (`image_size=[32, 48]`, 25
   rows, a square count), "no_qkv_bias" (`qkv_bias=False`), "eps_1e-5" (`layer_norm_eps=1e-5`), "quick_gelu"
   (`hidden_act="quick_gelu"`), "gelu_new" and "relu" (an activation keras_vit's MLP lacks: refused by name).
+- transformers' `ViTImageProcessor` (`hf_processor.npz`): its resized pixels of scikit-image's photos for its
+  default config and a bicubic ImageNet one (`PROCESSORS`).
 """
 
 from __future__ import annotations
@@ -83,11 +86,38 @@ def transformers_cases(versions: dict) -> None:
     versions["transformers"] = transformers.__version__
 
 
+PROCESSORS = {"default": {}, "bicubic_imagenet": dict(resample=3, image_mean=[0.485, 0.456, 0.406],
+                                                      image_std=[0.229, 0.224, 0.225])}
+
+
+def processor_cases(versions: dict) -> None:
+    """transformers' `ViTImageProcessor` on scikit-image's photos (landscape and tall): its resized pixels
+    (normalisation undone, exact in uint8) for each processor config, in `hf_processor.npz`. Without torchvision
+    transformers 5 runs its PIL backend (`ViTImageProcessorPil`), the one older versions have."""
+    import transformers
+    from PIL import Image
+    from skimage import data
+    from transformers import ViTImageProcessor
+
+    photos = {"astronaut": data.astronaut(), "chelsea": data.chelsea(),
+              "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2))}
+    out = {}
+    for name, extra in PROCESSORS.items():
+        processor = ViTImageProcessor(**extra)
+        mean, std = np.asarray(processor.image_mean), np.asarray(processor.image_std)
+        for photo, image in photos.items():
+            x = processor(Image.fromarray(image), return_tensors="np")["pixel_values"][0].transpose(1, 2, 0)
+            out[f"{name}/{photo}"] = np.round((x * std + mean) * 255.0).clip(0, 255).astype("uint8")
+    out["configs"] = np.asarray(json.dumps(PROCESSORS))
+    np.savez_compressed(os.path.join(OUT, "hf_processor.npz"), **out)
+    versions["transformers"] = transformers.__version__
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     path = os.path.join(OUT, "versions.json")
     versions = json.load(open(path)) if os.path.exists(path) else {}
     versions["torch"] = torch.__version__
-    {"timm": timm_cases, "transformers": transformers_cases}[sys.argv[1]](versions)
+    {"timm": timm_cases, "transformers": transformers_cases, "processor": processor_cases}[sys.argv[1]](versions)
     with open(path, "w") as f:
         json.dump(versions, f, indent=1)

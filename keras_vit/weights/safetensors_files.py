@@ -150,6 +150,13 @@ def transformers_data_config(directory: str) -> DataConfig:
             config = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{directory!r}: {HF_PREPROCESSOR} is not readable JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"{path!r} holds a {type(config).__name__}, not a processor config object.")
+    rescale = config.get("rescale_factor", 1 / 255) if config.get("do_rescale", True) else None
+    if rescale is None or abs(float(rescale) - 1 / 255) > 1e-9:
+        raise ValueError(f"{path!r}: do_rescale={config.get('do_rescale', True)}, rescale_factor={rescale!r}; "
+                         "keras_vit's preprocessing takes pixels in [0, 255] to [0, 1] (1/255) before the mean and "
+                         "std, as ViTImageProcessor does by default. Nothing was loaded.")
     resample = config.get("resample", 2)
     if resample not in _PIL_RESAMPLE:
         raise ValueError(f"{path!r}: resample={resample!r} is not one of PIL's {sorted(_PIL_RESAMPLE)} "
