@@ -90,19 +90,21 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
         if classes is not None:
             arguments.update(classes=classes, include_top=True)
         arguments.update(kwargs)
+        source = load.read_source(weights, None, arguments["num_heads"]) or weights  # read once, used thrice
         if arguments.get("data_config") is None and weights is not None:
-            arguments["data_config"] = load.data_config(weights, None)
+            arguments["data_config"] = load.data_config(source, None)
         with weights_follow(weights is not None):  # assigned from `weights` next: no random draws first
             model = VisionTransformer(**arguments, representation_size=representation_size)
-        return load.load_weights(model, weights)
+        return load.load_weights(model, source)
     config = table.vit_config(model_name)
-    classes, representation_size = load.head_size(weights, config.name, classes, representation_size)
+    classes, representation_size = load.head_size(weights, config.name, classes, representation_size)  # no read
+    source = load.read_source(weights, config.name, kwargs.get("num_heads", config.num_heads)) or weights
     if kwargs.get("data_config") is None:
-        kwargs["data_config"] = load.data_config(weights, config.name)
+        kwargs["data_config"] = load.data_config(source, config.name)
     with weights_follow(weights is not None):
         model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
                                   **kwargs)
-    return load.load_weights(model, weights)
+    return load.load_weights(model, source)
 
 
 def _is_table_name(name) -> bool:

@@ -153,3 +153,22 @@ def test_a_processor_config_keras_vit_cannot_follow_is_refused_by_name(tmp_path)
     (folder / "preprocessor_config.json").write_text(json.dumps({"rescale_factor": 1 / 127.5}))
     with pytest.raises(ValueError, match="rescale_factor"):
         keras_vit.load_model(str(folder))
+
+
+def test_builders_read_a_source_once(monkeypatch):
+    """create_model, the constructors and VisionTransformer(weights=) read the source once into one Checkpoint and
+    take its head, data config and arrays from it."""
+    from keras_vit.weights import load
+
+    reads = []
+    real = load._read
+    monkeypatch.setattr(load, "_read", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    keras_vit.create_model("vit_base_patch16_224", weights=os.path.join(HUB, "plain", "model.safetensors"),
+                           **{**SMALL, "mlp_dim": 128})
+    assert len(reads) == 1
+    flax = os.path.join(FIXTURES, "flax_reference", "vit_tiny")
+    config = json.load(open(os.path.join(flax, "config.json")))
+    keras_vit.VisionTransformer(config["patches"][0], config["hidden_size"], config["mlp_dim"], config["num_heads"],
+                                config["num_layers"], input_shape=(*config["image_size"], 3),
+                                classes=config["num_classes"], weights=os.path.join(flax, "weights.npz"))
+    assert len(reads) == 2

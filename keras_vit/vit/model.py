@@ -39,24 +39,27 @@ _weights_loader = None
 
 
 def register_weights_loader(loader) -> None:
-    """Installs `loader` (an object with `head_size(weights, model_name, classes, representation_size)` and
-    `load_weights(model, weights)`) for the `weights=` keyword of `VisionTransformer`."""
+    """Installs `loader` (an object with `read_source(weights, model_name, num_heads)`, which reads a source once,
+    `head_size(source, model_name, classes, representation_size)`, `data_config(source, model_name)` and
+    `load_weights(model, source)`) for the `weights=` keyword of `VisionTransformer`."""
     global _weights_loader
     _weights_loader = loader
 
 
 def _weights_room(weights, vit_config, classes, representation_size, data_config) -> tuple:
-    """(loader, classes, representation_size, data_config) for `VisionTransformer(weights=...)`: the release's
-    own head and the source's data config (unless given) are resolved before the model is built. Without
-    weights: (None, ...) with the data config given, or the original code's."""
+    """((loader, source), classes, representation_size, data_config) for `VisionTransformer(weights=...)`: the
+    source is read once (a `.weights.h5` file is read into the model later); the release's own head and the
+    source's data config (unless given) come from it before the model is built. Without weights: (None, ...) with
+    the data config given, or the original code's."""
     if weights is None:
         return None, classes, representation_size, DataConfig.from_dict(data_config)
     if _weights_loader is None:
         raise ValueError("VisionTransformer(weights=...) needs keras_vit.weights imported (import keras_vit).")
     classes, representation_size = _weights_loader.head_size(weights, vit_config.name, classes, representation_size)
+    source = _weights_loader.read_source(weights, vit_config.name, vit_config.num_heads) or weights  # read once
     if data_config is None:
-        data_config = _weights_loader.data_config(weights, vit_config.name)
-    return _weights_loader, classes, representation_size, DataConfig.from_dict(data_config)
+        data_config = _weights_loader.data_config(source, vit_config.name)
+    return (_weights_loader, source), classes, representation_size, DataConfig.from_dict(data_config)
 
 
 def _layer_policy(dtype):
@@ -202,7 +205,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps, self._layer_policy = taps, policy
         if loader is not None:
-            loader.load_weights(self, weights)
+            loader[0].load_weights(self, loader[1])  # the source read once by `_weights_room`
 
     def _make_graph(self, inputs, include_top, pooling, prefix, policy, parts) -> tuple:
         """(outputs, taps): the functional graph on the components `parts`, and its named feature taps."""

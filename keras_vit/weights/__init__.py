@@ -28,6 +28,7 @@ class _Loader:
     head_size = staticmethod(_load.head_size)
     load_weights = staticmethod(_load.load_weights)
     data_config = staticmethod(_load.data_config)
+    read_source = staticmethod(_load.read_source)
 
 
 _model.register_weights_loader(_Loader())

@@ -9,6 +9,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import official, releases
 
@@ -32,6 +33,8 @@ class Checkpoint:
         config's image size); None where the file does not say.
       model: the model a `.keras` or `.weights.h5` source was read through (None for the others).
       release: the release a release name resolved to.
+      data_config: the evaluation preprocessing the source states (`keras_vit.weights.load.data_config`), set
+        by `read_source`; None where it says nothing beyond the original code's.
     """
 
     source: str
@@ -43,6 +46,7 @@ class Checkpoint:
     old_grid: Optional[tuple] = None
     model: Optional[VisionTransformer] = None
     release: Optional[releases.Release] = None
+    data_config: Optional[DataConfig] = None
 
     def architecture(self, overrides: Optional[dict] = None) -> dict:
         """`VisionTransformer` keywords that rebuild the source's model (read off the arrays' shapes where the

@@ -92,21 +92,39 @@ def release_of(source: Optional[PathLike], model_name: Optional[str]) -> Optiona
     return releases.find_release(os.fspath(source), model_name)
 
 
-def head_size(weights: Optional[PathLike], model_name: str, classes: Optional[int],
-              representation_size: Optional[int]) -> tuple:
+def read_source(weights, model_name: Optional[str] = None, num_heads: Optional[int] = None) -> Optional[Checkpoint]:
+    """`weights` read once into a `Checkpoint` with its data config, for the builders (`create_model`, the
+    constructors, `VisionTransformer(weights=)`), which then take head, preprocessing and arrays from it. None
+    for no weights and for a `.weights.h5` file, which is read into the model it is built for. A `Checkpoint`
+    is returned as it is."""
+    if isinstance(weights, Checkpoint):
+        return weights
+    kind = source_kind(weights)
+    if kind in (None, "weights_h5"):
+        return None
+    name = _table_name(model_name)
+    checkpoint = _read(kind, os.fspath(weights), name, num_heads, None)
+    checkpoint.data_config = data_config(weights if kind in ("release", "hub") else checkpoint.path, name)
+    return checkpoint
+
+
+def head_size(weights, model_name: str, classes: Optional[int], representation_size: Optional[int]) -> tuple:
     """(classes, representation_size) of a model `model_name` built for `weights`: a release's own head when
     `classes` is unset (see `releases.head_size`); what the constructor and `VisionTransformer` resolve
     before building."""
-    return releases.head_size(classes, representation_size, release_of(weights, model_name))
+    release = weights.release if isinstance(weights, Checkpoint) else release_of(weights, model_name)
+    return releases.head_size(classes, representation_size, release)
 
 
-def data_config(source: Optional[PathLike], model_name: Optional[str] = None) -> Optional[DataConfig]:
+def data_config(source, model_name: Optional[str] = None) -> Optional[DataConfig]:
     """The evaluation preprocessing `source` implies (`keras_vit.vit.data_config`), None where it says nothing
     beyond the original code's (official `.npz`, `.weights.h5`). Cheap: reads configs, never the arrays.
 
     Releases follow the original code's evaluation, with the label set of their head; a timm state dict, timm's
     ViT defaults; a `transformers` directory, its `preprocessor_config.json`; a `.keras` file, its model's.
     """
+    if isinstance(source, Checkpoint):
+        return source.data_config
     kind = source_kind(source)
     if kind == "release":
         release = releases.find_release(os.fspath(source), _table_name(model_name))
@@ -197,7 +215,8 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
     A `.weights.h5` file must match the model exactly. `npz_kwargs` (`resize_posemb`, `reset_head`,
     `old_grid`) go to `keras_vit.load_npz`'s rules and apply to the official-layout arrays only.
     """
-    kind = source_kind(weights)
+    given = weights if isinstance(weights, Checkpoint) else None  # read already (`read_source`)
+    kind = given.kind if given is not None else source_kind(weights)
     if kind is None:
         return model
     if npz_kwargs and kind in ("keras", "weights_h5"):
@@ -205,7 +224,7 @@ def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) 
     if kind == "weights_h5":
         return keras_files.load_weights_h5(model, os.fspath(weights))
     vit = model.vit_config
-    checkpoint = _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
+    checkpoint = given if given is not None else _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
     _refuse_quantized(checkpoint)
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
