@@ -39,18 +39,15 @@ _weights_loader = None
 
 
 def register_weights_loader(loader) -> None:
-    """Installs `loader` (an object with `read_source(weights, model_name, num_heads)`, which reads a source once,
-    `head_size(source, model_name, classes, representation_size)`, `data_config(source, model_name)` and
-    `load_weights(model, source)`) for the `weights=` keyword of `VisionTransformer`."""
+    """Installs `loader` (`keras_vit.weights.load`'s `read_source`, `head_size`, `data_config`, `load_weights`)."""
     global _weights_loader
     _weights_loader = loader
 
 
 def _weights_room(weights, vit_config, classes, representation_size, data_config) -> tuple:
     """((loader, source), classes, representation_size, data_config) for `VisionTransformer(weights=...)`: the
-    source is read once (a `.weights.h5` file is read into the model later); the release's own head and the
-    source's data config (unless given) come from it before the model is built. Without weights: (None, ...) with
-    the data config given, or the original code's."""
+    source read once, its release head and data config (unless given) resolved before the model is built.
+    Without weights: (None, ...) with the data config given, or the original code's."""
     if weights is None:
         return None, classes, representation_size, DataConfig.from_dict(data_config)
     if _weights_loader is None:
