@@ -111,10 +111,12 @@ def uninterrupted(tmp_path_factory):
 
 
 def _copy_checkpoints(source, ckpts, steps):
+    """The checkpoints of `steps`, with the run's record beside them, as a killed run leaves its workdir."""
     ckpts.mkdir()
     for step in steps:
         for f in (source / "checkpoints").glob(f"ckpt-{step}.*"):
             (ckpts / f.name).write_bytes(f.read_bytes())
+    (ckpts.parent / "run_config.json").write_bytes((source / "run_config.json").read_bytes())
 
 
 @pytest.mark.parametrize("part,how", [("index", "zero-byte"), ("index", "truncated"), ("data", "zero-byte"),
