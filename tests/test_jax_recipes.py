@@ -192,9 +192,11 @@ def test_damaged_orbax_checkpoint_falls_back_and_another_config_is_refused(tmp_p
     assert "checkpoints/30 is unreadable" in again.stderr and (tmp_path / "checkpoints" / "30.unreadable").exists()
     wider = _train(tmp_path, "--config.total_steps=50", "--config.model.mlp_dim=128")
     assert wider.returncode == 2 and re.search(r"config\.model\.mlp_dim=\d+; this command says 128", wider.stderr)
-    (tmp_path / "run_config.json").unlink()  # its record gone: the run's config cannot be checked, so refused
+    (tmp_path / "run_config.json").unlink()  # its record gone: the checkpoint itself refuses another shape
     wider = _train(tmp_path, "--config.total_steps=50", "--config.model.mlp_dim=128")
-    assert wider.returncode == 2 and "no run_config.json" in wider.stderr
+    assert wider.returncode == 2 and "does not fit this run" in wider.stderr and "Dense_0/kernel" in wider.stderr
+    same_shapes = _train(tmp_path, "--config.total_steps=50", "--config.batch_size=4")  # and the record what fits
+    assert same_shapes.returncode == 2 and "no run_config.json" in same_shapes.stderr
 
 
 _ROWS = """
