@@ -136,12 +136,6 @@ class DataConfig:
         mean, std = self.for_channels(channels)
         return (min((0.0 - m) / s for m, s in zip(mean, std)), max((1.0 - m) / s for m, s in zip(mean, std)))
 
-    def rows_first(self, height: int, width: int, resized: Tuple[int, int]) -> bool:
-        """Whether PIL resizes rows before columns for this input (`pass_order`): Pillow 13 does when the height
-        shrinks by more than twice as many pixels as the width does (Pillow's `ImagingResampleInner`)."""
-        shrink_h, shrink_w = height - resized[0], width - resized[1]
-        return self.pass_order == "pillow13" and shrink_h > 0 and shrink_h > 2 * shrink_w
-
     def resized_size(self, height: int, width: int, size: Tuple[int, int]) -> Tuple[int, int]:
         """(H, W) an image of `height` x `width` is resized to before the centre crop to `size`: timm's and
         torchvision's integer rules (the shorter side to floor(size / crop_pct), the longer in proportion,

@@ -83,8 +83,8 @@ def preprocess_input(x):
     already lies in [-1, 1] with negative values (preprocessed once) warns: a second pass squeezes it into
     [-1.008, -0.992]."""
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
-        x = np.asarray(x, dtype="float32") if not isinstance(x, np.ndarray) or x.dtype.kind != "f" else x
-        if x.size and x.dtype.kind == "f" and -1.0 <= float(x.min()) < 0.0 and float(x.max()) <= 1.0:
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size and -1.0 <= float(x.min()) < 0.0 \
+                and float(x.max()) <= 1.0:
             warnings.warn("preprocess_input takes pixels in [0, 255], but these values lie in [-1, 1] with negatives: "
                           "they look preprocessed already.", stacklevel=2)
         return rescale_pixels(np.asarray(x, dtype="float32"))

@@ -136,7 +136,7 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
 
     def _resize(self, x):
         """Resize + centre crop as two matrix products, in the order PIL runs its two passes
-        (`DataConfig.pass_order`, `DataConfig.rows_first`); a bicubic pass's overshoot is clipped after each
+        (`DataConfig.pass_order`, `_rows_first`); a bicubic pass's overshoot is clipped after each
         pass, as PIL does."""
         config = self.data_config
         shape = ops.shape(x)
@@ -150,12 +150,10 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         clip = config.interpolation == "bicubic"
         if config.pass_order == "pillow12" or not clip:  # without clipping the two orders are the same map
             return _two_passes(x, rows, cols, clip, rows_first=False)
-        if all(isinstance(v, int) for v in (height, width, *resized)):
-            return _two_passes(x, rows, cols, clip, config.rows_first(height, width, resized))
-        shrink_h = ops.cast(height, "int32") - ops.cast(resized[0], "int32")
-        shrink_w = ops.cast(width, "int32") - ops.cast(resized[1], "int32")
-        rows_first = ops.logical_and(shrink_h > 0, shrink_h > 2 * shrink_w)  # sizes known at run time only
-        return ops.where(rows_first, _two_passes(x, rows, cols, clip, True), _two_passes(x, rows, cols, clip, False))
+        first = _rows_first(height, width, resized)
+        if isinstance(first, bool):
+            return _two_passes(x, rows, cols, clip, first)
+        return ops.where(first, _two_passes(x, rows, cols, clip, True), _two_passes(x, rows, cols, clip, False))
 
     def compute_output_shape(self, input_shape):
         shape = tuple(input_shape)
@@ -168,6 +166,17 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         config.update(size=list(self.size) if self.size else None, data_config=self.data_config.to_dict(),
                       normalize=self.normalize)
         return config
+
+
+def _rows_first(height, width, resized):
+    """Whether Pillow 13 resizes rows before columns (its `ImagingResampleInner`): when the height shrinks by more
+    than twice as many pixels as the width. A bool for sizes known now, a scalar tensor for run-time sizes."""
+    if all(isinstance(v, int) for v in (height, width, *resized)):
+        shrink_h, shrink_w = height - resized[0], width - resized[1]
+        return shrink_h > 0 and shrink_h > 2 * shrink_w
+    shrink_h = ops.cast(height, "int32") - ops.cast(resized[0], "int32")
+    shrink_w = ops.cast(width, "int32") - ops.cast(resized[1], "int32")
+    return ops.logical_and(shrink_h > 0, shrink_h > 2 * shrink_w)
 
 
 def _two_passes(x, rows, cols, clip: bool, rows_first: bool):

@@ -37,10 +37,6 @@ def posemb_prefix_rows(params: Dict[str, np.ndarray], included: bool = True) -> 
     return prefix_tokens(params) if included else 0
 
 
-def _square(n: int) -> bool:
-    return n >= 0 and int(round(np.sqrt(n))) ** 2 == n
-
-
 def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
     block = "Transformer/encoderblock_0/"

@@ -74,9 +74,10 @@ class Checkpoint:
 
     def warn_assumptions(self, overrides: dict) -> None:
         """One warning naming each fact taken from the framework's defaults that `overrides` did not settle."""
-        told = [f"{k}={v!r}" for k, v in self.assumed.items() if k not in overrides]
+        told = {k: v for k, v in self.assumed.items() if k not in overrides}
         if told:
-            warnings.warn(f"{self.source!r} does not state {', '.join(k.split('=')[0] for k in told)}: keras_vit "
-                          f"takes timm's defaults ({', '.join(told)}). Pass those keywords to load_model, or build by "
-                          "timm name (keras_vit.create_model('<timm name>', weights=...)), if the file was "
-                          "trained otherwise.", stacklevel=3)
+            values = ", ".join(f"{k}={v!r}" for k, v in told.items())
+            warnings.warn(f"{self.source!r} does not state {', '.join(told)}: keras_vit takes timm's defaults "
+                          f"({values}). Pass those keywords to load_model, or build by timm name "
+                          "(keras_vit.create_model('<timm name>', weights=...)), if the file was trained otherwise.",
+                          stacklevel=3)

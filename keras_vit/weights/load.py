@@ -328,10 +328,9 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
-    included = bool(arch.get("prefix_position_embedding", True)) if checkpoint.model is None and \
-        checkpoint.kind == "safetensors" else checkpoint.posemb_included()
     return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
-                                posemb_prefix_included=included, grid_stated=checkpoint.old_grid is not None,
+                                posemb_prefix_included=checkpoint.posemb_included(built),
+                                grid_stated=checkpoint.old_grid is not None,
                                 adopt=checkpoint.model is None)  # arrays read just now, used by nothing else
 
 

@@ -206,8 +206,10 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     reset = _head_reset(params, targets, reset_head, problems)
     validate.boolean("posemb_prefix_included", posemb_prefix_included)
     validate.boolean("grid_stated", grid_stated)
-    if not grid_stated and old_grid is None:
-        old_grid = "unstated"  # settled against the model's grid in _plan
+    grid = model.position_embedding.grid_size
+    if not grid_stated and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
+        problems.append(f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
+                        f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at")
     prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)
     assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source, prefix_rows)
     for key, value in assign.items():
@@ -258,16 +260,8 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             missing.append(key)
             continue
         value = params[key]
-        grid = model.position_embedding.grid_size
-        if key == POSEMB_KEY and isinstance(old_grid, str):
-            if grid[0] == grid[1]:
-                old_grid = None  # a square count into a square model: the grid every unstated layout trains at
-            else:
-                problems.append(f"{key}: the source does not state its patch grid and model {model.name!r} has a "
-                                f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was "
-                                "trained at")
-                continue
-        if key == POSEMB_KEY and (value.shape != want or (old_grid is not None and tuple(old_grid) != grid)):
+        if key == POSEMB_KEY and (value.shape != want or (
+                old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)):
             value = fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue

@@ -47,7 +47,7 @@ def _holder(path: str) -> dict:
 def acquire(workdir: str) -> str:
     """Takes `workdir`'s lock, or raises WorkdirBusy naming the live holder. Returns the lock's path."""
     path = os.path.join(workdir, LOCK_NAME)
-    if os.path.isdir(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+    if os.path.lexists(path) and not os.path.isfile(path):
         raise WorkdirBusy(f"--workdir={workdir!r}: {path} is not a lock file (a directory or another kind of "
                           "entry); it is not the trainer's, so it is left alone: remove or rename it, or use "
                           "another workdir.")
