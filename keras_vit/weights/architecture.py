@@ -5,7 +5,7 @@ embedding lives. `keras_vit.load_model` builds from this when the source keeps n
 from __future__ import annotations
 
 import re
-from typing import Dict
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -105,8 +105,8 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     return kw
 
 
-def stated_grid(params: Dict[str, np.ndarray], input_shape, prefix_position_embedding: bool = True,
-                source: str = "checkpoint") -> tuple:
+def stated_grid(params: Dict[str, np.ndarray], input_shape: Sequence[int], prefix_position_embedding: bool = True,
+                source: str = "checkpoint") -> Tuple[int, int]:
     """The patch grid a source's config states (`input_shape`, its trained size), checked against the rows of
     its position table: a config that disagrees with its own weights is refused, naming both."""
     arch = architecture_from_npz(params, source, prefix_position_embedding=prefix_position_embedding)

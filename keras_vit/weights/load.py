@@ -92,7 +92,11 @@ def release_of(source: Optional[PathLike], model_name: Optional[str]) -> Optiona
     return releases.find_release(os.fspath(source), model_name)
 
 
-def read_source(weights, model_name: Optional[str] = None, num_heads: Optional[int] = None) -> Optional[Checkpoint]:
+Source = Union[PathLike, Checkpoint, None]  # a source, or one read already (`read_source`)
+
+
+def read_source(weights: Source, model_name: Optional[str] = None,
+                num_heads: Optional[int] = None) -> Optional[Checkpoint]:
     """`weights` read once into a `Checkpoint` with its data config, for the builders (`create_model`, the
     constructors, `VisionTransformer(weights=)`), which then take head, preprocessing and arrays from it. None
     for no weights and for a `.weights.h5` file, which is read into the model it is built for. A `Checkpoint`
@@ -108,7 +112,8 @@ def read_source(weights, model_name: Optional[str] = None, num_heads: Optional[i
     return checkpoint
 
 
-def head_size(weights, model_name: str, classes: Optional[int], representation_size: Optional[int]) -> tuple:
+def head_size(weights: Source, model_name: str, classes: Optional[int],
+              representation_size: Optional[int]) -> tuple:
     """(classes, representation_size) of a model `model_name` built for `weights`: a release's own head when
     `classes` is unset (see `releases.head_size`); what the constructor and `VisionTransformer` resolve
     before building."""
@@ -116,7 +121,7 @@ def head_size(weights, model_name: str, classes: Optional[int], representation_s
     return releases.head_size(classes, representation_size, release)
 
 
-def data_config(source, model_name: Optional[str] = None) -> Optional[DataConfig]:
+def data_config(source: Source, model_name: Optional[str] = None) -> Optional[DataConfig]:
     """The evaluation preprocessing `source` implies (`keras_vit.vit.data_config`), None where it says nothing
     beyond the original code's (official `.npz`, `.weights.h5`). Cheap: reads configs, never the arrays.
 
@@ -207,7 +212,7 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
     return Checkpoint(path, kind, path, official.model_params(model), model=model)
 
 
-def load_weights(model: keras.Model, weights: Optional[PathLike], **npz_kwargs) -> keras.Model:
+def load_weights(model: keras.Model, weights: Source, **npz_kwargs) -> keras.Model:
     """Loads `weights` (any source kind, see the module docstring) into `model`; all-or-nothing.
 
     Official-layout sources (`.npz`, releases, safetensors, transformers directories, `.keras`) go through the

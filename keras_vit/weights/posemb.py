@@ -59,7 +59,8 @@ def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
     return out[0] if squeeze else out
 
 
-def fit_posemb(value, model, file_prefix, resize, old_grid, key, problems):
+def fit_posemb(value: np.ndarray, model, file_prefix: int, resize: bool, old_grid: Optional[Sequence[int]], key: str,
+               problems: list) -> Optional[np.ndarray]:
     """A file's position table fitted to `model`'s (its prefix rows dropped for a model without prefix tokens,
     the grid resized by the model's rule), or None after appending to `problems` why it cannot be."""
     layer = model.position_embedding
