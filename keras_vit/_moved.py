@@ -17,7 +17,7 @@ MOVED = {
     "keras_vit.arguments": ("keras_vit.vit.arguments",),
     "keras_vit.attention": ("keras_vit.vit.attention",),
     "keras_vit.configs": ("keras_vit.vit.table",),
-    "keras_vit.initializers": ("keras_vit.vit.initializers",),
+    "keras_vit.initializers": ("keras_vit.nn.initializers",),
     "keras_vit.layers": ("keras_vit.vit.layers",),
     "keras_vit.models": ("keras_vit.vit.model", "keras_vit.applications"),
     "keras_vit.position_embedding": ("keras_vit.vit.position_embedding",),
@@ -36,6 +36,11 @@ MOVED = {
     "keras_vit.summary": ("keras_vit.analysis.summary",),
     "keras_vit.atomic": ("keras_vit.utils.atomic",),
     "keras_vit.validate": ("keras_vit.utils.validate",),
+    # after 0.3.0 the building blocks moved to a room of their own (`keras_vit.nn`)
+    "keras_vit.vit.specs": ("keras_vit.nn.specs",),
+    "keras_vit.vit.initializers": ("keras_vit.nn.initializers",),
+    "keras_vit.vit.layer_norm": ("keras_vit.nn.layer_norm",),
+    "keras_vit.vit.layer_scale": ("keras_vit.nn.layer_scale",),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from keras_vit.utils import validate
 from keras_vit.vit import table, timm_table
-from keras_vit.vit.initializers import weights_follow
+from keras_vit.nn.initializers import weights_follow
 from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import load
 

@@ -82,7 +82,7 @@ def test_other_initial_values_and_strategy_variables_are_made_as_usual():
 
 def test_a_model_built_while_weights_follow_reads_zeros_loads_trains_and_saves(tmp_path):
     import keras_vit
-    from keras_vit.vit.initializers import weights_follow
+    from keras_vit.nn.initializers import weights_follow
     from keras_vit.weights import official
 
     sizes = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, input_shape=(16, 16, 3),

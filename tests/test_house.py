@@ -18,7 +18,7 @@ from conftest import ROOT
 
 PACKAGES = ("keras_vit", "recipes", "hub_export")
 # keras_vit's rooms in import order: a module may import its own room and the rooms before it
-ROOMS = ("utils", "vit", "weights", "applications", "analysis")
+ROOMS = ("utils", "nn", "vit", "weights", "applications", "analysis")
 
 
 def _modules() -> dict:

@@ -1,9 +1,9 @@
-"""The official code's initializers (keras_vit.vit.initializers) against Keras' own Glorot and numpy."""
+"""The official code's initializers (keras_vit.nn.initializers) against Keras' own Glorot and numpy."""
 
 import keras
 import numpy as np
 
-from keras_vit.vit.initializers import mlp_bias_init, xavier_uniform
+from keras_vit.nn.initializers import mlp_bias_init, xavier_uniform
 
 
 def test_xavier_uniform_matches_keras_glorot_for_a_2d_kernel():

@@ -6,13 +6,13 @@ import keras
 import numpy as np
 
 from conftest import FLAX_FIXTURES, run_on_backend
-from keras_vit.vit.layer_norm import LayerNorm
+from keras_vit.nn.layer_norm import LayerNorm
 
 _ON_JAX = r"""
 import json, os, sys
 import numpy as np, keras, jax, jax.numpy as jnp
 import keras_vit
-from keras_vit.vit.layer_norm import LayerNorm
+from keras_vit.nn.layer_norm import LayerNorm
 
 def reference(x, gamma, beta, eps):  # numpy, two-pass, float64
     x = x.astype("float64")

@@ -147,7 +147,7 @@ def test_layer_name_probes_live_only_in_the_anatomy_module():
 def test_random_initialisation_is_skipped_only_when_weights_follow():
     """A model built for a checkpoint draws no random values (the loader assigns every variable); one built
     without weights keeps the original code's random initialisation."""
-    from keras_vit.vit.initializers import weights_follow
+    from keras_vit.nn.initializers import weights_follow
 
     fresh = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
     assert 0.01 < float(np.std(keras.ops.convert_to_numpy(fresh.position_embedding.pos_embedding))) < 0.03
@@ -163,7 +163,7 @@ _SHARED_ZEROS_ON_JAX = """
 import json, os, sys
 import numpy as np
 import keras_vit
-from keras_vit.vit.initializers import weights_follow
+from keras_vit.nn.initializers import weights_follow
 with weights_follow():
     skeleton = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=3,
                                            input_shape=(32, 32, 3), classes=3)

@@ -4,7 +4,7 @@ Nothing here reads or writes files; weights are applied by `keras_vit.applicatio
 """
 
 from keras_vit.vit.attention import MultiHeadDotProductAttention
-from keras_vit.vit.layer_norm import LayerNorm
+from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.vit.layers import ClassToken, DropPath, Encoder, EncoderBlock, MlpBlock, PatchEmbedding, TokenPooling
 from keras_vit.vit.model import VisionTransformer, ensure_vit, preprocess_input
 from keras_vit.vit.position_embedding import AddPositionEmbedding

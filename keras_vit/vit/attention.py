@@ -8,11 +8,11 @@ import keras
 from keras import ops
 
 from keras_vit.vit.attention_core import recomputed_attention
-from keras_vit.vit.initializers import PACKAGE, xavier_uniform
-from keras_vit.vit.layer_norm import LayerNorm
+from keras_vit.nn.initializers import PACKAGE, xavier_uniform
+from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.recompute import applies as recomputes
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

@@ -15,11 +15,11 @@ from typing import Optional
 import keras
 from keras import ops
 
-from keras_vit.vit.initializers import PACKAGE, xavier_uniform
-from keras_vit.vit.layer_norm import LayerNorm
+from keras_vit.nn.initializers import PACKAGE, xavier_uniform
+from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.mlp import MlpBlock, activation_name
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

@@ -8,7 +8,7 @@ import types
 import keras
 
 from keras_vit.vit.attention_pooling import AttentionPooling
-from keras_vit.vit.initializers import initial
+from keras_vit.nn.initializers import initial
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
 from keras_vit.vit.position_embedding import AddPositionEmbedding
 from keras_vit.vit.preprocessing import ImagePreprocessing

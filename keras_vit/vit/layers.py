@@ -15,12 +15,12 @@ from keras import ops
 
 from keras_vit.vit import block_graph
 from keras_vit.vit.attention import MultiHeadDotProductAttention
-from keras_vit.vit.initializers import PACKAGE as _PACKAGE
-from keras_vit.vit.initializers import initial
-from keras_vit.vit.layer_norm import LayerNorm
-from keras_vit.vit.layer_scale import LayerScale
+from keras_vit.nn.initializers import PACKAGE as _PACKAGE
+from keras_vit.nn.initializers import initial
+from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.layer_scale import LayerScale
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
 __all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "LayerNorm", "PatchEmbedding", "ClassToken",

@@ -26,8 +26,8 @@ import numpy as np
 from keras import ops
 
 from keras_vit.utils import validate
-from keras_vit.vit.initializers import PACKAGE, initial
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.initializers import PACKAGE, initial
+from keras_vit.nn.specs import ArraySpecs
 
 # the layers an adapter can sit on, by the official checkpoint's names; the LoRA paper's default first
 LORA_TARGETS = ("query", "value", "key", "out", "Dense_0", "Dense_1")

@@ -12,10 +12,10 @@ import keras
 from keras import ops
 
 from keras_vit.utils.eager import tensorflow_eager
-from keras_vit.vit.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.vit.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
 from keras_vit.vit.recompute import applies as recomputes
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 
 
 def gelu(x, approximate: bool = True):

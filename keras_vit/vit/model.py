@@ -22,14 +22,14 @@ from keras_vit.vit import table
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.fit_memory import FitMemory
-from keras_vit.vit.initializers import PACKAGE, weights_follow
+from keras_vit.nn.initializers import PACKAGE, weights_follow
 from keras_vit.vit.components import make_components
 from keras_vit.vit.layers import TokenPooling
 from keras_vit.vit.lora import LoRA
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.preprocessing import PreprocessingAPI
 from keras_vit.vit.quantization import Quantization
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 from keras_vit.vit.variant import Variant
 
 

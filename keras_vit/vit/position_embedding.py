@@ -15,10 +15,10 @@ import keras
 from keras import ops
 
 from keras_vit.utils import validate
-from keras_vit.vit.initializers import PACKAGE as _PACKAGE
-from keras_vit.vit.initializers import initial
+from keras_vit.nn.initializers import PACKAGE as _PACKAGE
+from keras_vit.nn.initializers import initial
 from keras_vit.vit.preprocessing import resampling_matrix
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

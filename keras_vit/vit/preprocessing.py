@@ -20,8 +20,8 @@ import numpy as np
 from keras import ops
 
 from keras_vit.vit.data_config import DataConfig, center_crop_offset
-from keras_vit.vit.initializers import PACKAGE
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.initializers import PACKAGE
+from keras_vit.nn.specs import ArraySpecs
 
 _SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "nearest": 0.5}
 

@@ -12,9 +12,9 @@ from typing import Sequence
 import keras
 from keras import ops
 
-from keras_vit.vit.initializers import PACKAGE as _PACKAGE
-from keras_vit.vit.initializers import initial
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.initializers import PACKAGE as _PACKAGE
+from keras_vit.nn.initializers import initial
+from keras_vit.nn.specs import ArraySpecs
 
 GROUP_NORM_GROUPS = 32
 GROUP_NORM_EPSILON = 1e-6

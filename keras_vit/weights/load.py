@@ -23,7 +23,7 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
-from keras_vit.vit.initializers import weights_follow
+from keras_vit.nn.initializers import weights_follow
 from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
 from keras_vit.weights.checkpoint import Checkpoint
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.vit.initializers import PACKAGE, initial
+from keras_vit.nn.initializers import PACKAGE, initial
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

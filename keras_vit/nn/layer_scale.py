@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import keras
 
-from keras_vit.vit.initializers import PACKAGE, initial
-from keras_vit.vit.specs import ArraySpecs
+from keras_vit.nn.initializers import PACKAGE, initial
+from keras_vit.nn.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
