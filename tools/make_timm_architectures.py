@@ -19,9 +19,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tor
 
 import timm  # noqa: E402
 import torch  # noqa: E402
+from timm_eva_facts import eva_facts  # noqa: E402
 from torch import nn  # noqa: E402
 
-MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit")
+MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_vit", "data", "timm_architectures.json")
 
 
@@ -94,6 +95,8 @@ def facts(name: str) -> dict:
         model = timm.create_model(name, pretrained=False)
     block = model.blocks[0]
     count = sum(p.numel() for p in model.parameters())
+    if type(model).__name__ == "Eva":
+        return dict(params=int(count), **eva_facts(model))
     size = model.patch_embed.img_size
     entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
                  classes=int(model.num_classes), unsupported=_unsupported(model, block))

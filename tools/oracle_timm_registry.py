@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from timm.models._hub import save_for_hf  # noqa: E402
 
-MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit")
+MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva")
 MAX_PARAMS = 400_000_000
 
 

@@ -7,9 +7,10 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.vit.attention_core import recomputed_attention
 from keras_vit.nn.initializers import PACKAGE, xavier_uniform
 from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.rotary import apply_rotary, rotation_matrix
+from keras_vit.vit.attention_core import recomputed_attention
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.recompute import applies as recomputes
 from keras_vit.nn.specs import ArraySpecs
@@ -29,6 +30,10 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     was measured faster (`FUSED`; BENCHMARKS.md). While training on TensorFlow or JAX (unless `FUSED` is
     True), the core is `recomputed_attention` instead, whose backward pass recomputes the probabilities
     rather than keeping them: smaller, and as fast or faster (BENCHMARKS.md, "Training memory").
+
+    Called with a `rotary` table (`keras_vit.nn.rotary`), queries and keys are rotated after qk-norm, channels
+    paired per `rotate_half`. `output_norm`: a LayerNorm over the heads' concatenated output before `out`
+    (EVA-CLIP's, timm's `scale_attn_inner`).
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
@@ -39,9 +44,10 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     PROJECTIONS = ("query", "key", "value", "out")
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
-                 layer_norm_epsilon: float = 1e-6, **kwargs):
+                 layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
+        self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
         self.dropout_rate = float(dropout_rate)
         self.qk_norm, self.qkv_bias, self.layer_norm_epsilon = bool(qk_norm), bool(qkv_bias), float(layer_norm_epsilon)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
@@ -49,6 +55,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         if self.qk_norm:  # a LayerNorm over each head's queries and keys (ViT-22B; timm's q_norm / k_norm)
             self.query_norm, self.key_norm = (LayerNorm(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=n) for n in ("query_norm", "key_norm"))
+        self.attention_norm = (LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm")
+                               if self.output_norm else None)
 
     def build(self, input_shape):
         d = input_shape[-1]
@@ -56,6 +64,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             raise ValueError(f"hidden_size {d} is not divisible by num_heads {self.num_heads}.")
         h, dh = self.num_heads, d // self.num_heads
         self.head_dim = dh
+        self.rotation = rotation_matrix(dh, self.rotate_half) if dh % 2 == 0 else None  # used with a rotary table
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
             layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk" if self.qkv_bias else None,
@@ -69,13 +78,15 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         for norm in (self.query_norm, self.key_norm):
             if norm is not None:
                 norm.build(tuple(input_shape[:-1]) + (h, dh))
+        if self.attention_norm is not None:
+            self.attention_norm.build(tuple(input_shape))
 
     @property
     def quantized(self) -> bool:
         """True once `model.quantize(...)` has replaced the projections' kernels."""
         return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
-    def call(self, x, training=None, return_attention=False):
+    def call(self, x, rotary=None, training=None, return_attention=False):
         h, dh = self.num_heads, self.head_dim
         if self.quantized:
             q, k, v = self.query(x), self.key(x), self.value(x)
@@ -90,6 +101,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
+        if rotary is not None:  # RoPE: the patch tokens' queries and keys rotated (prefix rows are the identity)
+            q, k = apply_rotary(q, rotary, self.rotation), apply_rotary(k, rotary, self.rotation)
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
         backend = keras.backend.backend()
@@ -108,9 +121,12 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     def _project(self, y, x):
         """(batch, tokens, heads, head_dim) -> the out projection, (batch, tokens, D)."""
+        h, dh = self.num_heads, self.head_dim
+        if self.attention_norm is not None:
+            y = ops.reshape(self.attention_norm(ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))),
+                            (ops.shape(x)[0], ops.shape(x)[1], h, dh))
         if self.quantized:
             return self.out(y)
-        h, dh = self.num_heads, self.head_dim
         d = ops.shape(x)[-1]
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
         y = ops.matmul(y, ops.cast(ops.reshape(self.out.kernel, (h * dh, d)), y.dtype))
@@ -121,4 +137,5 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
-                "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon}
+                "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
+                "rotate_half": self.rotate_half, "output_norm": self.output_norm}

@@ -88,15 +88,15 @@ def _uniform(blocks) -> Optional[tuple]:
 
 
 def _block_function(template_block, key: tuple) -> Callable:
-    """`f(values, x)`: a block of structure `key` (`template_block`'s) applied to `x` with `values` as its
-    weights."""
+    """`f(values, x, rotary)`: a block of structure `key` (`template_block`'s) applied to `x` with `values` as
+    its weights (and the rotary table, or None)."""
     if key not in _FUNCTIONS:
         reference = [None]
 
-        def block(values, x):
+        def block(values, x, rotary):
             template = reference[0]()
             with keras.StatelessScope(state_mapping=list(zip(template.variables, values))):
-                return template(x, training=False)
+                return template(x, rotary=rotary, training=False)
 
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
@@ -112,14 +112,14 @@ def _block_function(template_block, key: tuple) -> Callable:
     return function
 
 
-def run_blocks(encoder: "keras.layers.Layer", x: object) -> Optional[object]:
-    """`x` through every block of `encoder` by its one compiled block function; None where the blocks differ
-    in structure (the caller then runs them one by one)."""
+def run_blocks(encoder: "keras.layers.Layer", x: object, rotary: object = None) -> Optional[object]:
+    """`x` through every block of `encoder` by its one compiled block function (with the rotary table, if any);
+    None where the blocks differ in structure (the caller then runs them one by one)."""
     blocks = encoder.blocks
     key = _uniform(blocks) if blocks else None
     if key is None:
         return None
     function = _block_function(blocks[0], key)
     for b in blocks:
-        x = function([v.value for v in b.variables], x)
+        x = function([v.value for v in b.variables], x, rotary)
     return x

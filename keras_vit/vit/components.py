@@ -7,6 +7,7 @@ import types
 
 import keras
 
+from keras_vit.nn.rotary import RotaryPositionEmbedding
 from keras_vit.vit.attention_pooling import AttentionPooling
 from keras_vit.nn.initializers import initial
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
@@ -35,17 +36,23 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.position_embedding = AddPositionEmbedding(
         grid, prefix if v.prefix_position_embedding else 0,
         stride=c.effective_patch_size if options["dynamic"] else None, interpolation=v.position_interpolation,
-        dtype=policy, name="posembed_input")
+        dtype=policy, name="posembed_input") if v.absolute_position_embedding else None
+    p.rotary_embedding = (RotaryPositionEmbedding(v.rotary_embedding, c.hidden_size // c.num_heads,
+                                                  c.effective_patch_size, prefix, name="rotary_embedding")
+                          if v.rotary_embedding is not None else None)
     p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
     p.pre_norm = layer_norm("pre_norm", policy, eps) if v.pre_norm else None
     p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
                         options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
                         v.layer_scale_init, final_norm=v.final_norm and not v.fc_norm, activation=v.activation,
-                        layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, dtype=policy,
-                        name="Transformer")
-    p.token_pooling = (AttentionPooling(c.num_heads, c.mlp_dim, v.activation, eps, prefix, dtype=policy,
-                                        name="MAPHead_0") if classifier == "map" else
-                       TokenPooling(classifier if classifier == "token" else "gap", prefix, dtype=policy,
+                        layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, swiglu=v.swiglu,
+                        mlp_norm=v.mlp_norm, attention_norm=v.attention_norm,
+                        rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
+                        dtype=policy, name="Transformer")
+    pooled = 0 if v.pooling_includes_prefix else prefix  # rows the pooling skips
+    p.token_pooling = (AttentionPooling(v.attention_pooling_heads or c.num_heads, c.mlp_dim, v.activation, eps,
+                                        pooled, dtype=policy, name="MAPHead_0") if classifier == "map" else
+                       TokenPooling(classifier if classifier == "token" else "gap", pooled, dtype=policy,
                                     name="pooling"))
     p.distillation_pooling = (TokenPooling("token", prefix, index=1, dtype=policy, name="distillation_pooling")
                               if v.distillation_token else None)

@@ -62,6 +62,9 @@ class FeatureAPI:
         if patch_transform is None:
             tokens = self._taps["sequence"]
         else:
+            if self.rotary_embedding is not None:  # the rotary table follows the grid, not a rewritten sequence
+                raise ValueError("patch_transform rewrites the patch sequence, which a model with rotary position "
+                                 "embeddings rotates by grid position: not supported for this model.")
             x, extras = self._embed(self.inputs[0], patch_transform=patch_transform)
             tokens = self.encoder(x)
         if pooling is None:
@@ -192,15 +195,16 @@ class FeatureAPI:
         wanted = set(self._block_indices(blocks))
         if isinstance(images, np.ndarray) and images.size:
             self._warn_about_range(images, "intermediates")
-        x = self._embed(keras.ops.convert_to_tensor(self.check_images(images), "float32"), training=training)
+        images = keras.ops.convert_to_tensor(self.check_images(images), "float32")
+        x, rotary = self._embed(images, training=training), self._rotary(images)
         out: Dict[str, object] = {"blocks": {}}
         if attention:
             out["attention"] = {}
         for i, block in enumerate(self.encoder.blocks):
             if attention:
-                x, probs = block(x, training=training, return_attention=True)
+                x, probs = block(x, rotary=rotary, training=training, return_attention=True)
             else:
-                x = block(x, training=training)
+                x = block(x, rotary=rotary, training=training)
             if i in wanted:
                 out["blocks"][i] = x
                 if attention:

@@ -19,6 +19,7 @@ from keras_vit.nn.initializers import PACKAGE as _PACKAGE
 from keras_vit.nn.initializers import initial
 from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.nn.layer_scale import LayerScale
+from keras_vit.nn.swiglu import SwiGLU
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.nn.specs import ArraySpecs
 
@@ -141,7 +142,8 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 
 # The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
-BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True)
+BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
+                     swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -149,9 +151,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     """Pre-LN Transformer block (eq. 2-3): x + MSA(LN(x)), then x + MLP(LN(x)).
 
     The family's variations: LayerScale on both branches (`layer_scale_init`), the MLP's `activation`,
-    `layer_norm_epsilon`, LayerNorm on queries and keys per head (`qk_norm`) and `qkv_bias`. Call with
-    `return_attention=True` to also get the attention probabilities (batch, heads, tokens, tokens), used by
-    `keras_vit.inspect`.
+    `layer_norm_epsilon`, LayerNorm on queries and keys per head (`qk_norm`) and `qkv_bias`; the 2026
+    backbones' SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
+    (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
+    call as `rotary`). Call with `return_attention=True` to also get the attention probabilities (batch, heads,
+    tokens, tokens), used by `keras_vit.inspect`.
     """
 
     def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
@@ -159,8 +163,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None,
                  activation: Optional[str] = None,
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
+                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
                  **kwargs):
         super().__init__(**kwargs)
+        self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
+        self.rotate_half = bool(rotate_half)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
@@ -173,12 +180,14 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps)
         self.attention = MultiHeadDotProductAttention(
             self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
-            layer_norm_epsilon=eps, dtype=policy, name="MultiHeadDotProductAttention_1")
+            layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm, dtype=policy,
+            name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
         self.layer_norm_2 = layer_norm("LayerNorm_2", policy, eps)
-        self.mlp = MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation, dtype=policy,
-                            name="MlpBlock_3")
+        self.mlp = (SwiGLU(self.mlp_dim, self.dropout_rate, self.mlp_norm, eps, dtype=policy, name="MlpBlock_3")
+                    if self.swiglu else MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation,
+                                                 dtype=policy, name="MlpBlock_3"))
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
@@ -194,12 +203,12 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
             if layer is not None:  # the weightless DropPath too: model.quantize() wants every layer built
                 layer.build(input_shape)
 
-    def call(self, x, training=None, return_attention=False):
+    def call(self, x, rotary=None, training=None, return_attention=False):
         if self.remat is True and not return_attention:
-            return keras.remat(self._replayable_forward(training))(x)
-        return self._forward(x, training, return_attention)
+            return keras.remat(self._replayable_forward(training, rotary))(x)
+        return self._forward(x, rotary, training, return_attention)
 
-    def _replayable_forward(self, training):
+    def _replayable_forward(self, training, rotary=None):
         """The block as a function of its input alone (`training` stays a Python value: jax.checkpoint would
         trace an argument). TensorFlow's recomputation re-runs the dropout draws on stateful seed variables,
         so the function first rewinds them to their values at the forward pass: the same masks twice."""
@@ -210,12 +219,12 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         def forward(tokens):
             for state, start in zip(seeds, rewind):
                 state.assign(start)
-            return self._forward(tokens, training)
+            return self._forward(tokens, rotary, training)
 
         return forward
 
-    def _forward(self, x, training=None, return_attention=False):
-        y = self.attention(self.layer_norm_0(x), training=training, return_attention=return_attention)
+    def _forward(self, x, rotary=None, training=None, return_attention=False):
+        y = self.attention(self.layer_norm_0(x), rotary=rotary, training=training, return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
         y = self.dropout(y, training=training)
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
@@ -231,7 +240,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     def options(self) -> dict:
         """The family options (`BLOCK_OPTIONS`' keys) as built."""
         return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
-                    qkv_bias=self.qkv_bias)
+                    qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
+                    attention_norm=self.attention_norm, rotate_half=self.rotate_half)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
@@ -303,18 +313,19 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         """The last blocks' output through the final LayerNorm (if the encoder has one)."""
         return self.encoder_norm(x) if self.encoder_norm is not None else x
 
-    def call(self, x, training=None, return_attention=False):
+    def call(self, x, rotary=None, training=None, return_attention=False):
+        """`rotary`: the (tokens, 2 * head_dim) table of rotary embeddings (`keras_vit.nn.rotary`), or None."""
         if not return_attention and block_graph.applies() and not training:  # one compiled block, every block
-            y = block_graph.run_blocks(self, x)
+            y = block_graph.run_blocks(self, x, rotary)
             if y is not None:
                 return self.finish(y)
         attention = []
         for block in self.blocks:
             if return_attention:
-                x, probs = block(x, training=training, return_attention=True)
+                x, probs = block(x, rotary=rotary, training=training, return_attention=True)
                 attention.append(probs)
             else:
-                x = block(x, training=training)
+                x = block(x, rotary=rotary, training=training)
         x = self.finish(x)
         return (x, attention) if return_attention else x
 

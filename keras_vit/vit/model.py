@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Callable, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
 
 from keras_vit.vit import table
+from keras_vit.vit.all_or_nothing import all_or_nothing
 from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.fit_memory import FitMemory
@@ -135,9 +136,11 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         unchanged.
       layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
         pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
-        position_interpolation:
-        the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids), each
-        defaulting to the paper's model; documented on `keras_vit.vit.variant.Variant`, kept as `model.variant`.
+        position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
+        attention_pooling_heads, pooling_includes_prefix:
+        the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
+        DINOv3, Perception Encoder), each defaulting to the paper's model; documented on
+        `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
@@ -159,7 +162,10 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
                  pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
                  patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
-                 position_interpolation: str = "linear", final_norm: bool = True, **kwargs):
+                 position_interpolation: str = "linear", final_norm: bool = True,
+                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
+                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
+                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
@@ -172,7 +178,12 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                                     pre_norm=pre_norm, fc_norm=fc_norm, qk_norm=qk_norm, qkv_bias=qkv_bias,
                                     patch_bias=patch_bias, prefix_position_embedding=prefix_position_embedding,
                                     class_token=class_token, stem_numerics=stem_numerics,
-                                    position_interpolation=position_interpolation, final_norm=final_norm)
+                                    position_interpolation=position_interpolation, final_norm=final_norm,
+                                    rotary_embedding=rotary_embedding,
+                                    absolute_position_embedding=absolute_position_embedding, swiglu=swiglu,
+                                    mlp_norm=mlp_norm, attention_norm=attention_norm,
+                                    attention_pooling_heads=attention_pooling_heads,
+                                    pooling_includes_prefix=pooling_includes_prefix)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)
@@ -206,7 +217,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
 
     def _make_graph(self, inputs, include_top, pooling, prefix, policy, parts) -> tuple:
         """(outputs, taps): the functional graph on the components `parts`, and its named feature taps."""
-        tokens = parts.encoder(self._embed(inputs, parts=parts))
+        tokens = parts.encoder(self._embed(inputs, parts=parts), rotary=self._rotary(inputs, parts))
         taps = {"sequence": tokens}
         if include_top or pooling is None:
             taps["pre_logits"] = self._pool(tokens, parts)
@@ -339,17 +350,23 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             if isinstance(x, (tuple, list)):
                 x, extras = x[0], tuple(x[1:])
         prefix = [t for t in (p.register_tokens, p.distillation_token, p.class_token) if t is not None]
-        late = p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2: prefix tokens after the table
+        late = p.position_embedding is not None and p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2
         for token in ([] if late else prefix):
             x = token(x)
-        x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
-             else p.position_embedding(x))
+        if p.position_embedding is not None:  # None: rotary embeddings alone (DINOv3, RoPE-ViT)
+            x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
+                 else p.position_embedding(x))
         for token in (prefix if late else []):
             x = token(x)
         x = p.embedding_dropout(x, training=training)
         if p.pre_norm is not None:
             x = p.pre_norm(x)
         return (x, extras) if patch_transform is not None else x
+
+    def _rotary(self, images, parts=None):
+        """The rotary embeddings' (tokens, 2 * head_dim) table for `images`' grid, or None (no rotary)."""
+        p = self if parts is None else parts
+        return p.rotary_embedding(images) if p.rotary_embedding is not None else None
 
     def _pool(self, tokens, parts=None):
         """Encoded tokens -> the pre-logits vector: pooled per `classifier` (DeiT: the mean of the class and
@@ -368,28 +385,6 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         if p.head_distillation is None:
             return p.head(pre_logits)
         return (p.head(p.token_pooling(tokens)) + p.head_distillation(p.distillation_pooling(tokens))) / 2
-
-
-def all_or_nothing(model: keras.Model, load: Callable[[], None], source) -> keras.Model:
-    """Runs `load()`, which assigns `model`'s weights; if it raises, or leaves a weight holding NaN/Inf, every
-    weight is put back as it was before the error propagates. The one snapshot-and-restore of the package."""
-    saved = [np.array(keras.ops.convert_to_numpy(v)) for v in model.weights]
-
-    def restore() -> None:
-        for variable, value in zip(model.weights, saved):
-            variable.assign(value)
-
-    try:
-        load()
-    except BaseException:
-        restore()
-        raise
-    bad = [v.path for v in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(v)))]
-    if bad:
-        restore()
-        raise ValueError(f"weights file {source!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
-                         f"{bad[0]} -- a diverged or damaged file (no weight was changed).")
-    return model
 
 
 def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> VisionTransformer:

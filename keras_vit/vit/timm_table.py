@@ -2,7 +2,7 @@
 builds it and a timm repository whose `config.json` states only the architecture's name can be read.
 
 The facts (`keras_vit/data/timm_architectures.json`) were read by `tools/make_timm_architectures.py` off the
-models timm itself builds for every name its `vision_transformer`, `vision_transformer_hybrid` and `deit`
+models timm itself builds for every name its `vision_transformer`, `vision_transformer_hybrid`, `deit` and `eva`
 modules register, in keras_vit's vocabulary, with timm's parameter count and, for the architectures keras_vit
 does not build yet, the parts it lacks (hybrid stems, SwiGLU MLPs, parallel blocks, ...).
 """
@@ -18,8 +18,13 @@ from typing import List, Optional
 _KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "classifier", "activation",
              "layer_norm_epsilon", "layer_scale_init", "num_register_tokens", "distillation_token", "pre_norm",
              "fc_norm", "qk_norm", "qkv_bias", "patch_bias", "prefix_position_embedding", "class_token",
-             "final_norm")
-FAMILIES = ("vit", "deit", "deit3", "dinov2", "clip", "siglip", "gap", "hybrid", "other")
+             "final_norm", "rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm",
+             "attention_pooling_heads", "pooling_includes_prefix")
+FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "clip", "siglip", "gap", "hybrid",
+            "other")
+# the `eva` module's families by name: DINOv3 (and LingBot, its derivative), EVA-02, Perception Encoder, and the
+# RoPE-ViTs (naver's and timm's own SBB models)
+_EVA_FAMILIES = (("dinov3", "dinov3"), ("lingbot", "dinov3"), ("eva02", "eva02"), ("_pe_", "pe"), ("rope", "rope"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,9 +53,12 @@ def is_timm_name(name) -> bool:
 
 def family(name: str) -> str:
     """The family of a timm architecture, by its facts and name: "deit" (distilled or not), "deit3", "dinov2",
-    "clip", "siglip", "gap" (average pooling), "hybrid", "vit" (the paper's layout) or "other"."""
+    "dinov3", "eva02", "pe" (Perception Encoder), "rope" (RoPE-ViT), "clip", "siglip", "gap" (average pooling),
+    "hybrid", "vit" (the paper's layout) or "other"."""
     name = base_name(name)
     entry = _table()["architectures"][name]
+    if entry["module"] == "eva":
+        return next((family for word, family in _EVA_FAMILIES if word in name), "other")
     for word in ("deit3", "dinov2", "siglip", "clip"):
         if word in name:
             return word
@@ -81,7 +89,7 @@ def model_kwargs(name: str) -> dict:
     if entry["unsupported"]:
         raise ValueError(f"timm's {base_name(name)} has parts keras_vit does not build yet: "
                          f"{'; '.join(entry['unsupported'])}.")
-    kw = {k: entry[k] for k in _KEYWORDS}
+    kw = {k: entry[k] for k in _KEYWORDS if k in entry}  # the eva module's parts: its entries only
     if "resnet_layers" in entry:  # timm's BiT-ResNet hybrids
         kw.update(resnet_layers=tuple(entry["resnet_layers"]), resnet_width=entry["resnet_width"],
                   stem_numerics=entry["stem_numerics"])

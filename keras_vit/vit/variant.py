@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional
 
+from keras_vit.nn.rotary import Rotary
 from keras_vit.utils import validate
 from keras_vit.vit.layers import LAYER_NORM_EPSILON
 from keras_vit.vit.mlp import activation_name
@@ -41,6 +42,16 @@ class Variant:
         "linear" (the original code's) or "bicubic" (timm's, antialiased). Not a weight: any file loads.
       class_token: a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one
         that attends but is not read); None: as the classifier says (only "token" has one).
+      rotary_embedding: rotary position embeddings on every block's queries and keys (EVA-02, DINOv3, PE,
+        RoPE-ViT): a `keras_vit.nn.rotary.Rotary` or its dict; None (the paper's model) for none.
+      absolute_position_embedding: whether there is a learned position table added to the tokens (False:
+        DINOv3 and RoPE-ViT rely on the rotary embeddings alone).
+      swiglu: the SwiGLU MLP (`keras_vit.nn.swiglu`) in place of the paper's (EVA-02, DINOv3 "plus").
+      mlp_norm: a LayerNorm on the SwiGLU's hidden layer (EVA-02's sub-LN; needs `swiglu`).
+      attention_norm: a LayerNorm on the attention's output before its projection (EVA-CLIP).
+      attention_pooling_heads: heads of the MAP head when they differ from the encoder's (PE: 8); None.
+      pooling_includes_prefix: the pooling also reads the prefix tokens (timm's EVA MAP head attends to every
+        token; timm's `pool_include_prefix` averages them in).
     """
 
     activation: str = "gelu_tanh"
@@ -58,6 +69,13 @@ class Variant:
     class_token: Optional[bool] = None
     stem_numerics: str = "original"
     position_interpolation: str = "linear"
+    rotary_embedding: Optional[Rotary] = None
+    absolute_position_embedding: bool = True
+    swiglu: bool = False
+    mlp_norm: bool = False
+    attention_norm: bool = False
+    attention_pooling_heads: Optional[int] = None
+    pooling_includes_prefix: bool = False
 
     @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
@@ -72,12 +90,18 @@ class Variant:
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
         for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
-                      "prefix_position_embedding", "class_token"):
+                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
+                      "attention_norm", "pooling_includes_prefix"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
         validate.choice("position_interpolation", options.get("position_interpolation", "linear"),
                         ("linear", "bicubic"))
+        options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
+        options["attention_pooling_heads"] = validate.integer("attention_pooling_heads",
+                                                              options.get("attention_pooling_heads"), allow_none=True)
+        if options.get("mlp_norm") and not options.get("swiglu"):
+            raise ValueError("mlp_norm=True is the norm on the SwiGLU MLP's hidden layer (EVA-02): it needs swiglu=True.")
         return cls(**options)
 
     @classmethod
@@ -95,7 +119,9 @@ class Variant:
         return variant
 
     def to_config(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
+        return out
 
     def has_class_token(self, classifier: str) -> bool:
         return classifier == "token" if self.class_token is None else self.class_token
@@ -117,6 +143,10 @@ class Variant:
                  "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
                  "prefix_position_embedding": "prefix tokens without position embeddings",
                  "class_token": "a class token the classifier does not read",
-                 "stem_numerics": "timm's ResNet-stem numerics"}
+                 "stem_numerics": "timm's ResNet-stem numerics", "rotary_embedding": "rotary position embeddings",
+                 "absolute_position_embedding": "no learned position table", "swiglu": "a SwiGLU MLP",
+                 "mlp_norm": "a norm inside the MLP", "attention_norm": "a norm on the attention's output",
+                 "attention_pooling_heads": "a MAP head with its own head count",
+                 "pooling_includes_prefix": "pooling over the prefix tokens"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -49,6 +49,12 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
                         (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm")):
         if key in params:
             kw[option] = True
+    for key, option in ((block + "MlpBlock_3/gate/kernel", "swiglu"), (block + "MlpBlock_3/norm/scale", "mlp_norm"),
+                        (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
+        if key in params:
+            kw[option] = True
+    if POSEMB_KEY not in params:
+        kw["absolute_position_embedding"] = False  # rotary embeddings alone
     if "Transformer/encoder_norm/scale" not in params and "fc_norm/scale" not in params:
         kw["final_norm"] = False  # RADIO, InternViT
     for key, option in ((block + "MultiHeadDotProductAttention_1/query/bias", "qkv_bias"),
@@ -68,7 +74,8 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     rows left are a square count, the size every layout without a config trains at; another count cannot be
     read from the file: the source's config states it (`input_shape`), or the caller passes it.
     """
-    need = ["embedding/kernel", POSEMB_KEY, "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
+    packed = "Transformer/encoderblock_0/MlpBlock_3/Dense_packed/kernel"
+    need = ["embedding/kernel", packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
             "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
     missing = [k for k in need if k not in params]
     if missing:
@@ -78,7 +85,8 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     if blocks != list(range(len(blocks))):
         raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
     kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
-              num_heads=int(params[need[3]].shape[1]), mlp_dim=int(params[need[2]].shape[-1]),
+              num_heads=int(params[need[2]].shape[1]),
+              mlp_dim=int(params[need[1]].shape[-1]) // (2 if need[1] == packed else 1),
               classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
               representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
     if "head/kernel" in params:
@@ -96,6 +104,9 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     kw.update(variant_from_npz(params))
     if prefix_tokens(params) and not prefix_position_embedding:
         kw["prefix_position_embedding"] = False
+    if POSEMB_KEY not in params:  # rotary embeddings alone: no table to read a grid from
+        kw["absolute_position_embedding"] = False
+        return kw
     n = params[POSEMB_KEY].shape[1] - posemb_prefix_rows(params, prefix_position_embedding)
     side = int(round(np.sqrt(max(n, 0))))
     if n > 0 and side * side == n:
@@ -114,6 +125,8 @@ def stated_grid(params: Dict[str, np.ndarray], input_shape: Sequence[int], prefi
     h, w = int(input_shape[0]), int(input_shape[1])
     grid = (h // stride, w // stride)
     prefix = posemb_prefix_rows(params, prefix_position_embedding)
+    if POSEMB_KEY not in params:
+        return grid  # no table: nothing in the weights says otherwise
     rows = int(params[POSEMB_KEY].shape[1])
     if h % stride or w % stride or grid[0] * grid[1] + prefix != rows:
         raise ValueError(f"{source!r}: its config states a {h}x{w} input ({grid[0]}x{grid[1]} patches of "
@@ -126,7 +139,9 @@ _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "regis
                  "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
                  "fc_norm": "a LayerNorm after pooling", "final_norm": "a final LayerNorm", "qk_norm": "qk-norm",
                  "qkv_bias": "query/key/value biases",
-                 "patch_bias": "a patch-embedding bias"}
+                 "patch_bias": "a patch-embedding bias", "swiglu": "a SwiGLU MLP", "mlp_norm": "a norm inside the MLP",
+                 "attention_norm": "a norm on the attention output",
+                 "absolute_position_embedding": "a learned position table"}
 
 
 def check_family(model, params, source) -> None:
@@ -134,11 +149,14 @@ def check_family(model, params, source) -> None:
     difference, before any other check: the arrays would not fit, and the message should say why."""
     theirs, ours = variant_from_npz(params), model.variant
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
-                    fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True)
+                    fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
+                    mlp_norm=False, attention_norm=False, absolute_position_embedding=True)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])
-        if field == "layer_scale_init":
+        if field == "swiglu" and any("/MlpBlock_3/Dense_packed/" in k for k in params):
+            file_has = model_has = getattr(ours, field)  # a packed gated MLP: the model says its activation
+        elif field == "layer_scale_init":
             file_has, model_has = file_has is not None, ours.layer_scale_init is not None
         else:
             model_has = getattr(ours, field)

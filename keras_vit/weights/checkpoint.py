@@ -58,6 +58,10 @@ class Checkpoint:
             self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True))
         arch.update(self.assumed)
         arch.update(self.implied)
+        if any("/MlpBlock_3/Dense_packed/" in k for k in self.params) and not {**arch, **(overrides or {})}.get("swiglu"):
+            raise ValueError(f"{self.source!r} holds a packed gated MLP (timm's GluMlp) whose activation the file does "
+                             "not state: build it by its timm architecture's name (create_model('<timm name>', "
+                             "weights=...)) or pass swiglu=True if it is a SwiGLU. Nothing was loaded.")
         return arch
 
     def posemb_included(self, model: Optional[VisionTransformer] = None) -> bool:

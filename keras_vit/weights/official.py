@@ -81,8 +81,14 @@ def _block_map(out: dict, p: str, block) -> None:
     for norm, name in ((att.query_norm, "query_norm"), (att.key_norm, "key_norm")):
         if norm is not None:  # qk-norm: not in official files
             _norm(out, f"{p}MultiHeadDotProductAttention_1/{name}", norm)
-    for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1")):
-        _dense(out, f"{p}MlpBlock_3/{name}", dense)
+    if att.attention_norm is not None:  # EVA-CLIP's norm on the attention output
+        _norm(out, f"{p}MultiHeadDotProductAttention_1/norm", att.attention_norm)
+    for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1"),
+                        (getattr(block.mlp, "gate", None), "gate")):  # gate: the SwiGLU's Swish branch
+        if dense is not None:
+            _dense(out, f"{p}MlpBlock_3/{name}", dense)
+    if getattr(block.mlp, "norm", None) is not None:  # EVA-02's norm inside the MLP
+        _norm(out, f"{p}MlpBlock_3/norm", block.mlp.norm)
     for scale, name in ((block.layer_scale_0, "LayerScale_0"), (block.layer_scale_2, "LayerScale_2")):
         if scale is not None:  # not in official files (save_npz refuses it); timm's ls1 / ls2
             out[f"{p}{name}/scale"] = scale.scale
@@ -109,7 +115,8 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
     for key, token in (("cls", model.class_token), ("dist", model.distillation_token), ("reg", model.register_tokens)):
         if token is not None:
             out[key] = token.cls
-    out[POSEMB_KEY] = model.position_embedding.pos_embedding
+    if model.position_embedding is not None:  # none: rotary embeddings alone
+        out[POSEMB_KEY] = model.position_embedding.pos_embedding
     if model.pre_norm is not None:
         _norm(out, "pre_norm", model.pre_norm)
     for i, block in enumerate(model.encoder.blocks):
@@ -206,8 +213,9 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     reset = _head_reset(params, targets, reset_head, problems)
     validate.boolean("posemb_prefix_included", posemb_prefix_included)
     validate.boolean("grid_stated", grid_stated)
-    grid = model.position_embedding.grid_size
-    if not grid_stated and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
+    params = unpack_gated_mlp(model, params)
+    grid = model.position_embedding.grid_size if model.position_embedding is not None else model.grid_size
+    if not grid_stated and model.position_embedding is not None and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
         problems.append(f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
                         f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at")
     prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)
@@ -222,6 +230,26 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     for note in notes:
         logger.warning("load_npz(%s): %s", name, note)
     return model
+
+
+def unpack_gated_mlp(model: keras.Model, params: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """`params` with each packed gated MLP kernel (`MlpBlock_3/Dense_packed`: gate rows first, as timm's GluMlp)
+    split into the SwiGLU's `gate` and `Dense_0`, when `model` has a SwiGLU MLP; the file does not state its
+    activation, so into any other model the packed key stays and is refused by name."""
+    packed = [k for k in params if "/MlpBlock_3/Dense_packed/" in k]
+    if not packed:
+        return params
+    if not model.variant.swiglu:
+        raise ValueError(f"The checkpoint holds a packed gated MLP ({packed[0]}: timm's GluMlp, twice the output "
+                         f"layer's width), whose activation a state dict does not state, and model {model.name!r} has "
+                         "the paper's MLP: build it with swiglu=True if it is a SwiGLU, or by its timm architecture's "
+                         "name. Nothing was loaded.")
+    out = {k: v for k, v in params.items() if k not in packed}
+    for key in packed:
+        gate, value = np.split(params[key], 2, axis=-1)
+        out[key.replace("/Dense_packed/", "/gate/")] = gate
+        out[key.replace("/Dense_packed/", "/Dense_0/")] = value
+    return out
 
 
 def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
@@ -247,6 +275,9 @@ def adapt_input_channels(kernel: np.ndarray, channels: int) -> np.ndarray:
     return np.tile(kernel, (1, 1, repeats, 1))[:, :, :channels] * (3.0 / channels)
 
 
+_MAP_ATTENTION = "MAPHead_0/MultiHeadDotProductAttention_0/"
+
+
 def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path, prefix_rows):
     """{key: value to assign} and notes, or a ValueError naming every misfit (nothing assigned yet)."""
     assign: Dict[str, np.ndarray] = {}
@@ -268,6 +299,9 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             notes.append(f"position embeddings resized {params[key].shape} -> {want}")
         if value.shape != want and value.size == int(np.prod(want)) and value.ndim == 4 and len(want) == 1:
             value = value.reshape(want)  # (1, 1, 1, C) GroupNorm parameters of old hybrids
+        if key.startswith(_MAP_ATTENTION) and value.shape != want and \
+                value.size == int(np.prod(want)) and value.ndim == len(want):
+            value = value.reshape(want)  # the MAP head's own head count (PE: 8): heads are a view of (D, D)
         if key == _first_kernel(targets) and value.shape != want and value.shape[2] == 3 and \
                 value.shape[:2] + value.shape[3:] == want[:2] + want[3:]:
             value = adapt_input_channels(value, want[2])

@@ -5,6 +5,14 @@ timm fuses q, k, v into one `qkv` Linear (and k, v into `kv` in the MAP head, `a
 distillation and register tokens are `cls_token`, `dist_token`, `reg_token`; LayerScale is `ls1` / `ls2.gamma`;
 qk-norm `attn.q_norm` / `k_norm`; the LayerNorm after the embeddings `norm_pre`, after pooling `fc_norm`. Parts
 keras_vit has but the official layout lacks get keys in its style (`keras_vit.weights.official.weight_map`).
+
+timm's `Eva` (EVA-02, DINOv3, Perception Encoder, RoPE-ViT) names the same parts otherwise, read here too:
+query and value biases beside a bias-free `qkv` (`attn.q_bias` / `v_bias`; its key bias is a zero buffer) or
+separate `attn.q_proj` / `k_proj` / `v_proj`; LayerScale `gamma_1` / `gamma_2`; EVA-CLIP's norm on the attention
+output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `mlp.fc1` (gate rows first, twice
+`fc2`'s input width), kept as `MlpBlock_3/Dense_packed` until the model it goes into says its activation;
+EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
+rotary frequencies (`rope.*`, RoPE-Mixed) are not mapped.
 """
 
 from __future__ import annotations
@@ -35,25 +43,67 @@ def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool =
         p[ours + "/bias"] = g(theirs + ".bias")
 
 
+def _qkv_in(g: _Reader, t: str) -> tuple:
+    """(q, k, v weights, q, k, v biases) of block prefix `t`: timm's fused `qkv` (with its bias or EVA's
+    `q_bias` / `v_bias`) or EVA's separate projections; an absent key bias beside query and value biases is
+    EVA's zero buffer."""
+    fused = t + "attn.qkv.weight" in g.sd
+    if fused:
+        q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
+        if t + "attn.qkv.bias" in g.sd:
+            return (q, k, v), tuple(np.split(g(t + "attn.qkv.bias"), 3))
+        names = (t + "attn.q_bias", None, t + "attn.v_bias")
+    else:
+        q, k, v = (g(f"{t}attn.{n}_proj.weight") for n in "qkv")
+        names = tuple(f"{t}attn.{n}_proj.bias" for n in "qkv")
+    present = [n is not None and n in g.sd for n in names]
+    if present[0] != present[2]:
+        raise ValueError(f"{g.source}: {t}attn has a query bias {present[0]} but a value bias {present[2]}; "
+                         "keras_vit's attention has both or neither. Nothing was loaded.")
+    if not present[0]:
+        if present[1]:
+            raise ValueError(f"{g.source}: {t}attn has a key bias without query and value biases. Nothing was loaded.")
+        return (q, k, v), (None, None, None)
+    key = g(names[1]) if present[1] else np.zeros(q.shape[0], "float32")  # EVA: the key bias is a zero buffer
+    return (q, k, v), (g(names[0]), key, g(names[2]))
+
+
+def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:
+    """The MLP: timm's `fc1` / `fc2`, the SwiGLU's `fc1_g` / `fc1_x` (or `fc1` packed, gate rows first), and
+    EVA-02's `mlp.norm`."""
+    m = o + "MlpBlock_3/"
+    if t + "mlp.fc1_g.weight" in g.sd:
+        _linear(g, p, t + "mlp.fc1_g", m + "gate", optional_bias=True)
+        _linear(g, p, t + "mlp.fc1_x", m + "Dense_0", optional_bias=True)
+    elif g(t + "mlp.fc1.weight").shape[0] == 2 * g(t + "mlp.fc2.weight").shape[1]:
+        _linear(g, p, t + "mlp.fc1", m + "Dense_packed", optional_bias=True)  # a gated MLP, packed
+    else:
+        _linear(g, p, t + "mlp.fc1", m + "Dense_0")
+    _linear(g, p, t + "mlp.fc2", m + "Dense_1")
+    if t + "mlp.norm.weight" in g.sd:
+        _norm_in(g, p, t + "mlp.norm", m + "norm")
+
+
 def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     """Block `i`'s tensors in official keys."""
     p: Params = {}
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
     a = o + "MultiHeadDotProductAttention_1/"
-    q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
-    biases = np.split(g(t + "attn.qkv.bias"), 3) if t + "attn.qkv.bias" in g.sd else (None, None, None)
+    (q, k, v), biases = _qkv_in(g, t)
     p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, g(t + "attn.proj.bias")), num_heads, a))
+    if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
+        _norm_in(g, p, t + "attn.norm", a + "norm")
     norms = [f"{t}attn.{n}_norm.{w}" for n in "qk" for w in ("weight", "bias")]
     if all(k in g.sd for k in norms):  # qk-norm; a part of it alone is left for the reader to refuse by name
         for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
             _norm_in(g, p, f"{t}attn.{theirs}", a + ours)
     _norm_in(g, p, t + "norm1", o + "LayerNorm_0")
     _norm_in(g, p, t + "norm2", o + "LayerNorm_2")
-    _linear(g, p, t + "mlp.fc1", o + "MlpBlock_3/Dense_0")
-    _linear(g, p, t + "mlp.fc2", o + "MlpBlock_3/Dense_1")
-    for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):  # DeiT-III, DINOv2
-        if f"{t}{theirs}.gamma" in g.sd:
-            p[f"{o}{ours}/scale"] = g(f"{t}{theirs}.gamma")
+    _mlp_in(g, p, t, o)
+    for ours, theirs, eva in (("LayerScale_0", "ls1.gamma", "gamma_1"), ("LayerScale_2", "ls2.gamma", "gamma_2")):
+        for key in (t + theirs, t + eva):  # DeiT-III, DINOv2; EVA's names
+            if key in g.sd:
+                p[f"{o}{ours}/scale"] = g(key)
     return p
 
 
@@ -103,7 +153,9 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     p: Params = {}
     if any(k.startswith(_BACKBONE) for k in sd):
         _stem_in(g, p)
-    p.update({"embedding/kernel": _conv_in(g("patch_embed.proj.weight")), POSEMB_KEY: g("pos_embed")})
+    p["embedding/kernel"] = _conv_in(g("patch_embed.proj.weight"))
+    if "pos_embed" in sd:  # none: rotary embeddings alone (DINOv3, RoPE-ViT)
+        p[POSEMB_KEY] = g("pos_embed")
     if "patch_embed.proj.bias" in sd:
         p["embedding/bias"] = g("patch_embed.proj.bias")
     for theirs, ours in _TOKENS:

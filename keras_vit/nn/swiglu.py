@@ -1,0 +1,68 @@
+"""The SwiGLU MLP (Shazeer, "GLU Variants Improve Transformer", 2020): (Swish(x W) * x V) W2.
+
+EVA-02, DINOv3's "plus" models, Perception Encoder's language-aligned towers and AIMv2 use it in place of the
+paper's GELU MLP; EVA-02's base and large models add a LayerNorm on the gated hidden layer before W2 (its
+"sub-LN", timm's `scale_mlp`). The layers keep the MLP block's names where they play the same part, so that
+LoRA's "Dense_0" / "Dense_1" targets and the sharding rules carry over: `Dense_0` is V (the linear branch),
+`gate` is W (the Swish branch), `Dense_1` is W2. timm stores W and V either packed in one `fc1` (gate first)
+or as `fc1_g` / `fc1_x`; both are read into these.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.specs import ArraySpecs
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class SwiGLU(ArraySpecs, keras.layers.Layer):
+    """(batch, tokens, D) -> Dense_1(norm(silu(gate(x)) * Dense_0(x))), with dropout after the product and
+    after Dense_1.
+
+    Args:
+      mlp_dim: the hidden width (of each of the two branches).
+      dropout_rate: dropout after the gated product and after the output projection.
+      hidden_norm: a LayerNorm on the gated hidden layer (EVA-02's sub-LN).
+      layer_norm_epsilon: that LayerNorm's epsilon.
+    """
+
+    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, hidden_norm: bool = False,
+                 layer_norm_epsilon: float = 1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.mlp_dim, self.dropout_rate = int(mlp_dim), float(dropout_rate)
+        self.hidden_norm, self.layer_norm_epsilon = bool(hidden_norm), float(layer_norm_epsilon)
+        self.activation = "silu"  # what `SwiGLU` means; recorded for the block function's cache key
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.norm = (LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm")
+                     if self.hidden_norm else None)
+
+    def build(self, input_shape):
+        d = input_shape[-1]
+        hidden = tuple(input_shape[:-1]) + (self.mlp_dim,)
+        for attribute, name, fan_in, fan_out in (("dense_0", "Dense_0", d, self.mlp_dim),
+                                                 ("gate", "gate", d, self.mlp_dim),
+                                                 ("dense_1", "Dense_1", self.mlp_dim, d)):
+            layer = keras.layers.Dense(fan_out, kernel_initializer=xavier_uniform(fan_in, fan_out),
+                                       bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name=name)
+            layer.build(hidden if name == "Dense_1" else input_shape)
+            setattr(self, attribute, layer)
+        if self.norm is not None:
+            self.norm.build(hidden)
+
+    def call(self, x, training=None):
+        y = ops.silu(self.gate(x)) * self.dense_0(x)
+        y = self.dropout(y, training=training)
+        if self.norm is not None:
+            y = self.norm(y)
+        return self.dropout(self.dense_1(y), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
+                "hidden_norm": self.hidden_norm, "layer_norm_epsilon": self.layer_norm_epsilon}
