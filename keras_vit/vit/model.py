@@ -172,18 +172,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
                  remat=remat), classifier, pooling, representation_size, classes, rates)
-        variant = Variant.for_model(classifier, representation_size, gelu_approximate, activation=activation,
-                                    layer_norm_epsilon=layer_norm_epsilon, layer_scale_init=layer_scale_init,
-                                    num_register_tokens=num_register_tokens, distillation_token=distillation_token,
-                                    pre_norm=pre_norm, fc_norm=fc_norm, qk_norm=qk_norm, qkv_bias=qkv_bias,
-                                    patch_bias=patch_bias, prefix_position_embedding=prefix_position_embedding,
-                                    class_token=class_token, stem_numerics=stem_numerics,
-                                    position_interpolation=position_interpolation, final_norm=final_norm,
-                                    rotary_embedding=rotary_embedding,
-                                    absolute_position_embedding=absolute_position_embedding, swiglu=swiglu,
-                                    mlp_norm=mlp_norm, attention_norm=attention_norm,
-                                    attention_pooling_heads=attention_pooling_heads,
-                                    pooling_includes_prefix=pooling_includes_prefix)
+        family = {field: value for field, value in locals().items() if field in Variant.fields()}  # the keywords
+        variant = Variant.for_model(classifier, representation_size, gelu_approximate, **family)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
                                                                            representation_size, data_config)

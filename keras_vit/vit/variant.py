@@ -78,6 +78,11 @@ class Variant:
     pooling_includes_prefix: bool = False
 
     @classmethod
+    def fields(cls) -> tuple:
+        """The option names (each a `VisionTransformer` keyword)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
         """The record after type and range checks (errors name the keyword)."""
         options["activation"] = activation_name(options.get("activation"), gelu_approximate)
