@@ -102,6 +102,8 @@ def eva_facts(model) -> dict:
         class_token=True if model.global_pool != "token" and model.cls_token is not None else None,
         rotary_embedding=spec, absolute_position_embedding=model.pos_embed is not None, swiglu=swiglu,
         mlp_norm=mlp_norm, attention_norm=not _is_identity(attn.norm),
+        key_bias=not bias or (qkv is not None and qkv.bias is not None  # False: EVA's query and value biases only
+                              or getattr(attn, "k_proj", None) is not None and attn.k_proj.bias is not None),
         attention_pooling_heads=int(pool.num_heads) if pool is not None and pool.num_heads != attn.num_heads else None,
         pooling_includes_prefix=pool is not None and model.num_prefix_tokens > 0)
     if model.cls_token is None and model.global_pool == "token":

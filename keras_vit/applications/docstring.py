@@ -61,6 +61,7 @@ ARGS = """
       attention_norm: a LayerNorm on the attention's output (EVA-CLIP).
       attention_pooling_heads: the MAP head's own head count (PE); None: the encoder's.
       pooling_includes_prefix: the pooling reads the prefix tokens too (timm's EVA MAP head).
+      key_bias: False: query and value biases only (EVA).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).

@@ -45,7 +45,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              stem_numerics: str = "original", position_interpolation: str = "linear", final_norm: bool = True,
              rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True, swiglu: bool = False,
              mlp_norm: bool = False, attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-             pooling_includes_prefix: bool = False) -> VisionTransformer:
+             pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -64,7 +64,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -83,7 +83,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -102,7 +102,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
            absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
            attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-           pooling_includes_prefix: bool = False) -> VisionTransformer:
+           pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -121,7 +121,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -140,7 +140,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -159,7 +159,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -178,7 +178,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -197,7 +197,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -217,8 +217,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -238,8 +238,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -259,8 +259,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -280,8 +280,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -301,8 +301,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -322,8 +322,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 position_interpolation: str = "linear", final_norm: bool = True,
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-                attention_pooling_heads: Optional[int] = None,
-                pooling_includes_prefix: bool = False) -> VisionTransformer:
+                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+                key_bias: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -342,6 +342,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                stem_numerics: str = "original", position_interpolation: str = "linear", final_norm: bool = True,
                rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
-               attention_pooling_heads: Optional[int] = None,
-               pooling_includes_prefix: bool = False) -> VisionTransformer:
+               attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
+               key_bias: bool = True) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -33,7 +33,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     Called with a `rotary` table (`keras_vit.nn.rotary`), queries and keys are rotated after qk-norm, channels
     paired per `rotate_half`. `output_norm`: a LayerNorm over the heads' concatenated output before `out`
-    (EVA-CLIP's, timm's `scale_attn_inner`).
+    (EVA-CLIP's, timm's `scale_attn_inner`). `key_bias=False`: query and value biases only (EVA's; a bias
+    shared by every key cancels in the softmax, so none is trained).
     """
 
     # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
@@ -44,10 +45,12 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     PROJECTIONS = ("query", "key", "value", "out")
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
-                 layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False, **kwargs):
+                 layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False,
+                 key_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
+        self.key_bias = bool(key_bias) and bool(qkv_bias)  # EVA: query and value biases only
         self.dropout_rate = float(dropout_rate)
         self.qk_norm, self.qkv_bias, self.layer_norm_epsilon = bool(qk_norm), bool(qkv_bias), float(layer_norm_epsilon)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
@@ -67,7 +70,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.rotation = rotation_matrix(dh, self.rotate_half) if dh % 2 == 0 else None  # used with a rotary table
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
-            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk" if self.qkv_bias else None,
+            biased = self.qkv_bias and (name != "key" or self.key_bias)
+            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk" if biased else None,
                                input_axes=1,
                                kernel_initializer=init, dtype=self.dtype_policy, name=name)
             layer.build(tuple(input_shape))
@@ -95,8 +99,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             qkv_kernel = ops.concatenate([ops.reshape(l.kernel, (-1, h * dh)) for l in layers], axis=-1)
             qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype))
             if self.qkv_bias:
-                qkv = qkv + ops.cast(ops.concatenate([ops.reshape(l.bias, (h * dh,)) for l in layers], axis=-1),
-                                     x.dtype)
+                biases = [ops.reshape(l.bias, (h * dh,)) if l.bias is not None else ops.zeros((h * dh,), l.kernel.dtype)
+                          for l in layers]  # no key bias: zeros (softmax ignores a bias shared by every key)
+                qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
             qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if self.qk_norm:
@@ -138,4 +143,4 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
                 "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "rotate_half": self.rotate_half, "output_norm": self.output_norm}
+                "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias}

@@ -45,7 +45,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
                         options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
                         v.layer_scale_init, final_norm=v.final_norm and not v.fc_norm, activation=v.activation,
-                        layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, swiglu=v.swiglu,
+                        layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, key_bias=v.key_bias,
+                        swiglu=v.swiglu,
                         mlp_norm=v.mlp_norm, attention_norm=v.attention_norm,
                         rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
                         dtype=policy, name="Transformer")

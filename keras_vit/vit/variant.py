@@ -33,6 +33,7 @@ class Variant:
       final_norm: whether there is a final LayerNorm at all (RADIO and InternViT backbones have none).
       qk_norm: LayerNorm on each head's queries and keys.
       qkv_bias: biases on the query/key/value projections.
+      key_bias: with `qkv_bias`, whether the key projection has one too (False: EVA's query and value biases).
       patch_bias: a bias in the patch embedding (CLIP has none).
       prefix_position_embedding: whether the prefix tokens (class, registers, distillation) have position
         embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
@@ -64,6 +65,7 @@ class Variant:
     final_norm: bool = True
     qk_norm: bool = False
     qkv_bias: bool = True
+    key_bias: bool = True
     patch_bias: bool = True
     prefix_position_embedding: bool = True
     class_token: Optional[bool] = None
@@ -95,7 +97,7 @@ class Variant:
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
         for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
-                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
+                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm", "key_bias",
                       "attention_norm", "pooling_includes_prefix"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
@@ -135,6 +137,16 @@ class Variant:
         """Tokens before the patches: the class token, the distillation token, the registers."""
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
+    EVA_PARTS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
+                 "attention_pooling_heads", "pooling_includes_prefix")
+
+    def eva_parts(self) -> List[str]:
+        """The parts of timm's `Eva` models (EVA-02, DINOv3, PE, RoPE-ViT) this model has, as `field=value`: what
+        timm's `VisionTransformer` layout cannot hold."""
+        default = Variant()
+        return [f"{field}={getattr(self, field)!r}" for field in self.EVA_PARTS
+                if getattr(self, field) != getattr(default, field)]
+
     def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:
         """What the official `.npz` layout has no place for (`save_npz` refuses these, naming them). The two GELUs
         are allowed (the file does not say which; timm-read models use the exact one)."""
@@ -150,7 +162,7 @@ class Variant:
                  "class_token": "a class token the classifier does not read",
                  "stem_numerics": "timm's ResNet-stem numerics", "rotary_embedding": "rotary position embeddings",
                  "absolute_position_embedding": "no learned position table", "swiglu": "a SwiGLU MLP",
-                 "mlp_norm": "a norm inside the MLP", "attention_norm": "a norm on the attention's output",
+                 "mlp_norm": "a norm inside the MLP", "key_bias": "no key bias", "attention_norm": "a norm on the attention's output",
                  "attention_pooling_heads": "a MAP head with its own head count",
                  "pooling_includes_prefix": "pooling over the prefix tokens"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()

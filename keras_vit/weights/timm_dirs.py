@@ -101,7 +101,8 @@ def _override(name: str, kw: dict, args: dict) -> dict:
         elif key not in _TRAINING_ONLY:
             raise ValueError(f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
                              "keras_vit does not build yet; nothing was loaded.")
-    kw["mlp_dim"] = int(round(kw["hidden_size"] * ratio))
+    if "embed_dim" in args or "mlp_ratio" in args:  # timm: int(embed_dim * mlp_ratio), truncated
+        kw["mlp_dim"] = int(kw["hidden_size"] * ratio)
     has_class_token = bool(args.get("class_token", base_class_token))
     if not has_class_token and kw["classifier"] == "token":
         raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")

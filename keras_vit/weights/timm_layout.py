@@ -45,8 +45,7 @@ def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool =
 
 def _qkv_in(g: _Reader, t: str) -> tuple:
     """(q, k, v weights, q, k, v biases) of block prefix `t`: timm's fused `qkv` (with its bias or EVA's
-    `q_bias` / `v_bias`) or EVA's separate projections; an absent key bias beside query and value biases is
-    EVA's zero buffer."""
+    `q_bias` / `v_bias`) or EVA's separate projections; EVA has no key bias (timm keeps a zero buffer)."""
     fused = t + "attn.qkv.weight" in g.sd
     if fused:
         q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
@@ -64,8 +63,7 @@ def _qkv_in(g: _Reader, t: str) -> tuple:
         if present[1]:
             raise ValueError(f"{g.source}: {t}attn has a key bias without query and value biases. Nothing was loaded.")
         return (q, k, v), (None, None, None)
-    key = g(names[1]) if present[1] else np.zeros(q.shape[0], "float32")  # EVA: the key bias is a zero buffer
-    return (q, k, v), (g(names[0]), key, g(names[2]))
+    return (q, k, v), (g(names[0]), g(names[1]) if present[1] else None, g(names[2]))  # EVA: no key bias
 
 
 def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:

@@ -1,0 +1,178 @@
+"""The 2026 backbones of timm's `eva` module (EVA-02, EVA-CLIP, DINOv3, Perception Encoder, RoPE-ViT): each
+family's timm repository (tools/make_backbone_fixtures.py: written by timm 1.0.31 itself at a non-square 2x3
+grid, every parameter perturbed) gives timm's logits, keeps its parts through `.keras`, the feature API, any-size
+inputs, LoRA, int8 and an ONNX export, and is refused where a writer cannot hold it. Rotary embeddings are
+checked against the RoFormer formula written out in numpy. No torch needed."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from keras_vit.nn.rotary import Rotary, RotaryPositionEmbedding, apply_rotary, rotation_matrix
+
+from conftest import ROOT
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "backbones")
+# case -> the options that make it that family, and its token layout
+CASES = {
+    "eva02_tiny": (dict(swiglu=True, absolute_position_embedding=True, fc_norm=True, class_token=True,
+                        rotary_embedding=dict(form="axial", temperature=10000.0, offset=0.0, axis_order="ij",
+                                              reference_grid=[16, 16], rotate_half=False)),
+                   {"class": (0, 1), "patches": (1, 7)}),
+    "eva02_clip": (dict(swiglu=True, mlp_norm=True, attention_norm=True), {"class": (0, 1), "patches": (1, 7)}),
+    "dinov3_small": (dict(absolute_position_embedding=False, num_register_tokens=4, layer_scale_init=1e-5,
+                          rotary_embedding=dict(form="centered", temperature=100.0, offset=0.0, axis_order="ij",
+                                                reference_grid=None, rotate_half=True)),
+                     {"class": (0, 1), "registers": (1, 5), "patches": (5, 11)}),
+    "pe_core_tiny": (dict(pre_norm=True, patch_bias=False, attention_pooling_heads=8, pooling_includes_prefix=True),
+                     {"class": (0, 1), "patches": (1, 7)}),
+    "rope_ape_small": (dict(absolute_position_embedding=True, layer_scale_init=1e-5), {"class": (0, 1),
+                                                                                      "patches": (1, 7)}),
+}
+
+
+def _load(case: str, **kwargs):
+    model = keras_vit.load_model(os.path.join(FIXTURES, case), classifier_activation=None, **kwargs)
+    return model, np.load(os.path.join(FIXTURES, f"{case}_input.npy"))
+
+
+def _timm(case: str) -> np.ndarray:
+    return np.load(os.path.join(FIXTURES, f"{case}_logits.npy"))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
+    model, x = _load(case)
+    options, layout = CASES[case]
+    assert model.token_layout == layout
+    for field, value in options.items():
+        got = getattr(model.variant, field)
+        assert (got.to_config() if isinstance(got, Rotary) else got) == value, field
+    logits = model.predict(x, verbose=0)
+    assert np.abs(logits - _timm(case)).max() <= 1e-4
+    assert np.abs(np.asarray(model(x)) - _timm(case)).max() <= 1e-4  # the eager path (one block function)
+    model.save(tmp_path / "m.keras")
+    back = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(back.predict(x, verbose=0), logits, atol=1e-6)
+    assert back.variant == model.variant and back.describe() == model.describe()
+
+
+def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
+    counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope")}
+    assert counts == {"eva02": 11, "dinov3": 16, "pe": 11, "rope": 10}, counts  # timm 1.0.31's eva module
+    for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
+                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3"):
+        model = keras_vit.create_model(name)
+        assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
+
+
+def test_what_keras_vit_does_not_build_of_the_eva_module_is_refused_by_name():
+    with pytest.raises(ValueError, match="RoPE-Mixed"):
+        keras_vit.create_model("vit_small_patch16_rope_mixed_224")
+    with pytest.raises(ValueError, match="RmsNorm"):
+        keras_vit.create_model("vit_base_patch16_sapiens2")
+    with pytest.raises(ValueError, match="post-norm"):
+        keras_vit.create_model("eva02_enormous_patch14_clip_224")
+
+
+def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bool, scale: float) -> np.ndarray:
+    """RoFormer's rotation written out: for each axis a quarter of the channel pairs, pair j of axis a turned by
+    scale * position_a / temperature ** (j / n); pairs are (i, i + d/2) with `half`, else (2i, 2i + 1)."""
+    d = x.shape[-1]
+    n = d // 4
+    freqs = scale / temperature ** (np.arange(n) / n)
+    angles = np.concatenate([positions[:, a:a + 1] * freqs for a in range(2)], axis=-1)  # (tokens, d/2)
+    out = x.astype("float64").copy()
+    for j in range(d // 2):
+        a, b = (j, j + d // 2) if half else (2 * j, 2 * j + 1)
+        c, s = np.cos(angles[:, j]), np.sin(angles[:, j])
+        out[..., a] = x[..., a] * c - x[..., b] * s
+        out[..., b] = x[..., b] * c + x[..., a] * s
+    return out
+
+
+@pytest.mark.parametrize("form,half,order", [("axial", False, "ij"), ("axial", False, "xy"), ("centered", True, "ij")])
+def test_rotary_embeddings_are_roformers_rotation_of_each_patch_by_its_grid_position(form, half, order):
+    rows, cols, d, prefix = 3, 5, 16, 2
+    rotary = Rotary(form=form, temperature=100.0, offset=0.5 if form == "axial" else 0.0, axis_order=order,
+                    rotate_half=half)
+    table = np.asarray(RotaryPositionEmbedding(rotary, d, 8, prefix)(np.zeros((1, rows * 8, cols * 8, 3), "float32")))
+    x = np.random.default_rng(0).normal(size=(1, prefix + rows * cols, 2, d)).astype("float32")
+    y = np.asarray(apply_rotary(x, table, rotation_matrix(d, half)))
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    if form == "axial":
+        pos = np.stack([r.ravel() + 0.5, c.ravel() + 0.5], -1)
+    else:  # patch centres in [-1, 1] per axis
+        pos = np.stack([(2 * r.ravel() + 1) / rows - 1, (2 * c.ravel() + 1) / cols - 1], -1)
+    pos = pos if order == "ij" else pos[:, ::-1]
+    want = _roformer(x[:, prefix:].transpose(0, 2, 1, 3), pos, 100.0, half, 2 * np.pi if form == "centered" else 1.0)
+    np.testing.assert_allclose(y[:, prefix:], want.transpose(0, 2, 1, 3), atol=2e-5)
+    np.testing.assert_array_equal(y[:, :prefix], x[:, :prefix])  # prefix tokens are not rotated
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)  # a rotation
+
+
+def test_rotary_embedding_keywords_are_checked_by_name():
+    with pytest.raises(ValueError, match="unknown keys"):
+        keras_vit.VisionTransformer(16, 64, 128, 2, 1, rotary_embedding=dict(form="axial", base=10))
+    with pytest.raises(ValueError, match="form"):
+        keras_vit.VisionTransformer(16, 64, 128, 2, 1, rotary_embedding=dict(form="spiral"))
+    with pytest.raises(ValueError, match="divisible by 4"):
+        keras_vit.VisionTransformer(16, 60, 128, 2, 1, input_shape=(32, 32, 3), rotary_embedding=dict())
+    with pytest.raises(ValueError, match="needs swiglu=True"):
+        keras_vit.VisionTransformer(16, 64, 128, 2, 1, mlp_norm=True)
+
+
+def test_an_any_size_dinov3_follows_its_input_grid_and_intermediates_agree():
+    fixed, x = _load("dinov3_small")
+    any_size, _ = _load("dinov3_small", input_shape=(None, None, 3))
+    np.testing.assert_allclose(np.asarray(any_size(x)), np.asarray(fixed(x)), atol=1e-5)
+    bigger = np.random.default_rng(1).uniform(-1, 1, (1, 64, 32, 3)).astype("float32")
+    assert np.asarray(any_size(bigger)).shape == (1, 64)
+    out = fixed.intermediates(x)
+    assert sorted(out["blocks"]) == [0, 1] and out["blocks"][0].shape == (2, 11, 64)
+    np.testing.assert_allclose(np.asarray(out["pre_logits"]), fixed.predict(x, verbose=0), atol=1e-5)
+
+
+def test_lora_int8_and_remat_on_a_backbone_with_every_new_part():
+    """EVA-CLIP has rotary embeddings, the SwiGLU with its norm and the attention-output norm."""
+    model, x = _load("eva02_clip")
+    logits = model.predict(x, verbose=0)
+    model.enable_lora(4, ["query", "value", "Dense_0", "Dense_1"])
+    np.testing.assert_allclose(model.predict(x, verbose=0), logits, atol=1e-6)  # B starts at zero
+    remat, _ = _load("eva02_clip", remat=True)
+    np.testing.assert_allclose(remat.predict(x, verbose=0), logits, atol=1e-5)
+    quantized, _ = _load("eva02_clip")
+    quantized.quantize("int8")
+    assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.1 * np.abs(logits).max()
+
+
+def test_a_backbone_exports_to_onnx_with_its_logits(tmp_path):
+    from hub_export import export
+    from hub_export.formats import runtime_model
+
+    model, x = _load("pe_core_tiny")
+    out = export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    got = np.asarray(runtime_model(os.path.join(out, "model.onnx"))(x))
+    np.testing.assert_allclose(got, _timm("pe_core_tiny"), atol=1e-4)
+
+
+def test_writers_refuse_the_eva_parts_by_name_and_write_nothing(tmp_path):
+    model, _ = _load("dinov3_small")
+    with pytest.raises(ValueError, match="rotary_embedding"):
+        keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    assert not os.path.exists(tmp_path / "repo")
+
+
+def test_a_packed_gated_mlp_is_refused_where_its_activation_is_not_stated(tmp_path):
+    bare = os.path.join(FIXTURES, "eva02_tiny", "model.safetensors")
+    with pytest.raises(ValueError, match="packed gated MLP"):
+        keras_vit.load_model(bare, num_heads=3, input_shape=(28, 42, 3))
+    model = keras_vit.VisionTransformer(14, 96, 256, 3, 2, input_shape=(28, 42, 3), classes=5, classifier="gap",
+                                        fc_norm=True, class_token=True, activation="gelu", key_bias=False)
+    before = [np.array(v) for v in model.weights]
+    with pytest.raises(ValueError, match="packed gated MLP"):
+        keras_vit.load_weights(model, bare)
+    assert all(np.array_equal(a, np.array(v)) for a, v in zip(before, model.weights))

@@ -1,0 +1,70 @@
+"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family of timm's `eva` module, written
+by timm itself (`save_for_hf`) with timm's logits, so the default suite checks keras_vit against timm without
+torch:
+
+    PYTHONPATH=tools/torchvision_stub python tools/make_backbone_fixtures.py
+
+Each is the architecture timm registers under that name with what `model_args` may change made small (one or
+two blocks, a narrower width, a 2x3 patch grid: a non-square input), every parameter perturbed, and a
+head of 5 classes where the architecture has one. Files per case: `<case>/` (config.json + model.safetensors),
+`<case>_input.npy` (2 images, NHWC, already normalised) and `<case>_logits.npy` (timm's float32 output).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchvision_stub"))
+
+import numpy as np  # noqa: E402
+import timm  # noqa: E402
+import torch  # noqa: E402
+from timm.models._hub import save_for_hf  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "backbones")
+
+# case -> (timm architecture, model_args). Widths keep a head width divisible by 4 (rotary embeddings) and an
+# MLP width timm's int(width * ratio) and keras_vit agree on.
+CASES = {
+    # EVA-02: packed SwiGLU, axial RoPE rescaled to a 16x16 reference grid, a position table, avg pool + fc_norm
+    "eva02_tiny": ("eva02_tiny_patch14_224", dict(depth=2, embed_dim=96, num_heads=3, num_classes=5)),
+    # EVA-02 CLIP: separate q/k/v (no key bias), SwiGLU with its sub-LN, a norm on the attention output, token pool
+    "eva02_clip": ("eva02_base_patch16_clip_224", dict(depth=1, embed_dim=96, num_heads=3, num_classes=5)),
+    # DINOv3: centred RoPE in halves, class + 4 storage tokens, no position table, LayerScale, no head
+    "dinov3_small": ("vit_small_patch16_dinov3", dict(depth=2, embed_dim=64, num_heads=2)),
+    # Perception Encoder core: pre-norm without patch bias, xy RoPE with offset 1, an 8-head MAP head over all tokens
+    "pe_core_tiny": ("vit_pe_core_tiny_patch16_384", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # RoPE-ViT (naver): xy RoPE at temperature 100 beside a learned table, LayerScale, token pool
+    "rope_ape_small": ("vit_small_patch16_rope_ape_224", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
+}
+
+
+def _build(name: str, args: dict, size: tuple, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = timm.create_model(name, pretrained=False, img_size=size, **args).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    for seed, (case, (name, args)) in enumerate(sorted(CASES.items())):
+        stride = timm.create_model(name, pretrained=False, depth=1).patch_embed.patch_size[0]
+        size = (2 * stride, 3 * stride)
+        model = _build(name, args, size, seed)
+        x = np.random.default_rng(seed).uniform(-1, 1, (2, *size, 3)).astype("float32")
+        with torch.no_grad():
+            logits = model(torch.from_numpy(x).permute(0, 3, 1, 2)).numpy()
+        save_for_hf(model, os.path.join(OUT, case), model_args=dict(args, img_size=list(size)),
+                    safe_serialization=True)
+        np.save(os.path.join(OUT, f"{case}_input.npy"), x)
+        np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
+        print(case, name, logits.shape, sum(p.numel() for p in model.parameters()))
+
+
+if __name__ == "__main__":
+    main()
