@@ -13,7 +13,11 @@ import pytest
 import keras_vit
 from keras_vit.nn.rotary import Rotary, RotaryPositionEmbedding, apply_rotary, rotation_matrix
 
-from conftest import ROOT
+from conftest import ROOT, run_on_backend
+
+
+def _np(x) -> np.ndarray:
+    return keras.ops.convert_to_numpy(x)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "backbones")
 # case -> the options that make it that family, and its token layout
@@ -53,7 +57,7 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
         assert (got.to_config() if isinstance(got, Rotary) else got) == value, field
     logits = model.predict(x, verbose=0)
     assert np.abs(logits - _timm(case)).max() <= 1e-4
-    assert np.abs(np.asarray(model(x)) - _timm(case)).max() <= 1e-4  # the eager path (one block function)
+    assert np.abs(_np(model(x)) - _timm(case)).max() <= 1e-4  # the eager path (one block function)
     model.save(tmp_path / "m.keras")
     back = keras.saving.load_model(tmp_path / "m.keras")
     np.testing.assert_allclose(back.predict(x, verbose=0), logits, atol=1e-6)
@@ -99,9 +103,9 @@ def test_rotary_embeddings_are_roformers_rotation_of_each_patch_by_its_grid_posi
     rows, cols, d, prefix = 3, 5, 16, 2
     rotary = Rotary(form=form, temperature=100.0, offset=0.5 if form == "axial" else 0.0, axis_order=order,
                     rotate_half=half)
-    table = np.asarray(RotaryPositionEmbedding(rotary, d, 8, prefix)(np.zeros((1, rows * 8, cols * 8, 3), "float32")))
+    table = _np(RotaryPositionEmbedding(rotary, d, 8, prefix)(np.zeros((1, rows * 8, cols * 8, 3), "float32")))
     x = np.random.default_rng(0).normal(size=(1, prefix + rows * cols, 2, d)).astype("float32")
-    y = np.asarray(apply_rotary(x, table, rotation_matrix(d, half)))
+    y = _np(apply_rotary(keras.ops.convert_to_tensor(x), table, rotation_matrix(d, half)))
     r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     if form == "axial":
         pos = np.stack([r.ravel() + 0.5, c.ravel() + 0.5], -1)
@@ -128,12 +132,12 @@ def test_rotary_embedding_keywords_are_checked_by_name():
 def test_an_any_size_dinov3_follows_its_input_grid_and_intermediates_agree():
     fixed, x = _load("dinov3_small")
     any_size, _ = _load("dinov3_small", input_shape=(None, None, 3))
-    np.testing.assert_allclose(np.asarray(any_size(x)), np.asarray(fixed(x)), atol=1e-5)
+    np.testing.assert_allclose(_np(any_size(x)), _np(fixed(x)), atol=1e-5)
     bigger = np.random.default_rng(1).uniform(-1, 1, (1, 64, 32, 3)).astype("float32")
-    assert np.asarray(any_size(bigger)).shape == (1, 64)
+    assert _np(any_size(bigger)).shape == (1, 64)
     out = fixed.intermediates(x)
     assert sorted(out["blocks"]) == [0, 1] and out["blocks"][0].shape == (2, 11, 64)
-    np.testing.assert_allclose(np.asarray(out["pre_logits"]), fixed.predict(x, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(_np(out["pre_logits"]), fixed.predict(x, verbose=0), atol=1e-5)
 
 
 def test_lora_int8_and_remat_on_a_backbone_with_every_new_part():
@@ -176,3 +180,27 @@ def test_a_packed_gated_mlp_is_refused_where_its_activation_is_not_stated(tmp_pa
     with pytest.raises(ValueError, match="packed gated MLP"):
         keras_vit.load_weights(model, bare)
     assert all(np.array_equal(a, np.array(v)) for a, v in zip(before, model.weights))
+
+
+_ON_BACKEND = """
+import json, os, sys
+import keras
+import numpy as np
+import keras_vit
+folder, out = sys.argv[1], {}
+for case in sys.argv[2:]:
+    model = keras_vit.load_model(os.path.join(folder, case), classifier_activation=None)
+    x = np.load(os.path.join(folder, case + "_input.npy"))
+    want = np.load(os.path.join(folder, case + "_logits.npy"))
+    eager = keras.ops.convert_to_numpy(model(x))
+    out[case] = [float(np.abs(model.predict(x, verbose=0) - want).max()), float(np.abs(eager - want).max())]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
+    """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
+    pairs) share the one-block-function cache on JAX without taking each other's function."""
+    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny")
+    assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
