@@ -204,3 +204,54 @@ def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     pairs) share the one-block-function cache on JAX without taking each other's function."""
     gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny")
     assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
+
+
+def _shard(folder: str, out) -> None:
+    """The fixture's repository with its weights in two shards and an index, as the hub serves big models."""
+    import json
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    out.mkdir()
+    shutil.copy(os.path.join(folder, "config.json"), out / "config.json")
+    sd = load_file(os.path.join(folder, "model.safetensors"))
+    names = sorted(sd)
+    halves = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, keys in halves.items():
+        save_file({k: sd[k] for k in keys}, str(out / shard), metadata={"format": "pt"})
+    weight_map = {k: shard for shard, keys in halves.items() for k in keys}
+    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+
+
+def test_a_sharded_repository_reads_as_one_source_and_a_disagreeing_index_is_refused(tmp_path):
+    _shard(os.path.join(FIXTURES, "dinov3_small"), tmp_path / "sharded")
+    model = keras_vit.load_model(str(tmp_path / "sharded"), classifier_activation=None)
+    x = np.load(os.path.join(FIXTURES, "dinov3_small_input.npy"))
+    assert np.abs(model.predict(x, verbose=0) - _timm("dinov3_small")).max() <= 1e-4
+    index = tmp_path / "sharded" / "model.safetensors.index.json"
+    text = index.read_text()
+    index.write_text(text.replace("model-00002-of-00002", "model-00001-of-00002", 1))
+    with pytest.raises(ValueError, match="does not hold what the index says"):
+        keras_vit.load_model(str(tmp_path / "sharded"))
+
+
+def test_a_sharded_hub_repository_resolves_offline_through_the_cache(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    import subprocess
+    import sys
+
+    from test_timm_hub import _hub_cache
+
+    _shard(os.path.join(FIXTURES, "dinov3_small"), tmp_path / "sharded")
+    files = {p.name: str(p) for p in (tmp_path / "sharded").iterdir()}
+    _hub_cache(tmp_path / "hub", "timm/vit_test.dinov3", "main", "c" * 40, files)
+    script = ("import sys, numpy as np, keras_vit; m = keras_vit.load_model('hf-hub:timm/vit_test.dinov3', "
+              "classifier_activation=None); np.save(sys.argv[2], m.predict(np.load(sys.argv[1]), verbose=0))")
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=ROOT)
+    out = str(tmp_path / "logits.npy")
+    done = subprocess.run([sys.executable, "-c", script, os.path.join(FIXTURES, "dinov3_small_input.npy"), out],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert np.abs(np.load(out) - _timm("dinov3_small")).max() <= 1e-4

@@ -1,5 +1,5 @@
 """The timm oracle (`tools/oracle_timm_registry.py`) as a slow test: every architecture of timm's
-`vision_transformer`, `vision_transformer_hybrid` and `deit` modules up to 400 M parameters, built tiny by timm
+`vision_transformer`, `vision_transformer_hybrid`, `deit` and `eva` modules up to 400 M parameters, built tiny by timm
 and written by timm, loads with timm's logits or is refused naming why, as a repository directory, as a bare state
 dict under its timm name and at a non-square size. Needs torch and timm (`make test-slow`)."""
 

@@ -90,16 +90,25 @@ def _unsupported(model, block) -> list:
     return out
 
 
+def _data_config(model) -> dict:
+    """The evaluation preprocessing of the name's default pretrained tag (timm's `pretrained_cfg`)."""
+    cfg = model.pretrained_cfg or {}
+    return dict(mean=[float(m) for m in cfg.get("mean", (0.5, 0.5, 0.5))],
+                std=[float(s) for s in cfg.get("std", (0.5, 0.5, 0.5))], crop_pct=float(cfg.get("crop_pct", 0.9)),
+                crop_mode=cfg.get("crop_mode", "center"), interpolation=cfg.get("interpolation", "bicubic"),
+                tag=cfg.get("tag"))
+
+
 def facts(name: str) -> dict:
     with torch.device("meta"):
         model = timm.create_model(name, pretrained=False)
     block = model.blocks[0]
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
-        return dict(params=int(count), **eva_facts(model))
+        return dict(params=int(count), data_config=_data_config(model), **eva_facts(model))
     size = model.patch_embed.img_size
     entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
-                 classes=int(model.num_classes), unsupported=_unsupported(model, block))
+                 classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model))
     if entry["unsupported"]:
         return entry
     attn, mlp, norm = block.attn, block.mlp, block.norm1

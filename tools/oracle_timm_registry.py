@@ -1,4 +1,5 @@
-"""The timm oracle: walks timm's registry for every module keras_vit claims and checks each architecture against
+"""The timm oracle: walks timm's registry for every module keras_vit claims (`vision_transformer`,
+`vision_transformer_hybrid`, `deit`, `eva`) and checks each architecture against
 timm's own logits. Run with torch and timm installed (`make bench-setup`); `make test-slow` runs it through
 `tests/test_oracle_registry.py`:
 

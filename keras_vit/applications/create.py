@@ -32,8 +32,10 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
             arguments.update(classes=classes, include_top=True)
         arguments.update(kwargs)
         source = load.read_source(weights, None, arguments["num_heads"]) or weights  # read once, used thrice
-        if arguments.get("data_config") is None and weights is not None:
-            arguments["data_config"] = load.data_config(source, None)
+        if arguments.get("data_config") is None:  # a source's own config, else timm's for the name's default tag
+            stated = load.data_config(source, None) if weights is not None and getattr(
+                source, "kind", None) != "safetensors" else None
+            arguments["data_config"] = stated or timm_table.data_config(model_name)
         with weights_follow(weights is not None):  # assigned from `weights` next: no random draws first
             model = VisionTransformer(**arguments, representation_size=representation_size)
         return load.load_weights(model, source)

@@ -113,6 +113,19 @@ def list_timm_models(family_name: Optional[str] = None, *, buildable: bool = Tru
             and (family_name is None or family(n) == family_name)]
 
 
+def data_config(name: str) -> Optional[dict]:
+    """The evaluation preprocessing of timm's default pretrained tag for `name` (its `pretrained_cfg`: mean,
+    std, crop, interpolation; timm's PIL resizes antialias), as a `keras_vit.DataConfig` dict; None for a table
+    written before these were recorded."""
+    cfg = facts(name).get("data_config")
+    if cfg is None:
+        return None
+    from keras_vit.vit.labels import label_set_for
+
+    return dict(mean=tuple(cfg["mean"]), std=tuple(cfg["std"]), crop_pct=cfg["crop_pct"], crop_mode=cfg["crop_mode"],
+                interpolation=cfg["interpolation"], antialias=True, labels=label_set_for(facts(name)["classes"] or 0))
+
+
 def parameter_count(name: str) -> int:
     """timm's own parameter count of `name` (its default head)."""
     return int(facts(name)["params"])

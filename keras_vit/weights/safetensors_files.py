@@ -20,7 +20,7 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import TRANSFORMERS_VIT, DataConfig
 from keras_vit.vit.model import ensure_vit
 from keras_vit.weights import layouts, official, timm_layout
-from keras_vit.weights.safetensors_read import read_converted
+from keras_vit.weights.safetensors_read import read_converted, read_sharded_converted
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
@@ -45,9 +45,10 @@ def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
 TIMM_DEFAULTS = dict(activation="gelu", layer_norm_epsilon=1e-6)
 
 
-def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.ndarray], dict, dict]:
+def read_timm(path: str, num_heads: Optional[int] = None, sharded: bool = False
+              ) -> Tuple[Dict[str, np.ndarray], dict, dict]:
     """({official key: array}, keywords the file states, keywords taken from timm's defaults) of a timm ViT
-    `.safetensors` state dict.
+    `.safetensors` state dict (`sharded`: `path` is a `model.safetensors.index.json` and its shards).
 
     A bare state dict states its shapes and parts only. What it leaves out comes from timm's defaults
     (`TIMM_DEFAULTS`) and timm's pooling rule: an `fc_norm` goes with average pooling (`global_pool="avg"`,
@@ -70,7 +71,7 @@ def read_timm(path: str, num_heads: Optional[int] = None) -> Tuple[Dict[str, np.
             assumed["prefix_position_embedding"] = True
         return timm_layout.timm_to_official(sd, implied["num_heads"], path)
 
-    return read_converted(path, convert), implied, assumed
+    return (read_sharded_converted if sharded else read_converted)(path, convert), implied, assumed
 
 
 # transformers' ViTConfig: hidden_act -> keras_vit's activation (ACT2FN's erf GELU, its two tanh forms, quick GELU)

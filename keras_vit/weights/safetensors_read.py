@@ -80,3 +80,41 @@ def read_converted(path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[st
     result that are still views of the file are copied out (the mapping closes when the last view goes)."""
     with mapped_tensors(path) as (tensors, whole):
         return owned(convert(tensors), whole)
+
+
+def read_sharded_converted(index_path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
+                           ) -> Dict[str, np.ndarray]:
+    """`read_converted` of a sharded checkpoint: the `model.safetensors.index.json` at `index_path` (its
+    `weight_map`: tensor name -> shard file beside it) read as one state dict. Every shard must hold exactly
+    the tensors the index gives it: a tensor missing from its shard, or one the index does not list, is refused
+    by name (a checkpoint whose shards disagree with its index is not read in part)."""
+    import os
+
+    try:
+        with open(index_path) as f:
+            weight_map = json.load(f)["weight_map"]
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError("its weight_map is empty or not an object")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{index_path!r} is not a readable safetensors index: {e}") from e
+    folder = os.path.dirname(index_path)
+    shards: Dict[str, set] = {}
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or os.path.basename(shard) != shard:
+            raise ValueError(f"{index_path!r}: tensor {name!r} is mapped to {shard!r}, not a file beside the index.")
+        shards.setdefault(shard, set()).add(name)
+    with contextlib.ExitStack() as stack:
+        tensors: Dict[str, np.ndarray] = {}
+        wholes = []
+        for shard, names in sorted(shards.items()):
+            held, whole = stack.enter_context(mapped_tensors(os.path.join(folder, shard)))
+            if set(held) != names:
+                odd = sorted(set(held) ^ names)
+                raise ValueError(f"{index_path!r}: shard {shard!r} does not hold what the index says (e.g. "
+                                 f"{odd[0]!r}); nothing was read.")
+            tensors.update(held)
+            wholes.append(whole)
+        params = convert(tensors)
+        for whole in wholes:
+            params = owned(params, whole)
+        return params

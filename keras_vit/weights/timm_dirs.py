@@ -24,6 +24,7 @@ from keras_vit.vit.labels import label_set_for
 from keras_vit.weights import safetensors_files
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint: its shards beside it
 _ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}  # timm's act_layer names
 # model_args that act in training only (dropout, initialisation) or at call time only
 _TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
@@ -140,13 +141,15 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     """({official key: array}, keywords the directory implies) of a timm repository directory."""
     weights = os.path.join(directory, WEIGHTS)
     config = _config(directory)
+    sharded = not os.path.exists(weights) and os.path.exists(os.path.join(directory, INDEX))
+    weights = os.path.join(directory, INDEX) if sharded else weights
     if not os.path.exists(weights):
         hint = (f" It has {PICKLE}, a pickle keras_vit never loads: convert it with timm "
                 "(timm.models.load_checkpoint, then save_for_hf(..., safe_serialization=True))."
                 if os.path.exists(os.path.join(directory, PICKLE)) else "")
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     implied = architecture(directory, config)
-    params = safetensors_files.read_timm(weights, implied["num_heads"])[0]
+    params = safetensors_files.read_timm(weights, implied["num_heads"], sharded)[0]
     _check_head(directory, implied, params)
     return params, implied
 
