@@ -63,7 +63,7 @@ def _eager_block_by_block(monkeypatch, fn):
     from keras_vit.vit import block_graph
 
     with monkeypatch.context() as m:
-        m.setattr(block_graph, "run_blocks", lambda encoder, x: None)
+        m.setattr(block_graph, "run_blocks", lambda encoder, x, rotary=None: None)
         return fn()
 
 
@@ -142,7 +142,7 @@ def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
 
     calls = []
     real = block_graph.run_blocks
-    monkeypatch.setattr(block_graph, "run_blocks", lambda encoder, x: calls.append(1) or real(encoder, x))
+    monkeypatch.setattr(block_graph, "run_blocks", lambda encoder, x, rotary=None: calls.append(1) or real(encoder, x, rotary))
     model, x = _model(dropout_rate=0.1), _x()
     model(x, training=True)
     tokens = np.random.default_rng(2).normal(size=(2, 17, 16)).astype("float32")
@@ -175,7 +175,7 @@ EncoderBlock.call = lambda self, *a, **k: calls.append(1) or real_call(self, *a,
 jitted = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
 traced = np.asarray(jitted(*values, x))  # the block function nested in a trace: one block traced
 traced_calls = len(calls)
-block_graph.run_blocks = lambda encoder, x: None
+block_graph.run_blocks = lambda encoder, x, rotary=None: None
 slow = np.asarray(model(x, training=False))
 slow_traced = np.asarray(jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])(*values, x))
 EncoderBlock.call = real_call
