@@ -35,6 +35,9 @@ CASES = {
                      {"class": (0, 1), "patches": (1, 7)}),
     "rope_ape_small": (dict(absolute_position_embedding=True, layer_scale_init=1e-5), {"class": (0, 1),
                                                                                       "patches": (1, 7)}),
+    "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
+        form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
+                         {"class": (0, 1), "patches": (1, 7)}),
 }
 
 
@@ -66,16 +69,16 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope")}
-    assert counts == {"eva02": 11, "dinov3": 16, "pe": 11, "rope": 10}, counts  # timm 1.0.31's eva module
+    assert counts == {"eva02": 11, "dinov3": 16, "pe": 11, "rope": 16}, counts  # timm 1.0.31's eva module
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
-                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3"):
+                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 
 
 def test_what_keras_vit_does_not_build_of_the_eva_module_is_refused_by_name():
-    with pytest.raises(ValueError, match="RoPE-Mixed"):
-        keras_vit.create_model("vit_small_patch16_rope_mixed_224")
+    with pytest.raises(ValueError, match="MAP head whose MLP width"):
+        keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
     with pytest.raises(ValueError, match="RmsNorm"):
         keras_vit.create_model("vit_base_patch16_sapiens2")
     with pytest.raises(ValueError, match="post-norm"):

@@ -58,8 +58,13 @@ def architectures(only=None) -> dict:
 
 
 def _timm_tiny(name: str, size: tuple, seed: int):
+    """timm's `name` with one block (its own depth where timm cannot build one: per-block arguments such as
+    Sapiens2's key/value heads), at `size`, every parameter perturbed."""
     torch.manual_seed(seed)
-    model = timm.create_model(name, pretrained=False, depth=1, img_size=size).eval()
+    try:
+        model = timm.create_model(name, pretrained=False, depth=1, img_size=size).eval()
+    except (AssertionError, ValueError):
+        model = timm.create_model(name, pretrained=False, img_size=size).eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -104,13 +109,14 @@ def check(name: str, stride: tuple, seed: int, work: str) -> dict:
         x = x.astype("float32")
         ref, tol = _reference(model, x)
         folder = os.path.join(work, f"{name}_{case}")
-        save_for_hf(model, folder, model_args=dict(depth=1, img_size=list(size)), safe_serialization=True)
+        depth = len(model.blocks)
+        save_for_hf(model, folder, model_args=dict(depth=depth, img_size=list(size)), safe_serialization=True)
         result[case] = _outcome(lambda: keras_vit.load_model(folder, classifier_activation=None), x, ref, tol)
         if case == "dir":
             bare = os.path.join(work, f"{name}.safetensors")
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, bare)
             result["bare"] = _outcome(lambda: keras_vit.create_model(
-                name, weights=bare, num_layers=1, input_shape=(*size, x.shape[-1]), classifier_activation=None),
+                name, weights=bare, num_layers=depth, input_shape=(*size, x.shape[-1]), classifier_activation=None),
                 x, ref, tol)
         keras.backend.clear_session()
     return result

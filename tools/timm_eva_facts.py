@@ -33,7 +33,10 @@ def rotary(model):
         spec = dict(form="centered", temperature=float(rope.temperature), offset=float(rope.grid_offset),
                     axis_order=rope.grid_indexing, rotate_half=bool(rope.rotate_half), reference_grid=None)
         return spec, bad
-    return None, [f"rotary embeddings {kind}" + (" (learned frequencies, RoPE-Mixed)" if "Mixed" in kind else "")]
+    if kind == "RotaryEmbeddingMixed":  # learned frequencies: temperature sets their initial magnitudes only
+        return dict(form="mixed", temperature=float(rope.temperature), offset=0.0, axis_order=rope.grid_indexing,
+                    rotate_half=False, reference_grid=None), []
+    return None, [f"rotary embeddings {kind}"]
 
 
 def _mlp(block, embed_dim):

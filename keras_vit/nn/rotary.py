@@ -10,6 +10,10 @@ axis' frequencies (their sines and their cosines), so the head width must be a m
   rescaled so that any grid spans the grid it was pre-trained on.
 - "centered" (DINOv3, timm's `RotaryEmbeddingDinoV3`): positions at the patch centres normalised to [-1, 1] per
   axis, frequencies `2 pi / temperature ** (k / n)`.
+- "mixed" (RoPE-Mixed, Heo et al. 2024, timm's `RotaryEmbeddingMixed`): each block and head learns its own
+  frequencies, a 2-vector per channel pair, so a pair turns by `f_0 . p_0 + f_1 . p_1` (`temperature` only sets
+  their initial magnitudes). The table is then the grid positions themselves, (tokens, 2), and each attention
+  layer turns them into angles with its `rotary_frequencies` weight (`mixed_rotary_angles`).
 
 `axis_order` says whose frequencies come first in each head ("ij": the row's, "xy": the column's; timm's
 `grid_indexing`), and `rotate_half` how channels are paired: the two halves of the head (GPT-NeoX, DINOv3)
@@ -31,7 +35,7 @@ from keras_vit.nn.initializers import PACKAGE
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.utils import validate
 
-ROTARY_FORMS = ("axial", "centered")
+ROTARY_FORMS = ("axial", "centered", "mixed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +80,9 @@ class Rotary:
             if len(grid) != 2 or v.get("form", "axial") != "axial":
                 raise ValueError("rotary_embedding reference_grid is (rows, cols), for the 'axial' form only.")
             v["reference_grid"] = grid
+        if v.get("form") == "mixed" and (v["rotate_half"] or v["offset"]):
+            raise ValueError("rotary_embedding form 'mixed' pairs neighbouring channels at integer grid positions: "
+                             "rotate_half and offset do not apply.")
         return cls(**v)
 
     def to_config(self) -> dict:
@@ -137,6 +144,8 @@ class RotaryPositionEmbedding(ArraySpecs, keras.layers.Layer):
     def call(self, images):
         shape = ops.shape(images)
         rows, cols = shape[1] // self.stride, shape[2] // self.stride
+        if self.rotary.form == "mixed":  # the positions: each attention layer has its own frequencies
+            return grid_positions(self.rotary, rows, cols, self.num_prefix_tokens)
         angles = rotary_angles(self.rotary, self.head_dim, rows, cols)
         layout = (ops.concatenate([angles, angles], axis=-1) if self.rotary.rotate_half
                   else ops.reshape(ops.repeat(ops.expand_dims(angles, -1), 2, axis=-1), (-1, self.head_dim)))
@@ -149,7 +158,7 @@ class RotaryPositionEmbedding(ArraySpecs, keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         h, w = input_shape[1], input_shape[2]
         n = None if h is None or w is None else self.num_prefix_tokens + (h // self.stride) * (w // self.stride)
-        return (n, 2 * self.head_dim)
+        return (n, 2 if self.rotary.form == "mixed" else 2 * self.head_dim)
 
     def get_config(self):
         return {**super().get_config(), "rotary": self.rotary.to_config(), "head_dim": self.head_dim,
@@ -163,3 +172,33 @@ def apply_rotary(x, table, rotation: np.ndarray):
     cos = ops.cast(ops.reshape(table[:, :d], (1, -1, 1, d)), x.dtype)
     sin = ops.cast(ops.reshape(table[:, d:], (1, -1, 1, d)), x.dtype)
     return x * cos + ops.matmul(x, ops.cast(rotation, x.dtype)) * sin
+
+
+def grid_positions(rotary: Rotary, rows, cols, num_prefix_tokens: int):
+    """(prefix + rows * cols, 2) integer grid positions, row-major, per `axis_order` ("xy": column first); the
+    prefix tokens' rows are 0, so any frequencies leave them unrotated."""
+    r, c = ops.meshgrid(ops.cast(ops.arange(rows), "float32"), ops.cast(ops.arange(cols), "float32"), indexing="ij")
+    axes = (r, c) if rotary.axis_order == "ij" else (c, r)
+    positions = ops.stack([ops.reshape(a, (-1,)) for a in axes], axis=-1)
+    return ops.concatenate([ops.zeros((num_prefix_tokens, 2), "float32"), positions], 0) if num_prefix_tokens \
+        else positions
+
+
+def mixed_frequencies(num_heads: int, head_dim: int, temperature: float, rng: np.random.Generator) -> np.ndarray:
+    """RoPE-Mixed's initial frequencies (2, heads, head_dim / 2): magnitudes `temperature ** (-4k / head_dim)`, the
+    two axes' components of a direction drawn per head (and its perpendicular for the second half of the pairs)."""
+    magnitude = 1.0 / temperature ** (np.arange(0, head_dim, 4) / head_dim)
+    angle = rng.uniform(0, 2 * np.pi, (num_heads, 1))
+    fx = np.concatenate([magnitude * np.cos(angle), magnitude * np.cos(angle + np.pi / 2)], -1)
+    fy = np.concatenate([magnitude * np.sin(angle), magnitude * np.sin(angle + np.pi / 2)], -1)
+    return np.stack([fx, fy]).astype("float32")
+
+
+def apply_mixed_rotary(x, positions, frequencies, rotation: np.ndarray):
+    """x (batch, tokens, heads, head_dim) rotated by RoPE-Mixed: pair j of head h turns by
+    `positions . frequencies[:, h, j]` (positions (tokens, 2), frequencies (2, heads, head_dim / 2)); neighbouring
+    channels pair up."""
+    angles = ops.einsum("tc,chd->thd", ops.cast(positions, "float32"), ops.cast(frequencies, "float32"))
+    angles = ops.repeat(angles, 2, axis=-1)[None]  # (1, tokens, heads, head_dim), interleaved pairs
+    return x * ops.cast(ops.cos(angles), x.dtype) + ops.matmul(x, ops.cast(rotation, x.dtype)) * ops.cast(
+        ops.sin(angles), x.dtype)

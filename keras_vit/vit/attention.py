@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import keras
+import numpy as np
 from keras import ops
 
-from keras_vit.nn.initializers import PACKAGE, xavier_uniform
+from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
 from keras_vit.nn.layer_norm import LayerNorm
-from keras_vit.nn.rotary import apply_rotary, rotation_matrix
+from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
+from keras_vit.nn.specs import ArraySpecs
 from keras_vit.vit.attention_core import recomputed_attention
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.recompute import applies as recomputes
-from keras_vit.nn.specs import ArraySpecs
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -46,11 +48,13 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
                  layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False,
-                 key_bias: bool = True, **kwargs):
+                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
         self.key_bias = bool(key_bias) and bool(qkv_bias)  # EVA: query and value biases only
+        # RoPE-Mixed: this layer learns its own rotary frequencies (initialised at this temperature)
+        self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
         self.dropout_rate = float(dropout_rate)
         self.qk_norm, self.qkv_bias, self.layer_norm_epsilon = bool(qk_norm), bool(qkv_bias), float(layer_norm_epsilon)
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
@@ -84,6 +88,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
                 norm.build(tuple(input_shape[:-1]) + (h, dh))
         if self.attention_norm is not None:
             self.attention_norm.build(tuple(input_shape))
+        self.rotary_frequencies = None
+        if self.mixed_rotary_temperature is not None:
+            start = mixed_frequencies(h, dh, self.mixed_rotary_temperature, np.random.default_rng())
+            self.rotary_frequencies = self.add_weight(name="rotary_frequencies", shape=start.shape,
+                                                      initializer=initial(keras.initializers.Constant(start)))
 
     @property
     def quantized(self) -> bool:
@@ -106,7 +115,10 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
-        if rotary is not None:  # RoPE: the patch tokens' queries and keys rotated (prefix rows are the identity)
+        if rotary is not None and self.rotary_frequencies is not None:  # RoPE-Mixed: `rotary` holds positions
+            f = self.rotary_frequencies
+            q, k = (apply_mixed_rotary(t, rotary, f, self.rotation) for t in (q, k))
+        elif rotary is not None:  # RoPE: the patch tokens' queries and keys rotated (prefix rows are the identity)
             q, k = apply_rotary(q, rotary, self.rotation), apply_rotary(k, rotary, self.rotation)
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
@@ -143,4 +155,5 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
                 "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias}
+                "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias,
+                "mixed_rotary_temperature": self.mixed_rotary_temperature}

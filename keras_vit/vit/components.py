@@ -49,6 +49,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                         swiglu=v.swiglu,
                         mlp_norm=v.mlp_norm, attention_norm=v.attention_norm,
                         rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
+                        mixed_rotary_temperature=(v.rotary_embedding.temperature if v.rotary_embedding is not None
+                                                  and v.rotary_embedding.form == "mixed" else None),
                         dtype=policy, name="Transformer")
     pooled = 0 if v.pooling_includes_prefix else prefix  # rows the pooling skips
     p.token_pooling = (AttentionPooling(v.attention_pooling_heads or c.num_heads, c.mlp_dim, v.activation, eps,

@@ -143,7 +143,8 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 # The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
-                     swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True)
+                     swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
+                     mixed_rotary_temperature=None)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -155,7 +156,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     EVA's query and value biases only); the 2026
     backbones' SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
     (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
-    call as `rotary`). Call with `return_attention=True` to also get the attention probabilities (batch, heads,
+    call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale). Call with `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """
 
@@ -165,10 +166,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  activation: Optional[str] = None,
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
-                 key_bias: bool = True, **kwargs):
+                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, **kwargs):
         super().__init__(**kwargs)
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
+        self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
@@ -182,7 +184,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.attention = MultiHeadDotProductAttention(
             self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
             layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
-            key_bias=self.key_bias, dtype=policy,
+            key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, dtype=policy,
             name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
@@ -243,7 +245,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         """The family options (`BLOCK_OPTIONS`' keys) as built."""
         return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
                     qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
-                    attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias)
+                    attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
+                    mixed_rotary_temperature=self.mixed_rotary_temperature)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less

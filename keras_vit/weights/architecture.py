@@ -165,6 +165,10 @@ def check_family(model, params, source) -> None:
             model_has = getattr(ours, field)
         if file_has != model_has:
             differ.append(f"{what}: checkpoint {file_has!r}, model {model_has!r}")
+    learned = any(k.endswith("/rotary_frequencies") for k in params)
+    mixed = ours.rotary_embedding is not None and ours.rotary_embedding.form == "mixed"
+    if learned != mixed:
+        differ.append(f"learned rotary frequencies (RoPE-Mixed): checkpoint {learned}, model {mixed}")
     if ("MAPHead_0/probe" in params) != (model.classifier == "map"):
         differ.append(f"a MAP head: checkpoint {'MAPHead_0/probe' in params}, model {model.classifier == 'map'}")
     if differ:

@@ -81,6 +81,8 @@ def _block_map(out: dict, p: str, block) -> None:
     for norm, name in ((att.query_norm, "query_norm"), (att.key_norm, "key_norm")):
         if norm is not None:  # qk-norm: not in official files
             _norm(out, f"{p}MultiHeadDotProductAttention_1/{name}", norm)
+    if att.rotary_frequencies is not None:  # RoPE-Mixed's learned frequencies (2, heads, head_dim / 2)
+        out[f"{p}MultiHeadDotProductAttention_1/rotary_frequencies"] = att.rotary_frequencies
     if att.attention_norm is not None:  # EVA-CLIP's norm on the attention output
         _norm(out, f"{p}MultiHeadDotProductAttention_1/norm", att.attention_norm)
     for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1"),

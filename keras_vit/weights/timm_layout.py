@@ -12,7 +12,7 @@ separate `attn.q_proj` / `k_proj` / `v_proj`; LayerScale `gamma_1` / `gamma_2`; 
 output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `mlp.fc1` (gate rows first, twice
 `fc2`'s input width), kept as `MlpBlock_3/Dense_packed` until the model it goes into says its activation;
 EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
-rotary frequencies (`rope.*`, RoPE-Mixed) are not mapped.
+rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) go to each block's attention.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from keras_vit.weights.layouts import (POSEMB_KEY, Params, _attention_in, _block
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _TOP = {"cls_token", "reg_token", "dist_token", "pos_embed", "patch_embed", "norm_pre", "blocks", "norm", "fc_norm",
-        "attn_pool", "head", "head_dist"}
+        "attn_pool", "head", "head_dist", "rope"}
 _TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
 _NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"))
 _MAP = "MAPHead_0/"
@@ -163,6 +163,9 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
         if theirs + ".weight" in sd:
             _norm_in(g, p, theirs, ours)
     p.update(per_block(_blocks(sd, _BLOCK), lambda i: _block_in(g, i, num_heads)))
+    if "rope.freqs" in sd:  # RoPE-Mixed: (2, depth, heads, head_dim / 2), one slice per block
+        for i, freqs in enumerate(np.moveaxis(g("rope.freqs"), 1, 0)):
+            p[f"Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/rotary_frequencies"] = freqs
     if any(k.startswith("attn_pool.") for k in sd):
         _map_head_in(g, p, num_heads, source)
     for theirs, ours in (("head", "head"), ("head_dist", "head_dist")):
