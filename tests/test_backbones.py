@@ -1,4 +1,5 @@
-"""The 2026 backbones of timm's `eva` module (EVA-02, EVA-CLIP, DINOv3, Perception Encoder, RoPE-ViT): each
+"""The 2026 backbones (timm's `eva` module: EVA-02, EVA-CLIP, DINOv3, Perception Encoder, RoPE-ViT and
+RoPE-Mixed; AIMv2 and BEiT-3 of its `vision_transformer` module): each
 family's timm repository (tools/make_backbone_fixtures.py: written by timm 1.0.31 itself at a non-square 2x3
 grid, every parameter perturbed) gives timm's logits, keeps its parts through `.keras`, the feature API, any-size
 inputs, LoRA, int8 and an ONNX export, and is refused where a writer cannot hold it. Rotary embeddings are
@@ -35,6 +36,9 @@ CASES = {
                      {"class": (0, 1), "patches": (1, 7)}),
     "rope_ape_small": (dict(absolute_position_embedding=True, layer_scale_init=1e-5), {"class": (0, 1),
                                                                                       "patches": (1, 7)}),
+    "aimv2_large": (dict(rms_norm=True, patch_norm=True, swiglu=True, projection_bias=False, qkv_bias=False),
+                    {"patches": (0, 6)}),
+    "beit3_base": (dict(attention_norm=True, mlp_norm=True, swiglu=False), {"class": (0, 1), "patches": (1, 7)}),
     "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
         form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
                          {"class": (0, 1), "patches": (1, 7)}),
@@ -79,7 +83,7 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
 def test_what_keras_vit_does_not_build_of_the_eva_module_is_refused_by_name():
     with pytest.raises(ValueError, match="MAP head whose MLP width"):
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
-    with pytest.raises(ValueError, match="RmsNorm"):
+    with pytest.raises(ValueError, match="LayerScale on the attention branch only"):
         keras_vit.create_model("vit_base_patch16_sapiens2")
     with pytest.raises(ValueError, match="post-norm"):
         keras_vit.create_model("eva02_enormous_patch14_clip_224")
@@ -128,8 +132,8 @@ def test_rotary_embedding_keywords_are_checked_by_name():
         keras_vit.VisionTransformer(16, 64, 128, 2, 1, rotary_embedding=dict(form="spiral"))
     with pytest.raises(ValueError, match="divisible by 4"):
         keras_vit.VisionTransformer(16, 60, 128, 2, 1, input_shape=(32, 32, 3), rotary_embedding=dict())
-    with pytest.raises(ValueError, match="needs swiglu=True"):
-        keras_vit.VisionTransformer(16, 64, 128, 2, 1, mlp_norm=True)
+    with pytest.raises(ValueError, match="do not apply"):
+        keras_vit.VisionTransformer(16, 64, 128, 2, 1, rotary_embedding=dict(form="mixed", rotate_half=True))
 
 
 def test_an_any_size_dinov3_follows_its_input_grid_and_intermediates_agree():

@@ -1,4 +1,5 @@
-"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family of timm's `eva` module, written
+"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family (timm's `eva` module; AIMv2 and
+BEiT-3 of its `vision_transformer` module), written
 by timm itself (`save_for_hf`) with timm's logits, so the default suite checks keras_vit against timm without
 torch:
 
@@ -37,6 +38,10 @@ CASES = {
     "pe_core_tiny": ("vit_pe_core_tiny_patch16_384", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # RoPE-ViT (naver): xy RoPE at temperature 100 beside a learned table, LayerScale, token pool
     "rope_ape_small": ("vit_small_patch16_rope_ape_224", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
+    # AIMv2: RMSNorm everywhere (the patch embeddings too), SwiGLU and projections without bias, no class token
+    "aimv2_large": ("aimv2_large_patch14_224", dict(depth=2, embed_dim=64, num_heads=2)),
+    # BEiT-3: norms inside the attention and the GELU MLP
+    "beit3_base": ("beit3_base_patch16_224", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
     # RoPE-Mixed (naver): learned rotary frequencies per block and head, no position table
     "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2,
                                                                   num_classes=5)),

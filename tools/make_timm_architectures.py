@@ -63,29 +63,33 @@ def _unsupported(model, block) -> list:
          f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
         (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
          f"patch embedding {type(model.patch_embed).__name__}"),
-        (not _is_identity(getattr(model.patch_embed, "norm", None)), "a norm in the patch embedding"),
+        (not _is_identity(getattr(model.patch_embed, "norm", None))
+         and type(model.patch_embed.norm) is not type(block.norm1), "a patch-embedding norm of another kind"),
         (type(block).__name__ != "Block", f"block {type(block).__name__}"),
         (type(getattr(block, "attn", None)).__name__ != "Attention", f"attention {type(getattr(block, 'attn', None)).__name__}"),
-        (type(getattr(block, "mlp", None)).__name__ != "Mlp", f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
+        (type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
+         f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
         (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
-        (getattr(model, "pool_include_prefix", False), "pooling that includes the prefix tokens"),
     ]
     out += [what for bad, what in checks if bad]
     if not out:
         attn, mlp = block.attn, block.mlp
+        gated = type(mlp).__name__ != "Mlp"
+        first = mlp.fc1_g if type(mlp).__name__ == "SwiGLU" else mlp.fc1
         checks = [
-            (not isinstance(block.norm1, nn.LayerNorm), f"norm {type(block.norm1).__name__}"),
-            (not _is_identity(getattr(attn, "norm", None)), "a norm inside attention"),
-            (not _is_identity(getattr(mlp, "norm", None)), "a norm inside the MLP"),
-            (attn.proj.bias is None or mlp.fc1.bias is None, "projections without bias"),
+            (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
+            ((attn.proj.bias is None) != (first.bias is None), "bias on one projection kind only"),
             (attn.qkv.out_features != 3 * model.embed_dim, "an attention width other than the embedding's"),
-            (_activation(mlp.act).startswith("unsupported"), f"activation {type(mlp.act).__name__}"),
+            (not gated and _activation(mlp.act).startswith("unsupported"), f"activation {type(mlp.act).__name__}"),
+            (gated and (type(mlp.act).__name__ != "SiLU" or getattr(mlp, "gate_last", False)),
+             f"a gated MLP with {type(mlp.act).__name__}"),
         ]
         pool = getattr(model, "attn_pool", None)
         if pool is not None:
             checks += [(pool.latent_len != 1, "a MAP head with several queries"),
-                       (not _is_identity(pool.q_norm) or pool.pos_embed is not None, "a MAP head with extras")]
+                       (not _is_identity(pool.q_norm) or pool.pos_embed is not None, "a MAP head with extras"),
+                       (_activation(pool.mlp.act).startswith("unsupported"), "a MAP head with another activation")]
         out += [what for bad, what in checks if bad]
     return out
 
@@ -113,11 +117,15 @@ def facts(name: str) -> dict:
         return entry
     attn, mlp, norm = block.attn, block.mlp, block.norm1
     patch = model.patch_embed.patch_size
+    kind = type(mlp).__name__
+    mlp_dim = mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features
+    pool = getattr(model, "attn_pool", None)
+    activation = _activation(mlp.act if kind == "Mlp" else pool.mlp.act if pool is not None else nn.GELU())
     entry.update(
         patch_size=int(patch[0]) if patch[0] == patch[1] else list(patch), hidden_size=int(model.embed_dim),
-        mlp_dim=int(mlp.fc1.out_features), num_heads=int(attn.num_heads), num_layers=len(model.blocks),
+        mlp_dim=int(mlp_dim), num_heads=int(attn.num_heads), num_layers=len(model.blocks),
         classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
-        activation=_activation(mlp.act), layer_norm_epsilon=float(norm.eps),
+        activation=activation, layer_norm_epsilon=float(norm.eps),
         layer_scale_init=None if _is_identity(block.ls1) else float(block.ls1.init_values),
         num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
@@ -126,7 +134,12 @@ def facts(name: str) -> dict:
         qkv_bias=attn.qkv.bias is not None, patch_bias=model.patch_embed.proj.bias is not None,
         prefix_position_embedding=not getattr(model, "no_embed_class", False),
         dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
-        class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None)
+        class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None,
+        swiglu=kind != "Mlp", mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
+        attention_norm=not _is_identity(getattr(attn, "norm", None)),
+        pooling_includes_prefix=bool(getattr(model, "pool_include_prefix", False)) and model.num_prefix_tokens > 0,
+        rms_norm=type(norm).__name__ == "RmsNorm", patch_norm=not _is_identity(getattr(model.patch_embed, "norm", None)),
+        projection_bias=attn.proj.bias is not None)
     stem = _stem(model)
     if stem is not None:
         width = stem[1]

@@ -69,7 +69,7 @@ def eva_facts(model) -> dict:
         (type(block).__name__ != "EvaBlock", f"block {type(block).__name__} (post-norm)"),
         (getattr(attn, "gate", None) is not None, "gated attention"),
         (kv_heads != attn.num_heads, "grouped-query attention"),
-        (not isinstance(block.norm1, nn.LayerNorm), f"norm {type(block.norm1).__name__}"),
+        (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
         (attn.head_dim * attn.num_heads != d, "an attention width other than the embedding's"),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
         (getattr(block, "gamma_1", None) is not None and getattr(block, "gamma_2", None) is None,
@@ -104,7 +104,7 @@ def eva_facts(model) -> dict:
         dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
         class_token=True if model.global_pool != "token" and model.cls_token is not None else None,
         rotary_embedding=spec, absolute_position_embedding=model.pos_embed is not None, swiglu=swiglu,
-        mlp_norm=mlp_norm, attention_norm=not _is_identity(attn.norm),
+        mlp_norm=mlp_norm, attention_norm=not _is_identity(attn.norm), rms_norm=type(block.norm1).__name__ == "RmsNorm",
         key_bias=not bias or (qkv is not None and qkv.bias is not None  # False: EVA's query and value biases only
                               or getattr(attn, "k_proj", None) is not None and attn.k_proj.bias is not None),
         attention_pooling_heads=int(pool.num_heads) if pool is not None and pool.num_heads != attn.num_heads else None,

@@ -62,6 +62,9 @@ ARGS = """
       attention_pooling_heads: the MAP head's own head count (PE); None: the encoder's.
       pooling_includes_prefix: the pooling reads the prefix tokens too (timm's EVA MAP head).
       key_bias: False: query and value biases only (EVA).
+      rms_norm: every norm an RMSNorm (AIMv2).
+      patch_norm: a norm on the patch embeddings (AIMv2).
+      projection_bias: False: no bias on the attention output and MLP projections (AIMv2).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).

@@ -45,7 +45,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              stem_numerics: str = "original", position_interpolation: str = "linear", final_norm: bool = True,
              rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True, swiglu: bool = False,
              mlp_norm: bool = False, attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-             pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+             patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -64,7 +65,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -83,7 +85,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -102,7 +105,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
            absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
            attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-           pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+           pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+           patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -121,7 +125,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -140,7 +145,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -159,7 +165,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -178,7 +185,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -197,7 +205,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-            pooling_includes_prefix: bool = False, key_bias: bool = True) -> VisionTransformer:
+            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
+            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -218,7 +227,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -239,7 +249,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -260,7 +271,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -281,7 +293,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -302,7 +315,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -323,7 +337,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                projection_bias: bool = True) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -343,5 +358,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-               key_bias: bool = True) -> VisionTransformer:
+               key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+               projection_bias: bool = True) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
-from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.specs import ArraySpecs
 
 
@@ -28,16 +28,19 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
       dropout_rate: dropout after the gated product and after the output projection.
       hidden_norm: a LayerNorm on the gated hidden layer (EVA-02's sub-LN).
       layer_norm_epsilon: that LayerNorm's epsilon.
+      rms_norm: that norm an RMSNorm (AIMv2).
+      use_bias: biases on the three Dense layers (AIMv2 has none).
     """
 
     def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, hidden_norm: bool = False,
-                 layer_norm_epsilon: float = 1e-6, **kwargs):
+                 layer_norm_epsilon: float = 1e-6, rms_norm: bool = False, use_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.mlp_dim, self.dropout_rate = int(mlp_dim), float(dropout_rate)
         self.hidden_norm, self.layer_norm_epsilon = bool(hidden_norm), float(layer_norm_epsilon)
+        self.rms_norm, self.use_bias = bool(rms_norm), bool(use_bias)
         self.activation = "silu"  # what `SwiGLU` means; recorded for the block function's cache key
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        self.norm = (LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm")
+        self.norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
                      if self.hidden_norm else None)
 
     def build(self, input_shape):
@@ -47,6 +50,7 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
                                                  ("gate", "gate", d, self.mlp_dim),
                                                  ("dense_1", "Dense_1", self.mlp_dim, d)):
             layer = keras.layers.Dense(fan_out, kernel_initializer=xavier_uniform(fan_in, fan_out),
+                                       use_bias=self.use_bias,
                                        bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name=name)
             layer.build(hidden if name == "Dense_1" else input_shape)
             setattr(self, attribute, layer)
@@ -65,4 +69,5 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
-                "hidden_norm": self.hidden_norm, "layer_norm_epsilon": self.layer_norm_epsilon}
+                "hidden_norm": self.hidden_norm, "layer_norm_epsilon": self.layer_norm_epsilon,
+                "rms_norm": self.rms_norm, "use_bias": self.use_bias}

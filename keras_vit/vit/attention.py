@@ -10,7 +10,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
-from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.vit.attention_core import recomputed_attention
@@ -48,11 +48,13 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
                  layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False,
-                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, **kwargs):
+                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
+                 projection_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
         self.key_bias = bool(key_bias) and bool(qkv_bias)  # EVA: query and value biases only
+        self.rms_norm, self.projection_bias = bool(rms_norm), bool(projection_bias)  # AIMv2: RMSNorm, no out bias
         # RoPE-Mixed: this layer learns its own rotary frequencies (initialised at this temperature)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
         self.dropout_rate = float(dropout_rate)
@@ -60,9 +62,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         self.query_norm = self.key_norm = None
         if self.qk_norm:  # a LayerNorm over each head's queries and keys (ViT-22B; timm's q_norm / k_norm)
-            self.query_norm, self.key_norm = (LayerNorm(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=n) for n in ("query_norm", "key_norm"))
-        self.attention_norm = (LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="norm")
+            self.query_norm, self.key_norm = (normalization(
+                self.layer_norm_epsilon, n, self.dtype_policy, self.rms_norm) for n in ("query_norm", "key_norm"))
+        self.attention_norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
                                if self.output_norm else None)
 
     def build(self, input_shape):
@@ -80,7 +82,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
                                kernel_initializer=init, dtype=self.dtype_policy, name=name)
             layer.build(tuple(input_shape))
             setattr(self, name, layer)
-        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d", input_axes=2,
+        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d" if self.projection_bias else None,
+                              input_axes=2,
                               kernel_initializer=init, dtype=self.dtype_policy, name="out")
         self.out.build(tuple(input_shape[:-1]) + (h, dh))
         for norm in (self.query_norm, self.key_norm):
@@ -147,7 +150,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         d = ops.shape(x)[-1]
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
         y = ops.matmul(y, ops.cast(ops.reshape(self.out.kernel, (h * dh, d)), y.dtype))
-        return y + ops.cast(self.out.bias, y.dtype)
+        return y + ops.cast(self.out.bias, y.dtype) if self.out.bias is not None else y
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -156,4 +159,5 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
                 "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
                 "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias,
-                "mixed_rotary_temperature": self.mixed_rotary_temperature}
+                "mixed_rotary_temperature": self.mixed_rotary_temperature, "rms_norm": self.rms_norm,
+                "projection_bias": self.projection_bias}

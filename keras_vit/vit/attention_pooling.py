@@ -16,7 +16,7 @@ import keras
 from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, xavier_uniform
-from keras_vit.nn.layer_norm import LayerNorm
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.vit.lora import Projection
 from keras_vit.vit.mlp import MlpBlock, activation_name
 from keras_vit.nn.specs import ArraySpecs
@@ -35,13 +35,14 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
     """
 
     def __init__(self, num_heads: int, mlp_dim: int, activation: Optional[str] = None,
-                 layer_norm_epsilon: float = 1e-6, num_prefix_tokens: int = 0, **kwargs):
+                 layer_norm_epsilon: float = 1e-6, num_prefix_tokens: int = 0, rms_norm: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.num_prefix_tokens = int(num_prefix_tokens)  # rows skipped: the probe attends to patch tokens only
         self.activation = activation_name(activation, None)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.layer_norm = LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="LayerNorm_0")
+        self.rms_norm = bool(rms_norm)
+        self.layer_norm = normalization(self.layer_norm_epsilon, "LayerNorm_0", self.dtype_policy, self.rms_norm)
         self.mlp = MlpBlock(self.mlp_dim, activation=self.activation, dtype=self.dtype_policy, name="MlpBlock_0")
 
     def build(self, input_shape):
@@ -78,4 +79,4 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
                 "activation": self.activation, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "num_prefix_tokens": self.num_prefix_tokens}
+                "num_prefix_tokens": self.num_prefix_tokens, "rms_norm": self.rms_norm}

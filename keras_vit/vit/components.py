@@ -41,7 +41,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                                                   c.effective_patch_size, prefix, name="rotary_embedding")
                           if v.rotary_embedding is not None else None)
     p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
-    p.pre_norm = layer_norm("pre_norm", policy, eps) if v.pre_norm else None
+    p.patch_norm = layer_norm("embedding_norm", policy, eps, v.rms_norm) if v.patch_norm else None
+    p.pre_norm = layer_norm("pre_norm", policy, eps, v.rms_norm) if v.pre_norm else None
     p.encoder = Encoder(c.num_layers, c.num_heads, c.mlp_dim, options["dropout_rate"],
                         options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
                         v.layer_scale_init, final_norm=v.final_norm and not v.fc_norm, activation=v.activation,
@@ -51,15 +52,15 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                         rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
                         mixed_rotary_temperature=(v.rotary_embedding.temperature if v.rotary_embedding is not None
                                                   and v.rotary_embedding.form == "mixed" else None),
-                        dtype=policy, name="Transformer")
+                        rms_norm=v.rms_norm, projection_bias=v.projection_bias, dtype=policy, name="Transformer")
     pooled = 0 if v.pooling_includes_prefix else prefix  # rows the pooling skips
     p.token_pooling = (AttentionPooling(v.attention_pooling_heads or c.num_heads, c.mlp_dim, v.activation, eps,
-                                        pooled, dtype=policy, name="MAPHead_0") if classifier == "map" else
+                                        pooled, v.rms_norm, dtype=policy, name="MAPHead_0") if classifier == "map" else
                        TokenPooling(classifier if classifier == "token" else "gap", pooled, dtype=policy,
                                     name="pooling"))
     p.distillation_pooling = (TokenPooling("token", prefix, index=1, dtype=policy, name="distillation_pooling")
                               if v.distillation_token else None)
-    p.fc_norm = layer_norm("fc_norm", policy, eps) if v.fc_norm and v.final_norm else None
+    p.fc_norm = layer_norm("fc_norm", policy, eps, v.rms_norm) if v.fc_norm and v.final_norm else None
     p.pre_logits = keras.layers.Dense(
         int(representation_size), activation="tanh", kernel_initializer=initial(keras.initializers.LecunNormal()),
         bias_initializer=initial("zeros"), dtype=policy, name="pre_logits",

@@ -19,6 +19,7 @@ from keras_vit.nn.initializers import PACKAGE as _PACKAGE
 from keras_vit.nn.initializers import initial
 from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.nn.layer_scale import LayerScale
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.swiglu import SwiGLU
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.nn.specs import ArraySpecs
@@ -120,9 +121,10 @@ class DropPath(ArraySpecs, keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
-def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON) -> LayerNorm:
-    """A LayerNorm over the last axis (epsilon 1e-6 as flax and timm; CLIP's checkpoints use 1e-5)."""
-    return LayerNorm(epsilon=epsilon, dtype=dtype_policy, name=name)
+def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON, rms: bool = False) -> LayerNorm:
+    """A LayerNorm over the last axis (epsilon 1e-6 as flax and timm; CLIP's checkpoints use 1e-5), or with `rms`
+    an RMSNorm (AIMv2)."""
+    return normalization(epsilon, name, dtype_policy, rms)
 
 
 REMAT_MODES = (False, True, "attention")
@@ -144,7 +146,7 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
                      swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
-                     mixed_rotary_temperature=None)
+                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -156,7 +158,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     EVA's query and value biases only); the 2026
     backbones' SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
     (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
-    call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale). Call with `return_attention=True` to also get the attention probabilities (batch, heads,
+    call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale);
+    AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`). Call with
+    `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """
 
@@ -166,11 +170,13 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  activation: Optional[str] = None,
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
-                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, **kwargs):
+                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
+                 projection_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
+        self.rms_norm, self.projection_bias = bool(rms_norm), bool(projection_bias)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
@@ -179,19 +185,21 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.dropout_rate = float(dropout_rate)
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
-        policy, eps = self.dtype_policy, self.layer_norm_epsilon
-        self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps)
+        policy, eps, rms = self.dtype_policy, self.layer_norm_epsilon, self.rms_norm
+        self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps, rms)
         self.attention = MultiHeadDotProductAttention(
             self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
             layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
-            key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, dtype=policy,
+            key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=rms,
+            projection_bias=self.projection_bias, dtype=policy,
             name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
-        self.layer_norm_2 = layer_norm("LayerNorm_2", policy, eps)
-        self.mlp = (SwiGLU(self.mlp_dim, self.dropout_rate, self.mlp_norm, eps, dtype=policy, name="MlpBlock_3")
-                    if self.swiglu else MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation,
-                                                 dtype=policy, name="MlpBlock_3"))
+        self.layer_norm_2 = layer_norm("LayerNorm_2", policy, eps, rms)
+        mlp = dict(hidden_norm=self.mlp_norm, layer_norm_epsilon=eps, rms_norm=rms, use_bias=self.projection_bias,
+                   dtype=policy, name="MlpBlock_3")
+        self.mlp = (SwiGLU(self.mlp_dim, self.dropout_rate, **mlp) if self.swiglu
+                    else MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation, **mlp))
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
@@ -246,7 +254,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
                     qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
                     attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
-                    mixed_rotary_temperature=self.mixed_rotary_temperature)
+                    mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
+                    projection_bias=self.projection_bias)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
@@ -288,8 +297,8 @@ class Encoder(ArraySpecs, keras.layers.Layer):
                          **block_options, dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
-        self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"])
-                             if self.final_norm else None)
+        self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"],
+                                        block_options["rms_norm"]) if self.final_norm else None)
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         """TensorFlow's object graph (`tf.train.Checkpoint`, `CheckpointManager`) does not follow the `blocks`

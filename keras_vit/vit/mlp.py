@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.vit.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
 from keras_vit.vit.recompute import applies as recomputes
 from keras_vit.nn.specs import ArraySpecs
@@ -85,15 +86,22 @@ def activation_name(activation, gelu_approximate) -> str:
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class MlpBlock(ArraySpecs, keras.layers.Layer):
-    """Dense(mlp_dim) -> activation -> Dropout -> Dense(D) -> Dropout.
+    """Dense(mlp_dim) -> activation -> Dropout -> [norm] -> Dense(D) -> Dropout.
 
     `activation`: one of `ACTIVATIONS` (default the tanh GELU); `gelu_approximate` is the older spelling of the
     choice between the two GELUs (kept so that models saved before `activation` existed reload).
+    `hidden_norm`: a LayerNorm (RMSNorm with `rms_norm`) on the hidden layer (BEiT-3); `use_bias=False`: Dense
+    layers without biases (AIMv2).
     """
 
     def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate=None, activation=None,
-                 **kwargs):
+                 hidden_norm: bool = False, layer_norm_epsilon: float = 1e-6, rms_norm: bool = False,
+                 use_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
+        self.hidden_norm, self.layer_norm_epsilon = bool(hidden_norm), float(layer_norm_epsilon)
+        self.rms_norm, self.use_bias = bool(rms_norm), bool(use_bias)
+        self.norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
+                     if self.hidden_norm else None)
         self.mlp_dim = int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
         self.dropout_rate = float(dropout_rate)
@@ -106,13 +114,15 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
     def build(self, input_shape):
         d = input_shape[-1]
         self.dense_0 = keras.layers.Dense(
-            self.mlp_dim, kernel_initializer=xavier_uniform(d, self.mlp_dim),
+            self.mlp_dim, kernel_initializer=xavier_uniform(d, self.mlp_dim), use_bias=self.use_bias,
             bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_0")
         self.dense_1 = keras.layers.Dense(
-            d, kernel_initializer=xavier_uniform(self.mlp_dim, d),
+            d, kernel_initializer=xavier_uniform(self.mlp_dim, d), use_bias=self.use_bias,
             bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_1")
         self.dense_0.build(input_shape)
         self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
+        if self.norm is not None:
+            self.norm.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
     def call(self, x, training=None):
         if self._keeps_activation_input(training):
@@ -121,6 +131,7 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
             return activated_dense(h, ops.cast(dense.kernel, h.dtype), ops.cast(dense.bias, h.dtype), self.activation)
         y = activate(self.dense_0(x), self.activation, training)
         y = self.dropout(y, training=training)
+        y = self.norm(y) if self.norm is not None else y
         y = self.dense_1(y)
         return self.dropout(y, training=training)
 
@@ -130,11 +141,12 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         (no LoRA, not quantized, with a bias)."""
         dense = self.dense_1
         return (recomputes(training) and not self.dropout_rate and dense.quantization_mode is None
-                and not dense.lora_enabled and dense.use_bias)
+                and not dense.lora_enabled and dense.use_bias and self.norm is None)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
         return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
-                "activation": self.activation}
+                "activation": self.activation, "hidden_norm": self.hidden_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon, "rms_norm": self.rms_norm, "use_bias": self.use_bias}

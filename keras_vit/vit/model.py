@@ -137,9 +137,9 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
       layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
         pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
         position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
-        attention_pooling_heads, pooling_includes_prefix, key_bias:
+        attention_pooling_heads, pooling_includes_prefix, key_bias, rms_norm, patch_norm, projection_bias:
         the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
-        DINOv3, Perception Encoder), each defaulting to the paper's model; documented on
+        DINOv3, Perception Encoder, AIMv2), each defaulting to the paper's model; documented on
         `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
@@ -166,7 +166,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                  attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                 key_bias: bool = True, **kwargs):
+                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
+                 projection_bias: bool = True, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
@@ -335,6 +336,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         if p.stem is not None:
             x = p.stem(x, training=training)
         x = p.patch_embedding(x)
+        x = p.patch_norm(x) if p.patch_norm is not None else x  # AIMv2
         extras = ()
         if patch_transform is not None:
             x = patch_transform(x)

@@ -48,11 +48,14 @@ class Variant:
       absolute_position_embedding: whether there is a learned position table added to the tokens (False:
         DINOv3 and RoPE-ViT rely on the rotary embeddings alone).
       swiglu: the SwiGLU MLP (`keras_vit.nn.swiglu`) in place of the paper's (EVA-02, DINOv3 "plus").
-      mlp_norm: a LayerNorm on the SwiGLU's hidden layer (EVA-02's sub-LN; needs `swiglu`).
+      mlp_norm: a LayerNorm on the MLP's hidden layer (EVA-02's sub-LN in its SwiGLU; BEiT-3).
       attention_norm: a LayerNorm on the attention's output before its projection (EVA-CLIP).
       attention_pooling_heads: heads of the MAP head when they differ from the encoder's (PE: 8); None.
       pooling_includes_prefix: the pooling also reads the prefix tokens (timm's EVA MAP head attends to every
         token; timm's `pool_include_prefix` averages them in).
+      rms_norm: every norm an RMSNorm instead of a LayerNorm (AIMv2, timm's RMSNorm ViTs).
+      patch_norm: a norm on the patch embeddings (AIMv2).
+      projection_bias: biases on the attention's output projection and the MLP's Dense layers (AIMv2 has none).
     """
 
     activation: str = "gelu_tanh"
@@ -78,6 +81,9 @@ class Variant:
     attention_norm: bool = False
     attention_pooling_heads: Optional[int] = None
     pooling_includes_prefix: bool = False
+    rms_norm: bool = False
+    patch_norm: bool = False
+    projection_bias: bool = True
 
     @classmethod
     def fields(cls) -> tuple:
@@ -97,7 +103,9 @@ class Variant:
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
         for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
-                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm", "key_bias",
+                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
+                      "key_bias",
+                      "rms_norm", "patch_norm", "projection_bias",
                       "attention_norm", "pooling_includes_prefix"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
@@ -107,8 +115,6 @@ class Variant:
         options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
         options["attention_pooling_heads"] = validate.integer("attention_pooling_heads",
                                                               options.get("attention_pooling_heads"), allow_none=True)
-        if options.get("mlp_norm") and not options.get("swiglu"):
-            raise ValueError("mlp_norm=True is the norm on the SwiGLU MLP's hidden layer (EVA-02): it needs swiglu=True.")
         return cls(**options)
 
     @classmethod
@@ -138,11 +144,11 @@ class Variant:
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
     EVA_PARTS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
-                 "attention_pooling_heads", "pooling_includes_prefix")
+                 "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias")
 
     def eva_parts(self) -> List[str]:
-        """The parts of timm's `Eva` models (EVA-02, DINOv3, PE, RoPE-ViT) this model has, as `field=value`: what
-        timm's `VisionTransformer` layout cannot hold."""
+        """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
+        has, as `field=value`: what keras_vit's timm writer cannot hold yet."""
         default = Variant()
         return [f"{field}={getattr(self, field)!r}" for field in self.EVA_PARTS
                 if getattr(self, field) != getattr(default, field)]
@@ -162,8 +168,10 @@ class Variant:
                  "class_token": "a class token the classifier does not read",
                  "stem_numerics": "timm's ResNet-stem numerics", "rotary_embedding": "rotary position embeddings",
                  "absolute_position_embedding": "no learned position table", "swiglu": "a SwiGLU MLP",
-                 "mlp_norm": "a norm inside the MLP", "key_bias": "no key bias", "attention_norm": "a norm on the attention's output",
+                 "mlp_norm": "a norm inside the MLP", "key_bias": "no key bias",
+                 "attention_norm": "a norm on the attention's output",
                  "attention_pooling_heads": "a MAP head with its own head count",
-                 "pooling_includes_prefix": "pooling over the prefix tokens"}
+                 "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
+                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

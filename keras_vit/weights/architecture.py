@@ -52,6 +52,12 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     attention = block + "MultiHeadDotProductAttention_1/"
     if attention + "query/bias" in params and attention + "key/bias" not in params:
         kw["key_bias"] = False  # EVA: query and value biases only
+    if block + "LayerNorm_0/scale" in params and block + "LayerNorm_0/bias" not in params:
+        kw["rms_norm"] = True  # AIMv2, Sapiens2: RMSNorm has a scale only
+    if attention + "out/kernel" in params and attention + "out/bias" not in params:
+        kw["projection_bias"] = False  # AIMv2
+    if "embedding_norm/scale" in params:
+        kw["patch_norm"] = True
     for key, option in ((block + "MlpBlock_3/gate/kernel", "swiglu"), (block + "MlpBlock_3/norm/scale", "mlp_norm"),
                         (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
         if key in params:
@@ -143,7 +149,8 @@ _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "regis
                  "fc_norm": "a LayerNorm after pooling", "final_norm": "a final LayerNorm", "qk_norm": "qk-norm",
                  "qkv_bias": "query/key/value biases",
                  "patch_bias": "a patch-embedding bias", "swiglu": "a SwiGLU MLP", "mlp_norm": "a norm inside the MLP",
-                 "attention_norm": "a norm on the attention output", "key_bias": "a key bias",
+                 "attention_norm": "a norm on the attention output", "key_bias": "a key bias", "rms_norm": "RMSNorm",
+                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projection biases",
                  "absolute_position_embedding": "a learned position table"}
 
 
@@ -153,7 +160,8 @@ def check_family(model, params, source) -> None:
     theirs, ours = variant_from_npz(params), model.variant
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
                     fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
-                    mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True)
+                    mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True, rms_norm=False,
+                    patch_norm=False, projection_bias=True)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])

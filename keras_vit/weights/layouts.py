@@ -68,7 +68,8 @@ def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params
         if b is not None:  # None: a model without query/key/value biases
             p[f"{prefix}{name}/bias"] = b.reshape(num_heads, head)
     p[f"{prefix}out/kernel"] = _linear_in(out_w).reshape(num_heads, head, d)
-    p[f"{prefix}out/bias"] = biases[3]
+    if biases[3] is not None:  # None: an output projection without bias (AIMv2)
+        p[f"{prefix}out/bias"] = biases[3]
     return p
 
 

@@ -68,6 +68,10 @@ def _dense(out: dict, key: str, layer) -> None:
 
 
 def _norm(out: dict, key: str, layer) -> None:
+    """A LayerNorm's scale and bias, or an RMSNorm's scale (it has no bias)."""
+    if getattr(layer, "gamma", None) is None:  # RMSNorm
+        out[key + "/scale"] = layer.scale
+        return
     out[key + "/scale"], out[key + "/bias"] = layer.gamma, layer.beta
 
 
@@ -89,7 +93,7 @@ def _block_map(out: dict, p: str, block) -> None:
                         (getattr(block.mlp, "gate", None), "gate")):  # gate: the SwiGLU's Swish branch
         if dense is not None:
             _dense(out, f"{p}MlpBlock_3/{name}", dense)
-    if getattr(block.mlp, "norm", None) is not None:  # EVA-02's norm inside the MLP
+    if getattr(block.mlp, "norm", None) is not None:  # EVA-02's and BEiT-3's norm inside the MLP
         _norm(out, f"{p}MlpBlock_3/norm", block.mlp.norm)
     for scale, name in ((block.layer_scale_0, "LayerScale_0"), (block.layer_scale_2, "LayerScale_2")):
         if scale is not None:  # not in official files (save_npz refuses it); timm's ls1 / ls2
@@ -114,6 +118,8 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
     _check_model(model)
     out = {}
     _dense(out, "embedding", model.patch_embedding)
+    if model.patch_norm is not None:  # AIMv2: a norm on the patch embeddings
+        _norm(out, "embedding_norm", model.patch_norm)
     for key, token in (("cls", model.class_token), ("dist", model.distillation_token), ("reg", model.register_tokens)):
         if token is not None:
             out[key] = token.cls

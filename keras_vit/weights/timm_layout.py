@@ -33,7 +33,10 @@ _MAP = "MAPHead_0/"
 
 
 def _norm_in(g: _Reader, p: Params, theirs: str, ours: str) -> None:
-    p[ours + "/scale"], p[ours + "/bias"] = g(theirs + ".weight"), g(theirs + ".bias")
+    """A LayerNorm's weight and bias, or an RMSNorm's weight alone."""
+    p[ours + "/scale"] = g(theirs + ".weight")
+    if theirs + ".bias" in g.sd:
+        p[ours + "/bias"] = g(theirs + ".bias")
 
 
 def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool = False) -> None:
@@ -76,8 +79,8 @@ def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:
     elif g(t + "mlp.fc1.weight").shape[0] == 2 * g(t + "mlp.fc2.weight").shape[1]:
         _linear(g, p, t + "mlp.fc1", m + "Dense_packed", optional_bias=True)  # a gated MLP, packed
     else:
-        _linear(g, p, t + "mlp.fc1", m + "Dense_0")
-    _linear(g, p, t + "mlp.fc2", m + "Dense_1")
+        _linear(g, p, t + "mlp.fc1", m + "Dense_0", optional_bias=True)
+    _linear(g, p, t + "mlp.fc2", m + "Dense_1", optional_bias=True)
     if t + "mlp.norm.weight" in g.sd:
         _norm_in(g, p, t + "mlp.norm", m + "norm")
 
@@ -88,7 +91,8 @@ def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
     a = o + "MultiHeadDotProductAttention_1/"
     (q, k, v), biases = _qkv_in(g, t)
-    p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, g(t + "attn.proj.bias")), num_heads, a))
+    out_bias = g(t + "attn.proj.bias") if t + "attn.proj.bias" in g.sd else None  # AIMv2: none
+    p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, out_bias), num_heads, a))
     if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
         _norm_in(g, p, t + "attn.norm", a + "norm")
     norms = [f"{t}attn.{n}_norm.{w}" for n in "qk" for w in ("weight", "bias")]
@@ -152,6 +156,8 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     if any(k.startswith(_BACKBONE) for k in sd):
         _stem_in(g, p)
     p["embedding/kernel"] = _conv_in(g("patch_embed.proj.weight"))
+    if "patch_embed.norm.weight" in sd:  # AIMv2
+        _norm_in(g, p, "patch_embed.norm", "embedding_norm")
     if "pos_embed" in sd:  # none: rotary embeddings alone (DINOv3, RoPE-ViT)
         p[POSEMB_KEY] = g("pos_embed")
     if "patch_embed.proj.bias" in sd:
