@@ -262,3 +262,50 @@ def test_a_sharded_hub_repository_resolves_offline_through_the_cache(tmp_path):
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert np.abs(np.load(out) - _timm("dinov3_small")).max() <= 1e-4
+
+
+def test_a_rotary_backbone_exports_to_saved_model_and_litert_with_its_logits(tmp_path):
+    from hub_export import export
+    from hub_export.export import exported_file
+    from hub_export.formats import runtime_model
+
+    model, x = _load("dinov3_small")
+    logits = model.predict(x, verbose=0)
+    for fmt in ("saved_model", "litert"):
+        runtime = runtime_model(exported_file(export(model, str(tmp_path / fmt), "feature_vector", format=fmt)))
+        np.testing.assert_allclose(np.asarray(runtime(x)), logits, atol=1e-4, err_msg=fmt)
+
+
+def test_layout_map_splits_the_swiglu_like_the_paper_mlp():
+    import re
+
+    from keras_vit.vit.sharding import MEGATRON
+
+    model, _ = _load("eva02_clip")
+    split = {v.path for v in model.weights for pattern in MEGATRON if re.fullmatch(pattern, v.path)}
+    assert {p for p in split if "/gate/" in p} == {p for p in split if "/Dense_0/" in p}.__class__(
+        p.replace("/Dense_0/", "/gate/") for p in split if "/Dense_0/" in p)
+    assert any("/gate/kernel" in p for p in split)
+
+
+def test_recipes_fine_tune_a_rotary_backbone_from_its_repository(tmp_path):
+    """DINOv3 (rotary embeddings, storage tokens, no position table) through the training recipe: the run starts
+    from the repository's weights and keeps its parts and preprocessing."""
+    from recipes import train
+    from recipes.configs import demo
+
+    from keras_vit.weights.official import model_params
+
+    c = demo.get_config("pretrain")
+    c.model.update(name="", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0)
+    c.update(batch_size=8, total_steps=2, log_every=1, checkpoint_every=2,
+             init_weights=os.path.join(FIXTURES, "dinov3_small"))
+    c.dataset.update(eval_split="", image_size=32)
+    summary = train.train_and_evaluate(c, str(tmp_path))
+    assert np.isfinite(summary["final_train"]["loss"])
+    trained = keras.saving.load_model(summary["model"], compile=False)
+    source, _ = _load("dinov3_small")
+    assert trained.variant == source.variant and trained.data_config.mean == source.data_config.mean
+    before, after = model_params(source), model_params(trained)
+    body = [k for k in before if not k.startswith("head")]
+    assert body and max(float(np.abs(after[k] - before[k]).max()) for k in body) < 0.05

@@ -3,7 +3,7 @@
 The Megatron pattern (Shoeybi et al., 2019) on the paper's anatomy: in each encoder block the query, key
 and value projections are split by attention head and the output projection by its input heads, the MLP's
 first Dense by its output units and the second by its input units, so each block needs one all-reduce
-after attention and one after the MLP. Embeddings, the class token, position embeddings, LayerNorms, the
+after attention and one after the MLP (the SwiGLU's gate is split as its first Dense). Embeddings, the class token, position embeddings, LayerNorms, the
 ResNet stem and the head stay replicated. Optimizer slots follow their variable (Keras copies the layout).
 """
 
@@ -21,8 +21,8 @@ MEGATRON = {
     _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)/kernel": (None, "model", None),  # (D, H, Dh)
     _BLOCK + r"MultiHeadDotProductAttention_1/(?:query|key|value)/bias": ("model", None),  # (H, Dh)
     _BLOCK + r"MultiHeadDotProductAttention_1/out/kernel": ("model", None, None),  # (H, Dh, D)
-    _BLOCK + r"MlpBlock_3/Dense_0/kernel": (None, "model"),  # (D, mlp_dim)
-    _BLOCK + r"MlpBlock_3/Dense_0/bias": ("model",),
+    _BLOCK + r"MlpBlock_3/(?:Dense_0|gate)/kernel": (None, "model"),  # (D, mlp_dim); SwiGLU's two branches
+    _BLOCK + r"MlpBlock_3/(?:Dense_0|gate)/bias": ("model",),
     _BLOCK + r"MlpBlock_3/Dense_1/kernel": ("model", None),  # (mlp_dim, D)
 }
 
