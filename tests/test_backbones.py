@@ -39,6 +39,7 @@ CASES = {
     "aimv2_large": (dict(rms_norm=True, patch_norm=True, swiglu=True, projection_bias=False, qkv_bias=False),
                     {"patches": (0, 6)}),
     "beit3_base": (dict(attention_norm=True, mlp_norm=True, swiglu=False), {"class": (0, 1), "patches": (1, 7)}),
+    "rpn_base": (dict(post_norm=True, layer_scale_init=None, fc_norm=True), {"patches": (0, 6)}),
     "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
         form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
                          {"class": (0, 1), "patches": (1, 7)}),
@@ -73,7 +74,7 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope")}
-    assert counts == {"eva02": 11, "dinov3": 16, "pe": 11, "rope": 16}, counts  # timm 1.0.31's eva module
+    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16}, counts  # timm 1.0.31's eva module
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
                  "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224"):
         model = keras_vit.create_model(name)
@@ -85,8 +86,8 @@ def test_what_keras_vit_does_not_build_of_the_eva_module_is_refused_by_name():
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
     with pytest.raises(ValueError, match="LayerScale on the attention branch only"):
         keras_vit.create_model("vit_base_patch16_sapiens2")
-    with pytest.raises(ValueError, match="post-norm"):
-        keras_vit.create_model("eva02_enormous_patch14_clip_224")
+    with pytest.raises(ValueError, match="ParallelScalingBlock"):
+        keras_vit.create_model("vit_pwee_patch16_reg1_gap_256")
 
 
 def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bool, scale: float) -> np.ndarray:

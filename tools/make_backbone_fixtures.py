@@ -42,6 +42,8 @@ CASES = {
     "aimv2_large": ("aimv2_large_patch14_224", dict(depth=2, embed_dim=64, num_heads=2)),
     # BEiT-3: norms inside the attention and the GELU MLP
     "beit3_base": ("beit3_base_patch16_224", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
+    # timm's ResPostBlock ViT: each branch normalised after it (post-norm), average pooling
+    "rpn_base": ("vit_base_patch16_rpn_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # RoPE-Mixed (naver): learned rotary frequencies per block and head, no position table
     "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2,
                                                                   num_classes=5)),

@@ -65,7 +65,7 @@ def _unsupported(model, block) -> list:
          f"patch embedding {type(model.patch_embed).__name__}"),
         (not _is_identity(getattr(model.patch_embed, "norm", None))
          and type(model.patch_embed.norm) is not type(block.norm1), "a patch-embedding norm of another kind"),
-        (type(block).__name__ != "Block", f"block {type(block).__name__}"),
+        (type(block).__name__ not in ("Block", "ResPostBlock"), f"block {type(block).__name__}"),
         (type(getattr(block, "attn", None)).__name__ != "Attention", f"attention {type(getattr(block, 'attn', None)).__name__}"),
         (type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
          f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
@@ -126,7 +126,7 @@ def facts(name: str) -> dict:
         mlp_dim=int(mlp_dim), num_heads=int(attn.num_heads), num_layers=len(model.blocks),
         classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
         activation=activation, layer_norm_epsilon=float(norm.eps),
-        layer_scale_init=None if _is_identity(block.ls1) else float(block.ls1.init_values),
+        layer_scale_init=None if _is_identity(getattr(block, "ls1", None)) else float(block.ls1.init_values),
         num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
         fc_norm=not _is_identity(model.fc_norm),
@@ -139,7 +139,7 @@ def facts(name: str) -> dict:
         attention_norm=not _is_identity(getattr(attn, "norm", None)),
         pooling_includes_prefix=bool(getattr(model, "pool_include_prefix", False)) and model.num_prefix_tokens > 0,
         rms_norm=type(norm).__name__ == "RmsNorm", patch_norm=not _is_identity(getattr(model.patch_embed, "norm", None)),
-        projection_bias=attn.proj.bias is not None)
+        projection_bias=attn.proj.bias is not None, post_norm=type(block).__name__ == "ResPostBlock")
     stem = _stem(model)
     if stem is not None:
         width = stem[1]

@@ -66,7 +66,7 @@ def eva_facts(model) -> dict:
     kv_heads = getattr(attn, "num_kv_heads", attn.num_heads)
     qkv = getattr(attn, "qkv", None)
     checks = [
-        (type(block).__name__ != "EvaBlock", f"block {type(block).__name__} (post-norm)"),
+        (type(block).__name__ not in ("EvaBlock", "EvaBlockPostNorm"), f"block {type(block).__name__}"),
         (getattr(attn, "gate", None) is not None, "gated attention"),
         (kv_heads != attn.num_heads, "grouped-query attention"),
         (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
@@ -105,6 +105,7 @@ def eva_facts(model) -> dict:
         class_token=True if model.global_pool != "token" and model.cls_token is not None else None,
         rotary_embedding=spec, absolute_position_embedding=model.pos_embed is not None, swiglu=swiglu,
         mlp_norm=mlp_norm, attention_norm=not _is_identity(attn.norm), rms_norm=type(block.norm1).__name__ == "RmsNorm",
+        post_norm=type(block).__name__ == "EvaBlockPostNorm",
         key_bias=not bias or (qkv is not None and qkv.bias is not None  # False: EVA's query and value biases only
                               or getattr(attn, "k_proj", None) is not None and attn.k_proj.bias is not None),
         attention_pooling_heads=int(pool.num_heads) if pool is not None and pool.num_heads != attn.num_heads else None,

@@ -65,6 +65,7 @@ ARGS = """
       rms_norm: every norm an RMSNorm (AIMv2).
       patch_norm: a norm on the patch embeddings (AIMv2).
       projection_bias: False: no bias on the attention output and MLP projections (AIMv2).
+      post_norm: each residual branch normalised after it (timm's ResPostBlock, EVA-CLIP enormous).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).

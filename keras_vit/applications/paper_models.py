@@ -46,7 +46,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True, swiglu: bool = False,
              mlp_norm: bool = False, attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-             patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -66,7 +66,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -86,7 +86,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -106,7 +106,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
            attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-           patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+           patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -126,7 +126,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -146,7 +146,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -166,7 +166,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -186,7 +186,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -206,7 +206,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -227,8 +227,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -249,8 +249,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -271,8 +271,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -293,8 +293,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -315,8 +315,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -337,8 +337,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-                projection_bias: bool = True) -> VisionTransformer:
+                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+                post_norm: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -358,6 +358,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True,
                swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
-               key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False,
-               projection_bias: bool = True) -> VisionTransformer:
+               key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
+               post_norm: bool = False) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

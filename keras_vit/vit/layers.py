@@ -146,7 +146,7 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
                      swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
-                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True)
+                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -159,7 +159,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     backbones' SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
     (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
     call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale);
-    AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`). Call with
+    AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`); each branch's norm after
+    the branch instead of before it (`post_norm`: timm's ResPostBlock, EVA-CLIP enormous). Call with
     `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """
@@ -171,8 +172,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
                  key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
-                 projection_bias: bool = True, **kwargs):
+                 projection_bias: bool = True, post_norm: bool = False, **kwargs):
         super().__init__(**kwargs)
+        self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
@@ -236,12 +238,14 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return forward
 
     def _forward(self, x, rotary=None, training=None, return_attention=False):
-        y = self.attention(self.layer_norm_0(x), rotary=rotary, training=training, return_attention=return_attention)
+        pre, post = (lambda n, t: t, lambda n, t: n(t)) if self.post_norm else (lambda n, t: n(t), lambda n, t: t)
+        y = self.attention(pre(self.layer_norm_0, x), rotary=rotary, training=training,
+                           return_attention=return_attention)
         y, probs = y if return_attention else (y, None)
-        y = self.dropout(y, training=training)
+        y = post(self.layer_norm_0, self.dropout(y, training=training))
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
-        y = self.mlp(self.layer_norm_2(x), training=training)
+        y = post(self.layer_norm_2, self.mlp(pre(self.layer_norm_2, x), training=training))
         y = self.layer_scale_2(y) if self.layer_scale_2 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x
@@ -255,7 +259,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                     qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
                     attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
                     mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
-                    projection_bias=self.projection_bias)
+                    projection_bias=self.projection_bias, post_norm=self.post_norm)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less

@@ -56,6 +56,7 @@ class Variant:
       rms_norm: every norm an RMSNorm instead of a LayerNorm (AIMv2, timm's RMSNorm ViTs).
       patch_norm: a norm on the patch embeddings (AIMv2).
       projection_bias: biases on the attention's output projection and the MLP's Dense layers (AIMv2 has none).
+      post_norm: each residual branch normalised after it, x + LN(f(x)) (timm's ResPostBlock, EVA-CLIP enormous).
     """
 
     activation: str = "gelu_tanh"
@@ -84,6 +85,7 @@ class Variant:
     rms_norm: bool = False
     patch_norm: bool = False
     projection_bias: bool = True
+    post_norm: bool = False
 
     @classmethod
     def fields(cls) -> tuple:
@@ -105,7 +107,7 @@ class Variant:
         for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
                       "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
                       "key_bias",
-                      "rms_norm", "patch_norm", "projection_bias",
+                      "rms_norm", "patch_norm", "projection_bias", "post_norm",
                       "attention_norm", "pooling_includes_prefix"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
@@ -144,7 +146,8 @@ class Variant:
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
     EVA_PARTS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
-                 "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias")
+                 "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
+                 "post_norm")
 
     def eva_parts(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -172,6 +175,7 @@ class Variant:
                  "attention_norm": "a norm on the attention's output",
                  "attention_pooling_heads": "a MAP head with its own head count",
                  "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
-                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias"}
+                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
+                 "post_norm": "post-norm blocks"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]
