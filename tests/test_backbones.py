@@ -39,6 +39,8 @@ CASES = {
     "aimv2_large": (dict(rms_norm=True, patch_norm=True, swiglu=True, projection_bias=False, qkv_bias=False),
                     {"patches": (0, 6)}),
     "beit3_base": (dict(attention_norm=True, mlp_norm=True, swiglu=False), {"class": (0, 1), "patches": (1, 7)}),
+    "sapiens2_base": (dict(rms_norm=True, qk_norm=True, key_value_heads=(4, 2), attention_only_layer_scale=True,
+                           num_register_tokens=8), {"class": (0, 1), "registers": (1, 9), "patches": (9, 15)}),
     "rpn_base": (dict(post_norm=True, layer_scale_init=None, fc_norm=True), {"patches": (0, 6)}),
     "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
         form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
@@ -81,11 +83,13 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 
 
-def test_what_keras_vit_does_not_build_of_the_eva_module_is_refused_by_name():
+def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
     with pytest.raises(ValueError, match="MAP head whose MLP width"):
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
-    with pytest.raises(ValueError, match="LayerScale on the attention branch only"):
-        keras_vit.create_model("vit_base_patch16_sapiens2")
+    with pytest.raises(ValueError, match="DiffAttention"):
+        keras_vit.create_model("vit_dwee_patch16_reg1_gap_256")
+    with pytest.raises(ValueError, match="ConvStem"):
+        keras_vit.create_model("vit_base_mci_224")
     with pytest.raises(ValueError, match="ParallelScalingBlock"):
         keras_vit.create_model("vit_pwee_patch16_reg1_gap_256")
 

@@ -44,6 +44,9 @@ CASES = {
     "beit3_base": ("beit3_base_patch16_224", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
     # timm's ResPostBlock ViT: each branch normalised after it (post-norm), average pooling
     "rpn_base": ("vit_base_patch16_rpn_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # Sapiens2: RMSNorm qk-norm, grouped-query attention in some blocks, LayerScale on attention only, 8 registers
+    "sapiens2_base": ("vit_base_patch16_sapiens2", dict(depth=2, embed_dim=64, num_heads=4, num_kv_heads=[4, 2],
+                                                        num_classes=5)),
     # RoPE-Mixed (naver): learned rotary frequencies per block and head, no position table
     "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2,
                                                                   num_classes=5)),
@@ -64,7 +67,8 @@ def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     for case, (name, args) in sorted(CASES.items()):
         seed = sum(map(ord, case))  # a case's own seed: adding a case leaves the others' files as they are
-        stride = timm.create_model(name, pretrained=False, depth=1).patch_embed.patch_size[0]
+        with torch.device("meta"):
+            stride = timm.create_model(name, pretrained=False).patch_embed.patch_size[0]
         size = (2 * stride, 3 * stride)
         model = _build(name, args, size, seed)
         x = np.random.default_rng(seed).uniform(-1, 1, (2, *size, 3)).astype("float32")

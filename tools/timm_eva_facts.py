@@ -56,6 +56,12 @@ def _mlp(block, embed_dim):
     return 0, False, norm, [f"MLP {kind}"]
 
 
+def _key_value_heads(model):
+    """Each block's key/value heads where any block has fewer than query heads (grouped-query attention)."""
+    counts = [getattr(b.attn, "num_kv_heads", b.attn.num_heads) for b in model.blocks]
+    return counts if any(c != b.attn.num_heads for c, b in zip(counts, model.blocks)) else None
+
+
 def eva_facts(model) -> dict:
     """The table entry of an Eva model: facts, or `unsupported` naming each missing part."""
     block, d = model.blocks[0], model.embed_dim
@@ -63,17 +69,13 @@ def eva_facts(model) -> dict:
     spec, bad = rotary(model)
     mlp_dim, swiglu, mlp_norm, mlp_bad = _mlp(block, d)
     bad += mlp_bad
-    kv_heads = getattr(attn, "num_kv_heads", attn.num_heads)
     qkv = getattr(attn, "qkv", None)
     checks = [
         (type(block).__name__ not in ("EvaBlock", "EvaBlockPostNorm"), f"block {type(block).__name__}"),
         (getattr(attn, "gate", None) is not None, "gated attention"),
-        (kv_heads != attn.num_heads, "grouped-query attention"),
         (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
         (attn.head_dim * attn.num_heads != d, "an attention width other than the embedding's"),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
-        (getattr(block, "gamma_1", None) is not None and getattr(block, "gamma_2", None) is None,
-         "LayerScale on the attention branch only"),
         (not _is_identity(getattr(model.patch_embed, "norm", None)), "a norm in the patch embedding"),
         (attn.proj.bias is None, "an attention projection without bias"),
     ]
@@ -106,6 +108,8 @@ def eva_facts(model) -> dict:
         rotary_embedding=spec, absolute_position_embedding=model.pos_embed is not None, swiglu=swiglu,
         mlp_norm=mlp_norm, attention_norm=not _is_identity(attn.norm), rms_norm=type(block.norm1).__name__ == "RmsNorm",
         post_norm=type(block).__name__ == "EvaBlockPostNorm",
+        attention_only_layer_scale=getattr(block, "gamma_1", None) is not None and getattr(block, "gamma_2", None) is None,
+        key_value_heads=_key_value_heads(model),
         key_bias=not bias or (qkv is not None and qkv.bias is not None  # False: EVA's query and value biases only
                               or getattr(attn, "k_proj", None) is not None and attn.k_proj.bias is not None),
         attention_pooling_heads=int(pool.num_heads) if pool is not None and pool.num_heads != attn.num_heads else None,

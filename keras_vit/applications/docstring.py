@@ -66,6 +66,8 @@ ARGS = """
       patch_norm: a norm on the patch embeddings (AIMv2).
       projection_bias: False: no bias on the attention output and MLP projections (AIMv2).
       post_norm: each residual branch normalised after it (timm's ResPostBlock, EVA-CLIP enormous).
+      attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
+      key_value_heads: grouped-query attention's key/value heads, one count or one per block (Sapiens2).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).

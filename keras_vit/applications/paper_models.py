@@ -46,7 +46,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              rotary_embedding: Optional[dict] = None, absolute_position_embedding: bool = True, swiglu: bool = False,
              mlp_norm: bool = False, attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+             attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -66,7 +67,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -86,7 +88,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -106,7 +109,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
            attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-           patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+           patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+           attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -126,7 +130,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -146,7 +151,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -166,7 +172,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -186,7 +193,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -206,7 +214,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False) -> VisionTransformer:
+            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
+            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -228,7 +237,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -250,7 +260,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -272,7 +283,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -294,7 +306,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -316,7 +329,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -338,7 +352,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False,
+                key_value_heads=None) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -359,5 +374,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-               post_norm: bool = False) -> VisionTransformer:
+               post_norm: bool = False, attention_only_layer_scale: bool = False,
+               key_value_heads=None) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -49,12 +49,17 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
                  layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False,
                  key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
-                 projection_bias: bool = True, **kwargs):
+                 projection_bias: bool = True, num_key_value_heads: Optional[int] = None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
         self.key_bias = bool(key_bias) and bool(qkv_bias)  # EVA: query and value biases only
         self.rms_norm, self.projection_bias = bool(rms_norm), bool(projection_bias)  # AIMv2: RMSNorm, no out bias
+        self.num_key_value_heads = self.num_heads if num_key_value_heads is None else int(num_key_value_heads)
+        if self.num_heads % self.num_key_value_heads:
+            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_key_value_heads "
+                             f"{self.num_key_value_heads} (grouped-query attention shares each key/value head "
+                             "among a whole number of query heads).")
         # RoPE-Mixed: this layer learns its own rotary frequencies (initialised at this temperature)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
         self.dropout_rate = float(dropout_rate)
@@ -77,7 +82,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
             biased = self.qkv_bias and (name != "key" or self.key_bias)
-            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk" if biased else None,
+            n = h if name == "query" else self.num_key_value_heads  # grouped-query attention: fewer key/value heads
+            layer = Projection("btd,dhk->bthk", output_shape=(None, n, dh), bias_axes="hk" if biased else None,
                                input_axes=1,
                                kernel_initializer=init, dtype=self.dtype_policy, name=name)
             layer.build(tuple(input_shape))
@@ -102,20 +108,26 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """True once `model.quantize(...)` has replaced the projections' kernels."""
         return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
+    def _queries_keys_values(self, x) -> tuple:
+        """q (batch, tokens, heads, head_dim), k and v (batch, tokens, key/value heads, head_dim): one fused matmul
+        over the three kernels in float, each projection's own layer once quantized."""
+        if self.quantized:
+            return self.query(x), self.key(x), self.value(x)
+        h, kv, dh = self.num_heads, self.num_key_value_heads, self.head_dim
+        layers, widths = [self.query, self.key, self.value], (h * dh, kv * dh, kv * dh)
+        kernel = ops.concatenate([ops.reshape(l.kernel, (-1, n)) for l, n in zip(layers, widths)], axis=-1)
+        qkv = ops.matmul(x, ops.cast(kernel, x.dtype))
+        if self.qkv_bias:
+            biases = [ops.reshape(l.bias, (n,)) if l.bias is not None else ops.zeros((n,), l.kernel.dtype)
+                      for l, n in zip(layers, widths)]  # no key bias: zeros (softmax ignores one shared by all keys)
+            qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
+        b, t = ops.shape(x)[0], ops.shape(x)[1]
+        q, k, v = qkv[..., :widths[0]], qkv[..., widths[0]:widths[0] + widths[1]], qkv[..., widths[0] + widths[1]:]
+        return ops.reshape(q, (b, t, h, dh)), ops.reshape(k, (b, t, kv, dh)), ops.reshape(v, (b, t, kv, dh))
+
     def call(self, x, rotary=None, training=None, return_attention=False):
         h, dh = self.num_heads, self.head_dim
-        if self.quantized:
-            q, k, v = self.query(x), self.key(x), self.value(x)
-        else:
-            layers = [self.query, self.key, self.value]
-            qkv_kernel = ops.concatenate([ops.reshape(l.kernel, (-1, h * dh)) for l in layers], axis=-1)
-            qkv = ops.matmul(x, ops.cast(qkv_kernel, x.dtype))
-            if self.qkv_bias:
-                biases = [ops.reshape(l.bias, (h * dh,)) if l.bias is not None else ops.zeros((h * dh,), l.kernel.dtype)
-                          for l in layers]  # no key bias: zeros (softmax ignores a bias shared by every key)
-                qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
-            qkv = ops.reshape(qkv, (ops.shape(x)[0], ops.shape(x)[1], 3, h, dh))
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        q, k, v = self._queries_keys_values(x)
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
         if rotary is not None and self.rotary_frequencies is not None:  # RoPE-Mixed: `rotary` holds positions
@@ -123,6 +135,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             q, k = (apply_mixed_rotary(t, rotary, f, self.rotation) for t in (q, k))
         elif rotary is not None:  # RoPE: the patch tokens' queries and keys rotated (prefix rows are the identity)
             q, k = apply_rotary(q, rotary, self.rotation), apply_rotary(k, rotary, self.rotation)
+        if self.num_key_value_heads != h:  # grouped-query attention: head i reads key/value head i // group
+            k, v = (ops.repeat(t, h // self.num_key_value_heads, axis=2) for t in (k, v))
         scale = 1.0 / math.sqrt(dh)
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
         backend = keras.backend.backend()
@@ -160,4 +174,4 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
                 "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
                 "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias,
                 "mixed_rotary_temperature": self.mixed_rotary_temperature, "rms_norm": self.rms_norm,
-                "projection_bias": self.projection_bias}
+                "projection_bias": self.projection_bias, "num_key_value_heads": self.num_key_value_heads}

@@ -22,6 +22,7 @@ from keras_vit.nn.layer_scale import LayerScale
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.swiglu import SwiGLU
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
+from keras_vit.vit.token_pooling import TokenPooling  # noqa: F401 (public here)
 from keras_vit.nn.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
@@ -146,7 +147,8 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
                      swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
-                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False)
+                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False,
+                     attention_only_layer_scale=False)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -172,8 +174,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
                  key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
-                 projection_bias: bool = True, post_norm: bool = False, **kwargs):
+                 projection_bias: bool = True, post_norm: bool = False, attention_only_layer_scale: bool = False,
+                 num_key_value_heads: Optional[int] = None, **kwargs):
         super().__init__(**kwargs)
+        self.attention_only_layer_scale = bool(attention_only_layer_scale)  # Sapiens2: no LayerScale on the MLP
+        self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
@@ -193,7 +198,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
             self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
             layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
             key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=rms,
-            projection_bias=self.projection_bias, dtype=policy,
+            projection_bias=self.projection_bias, num_key_value_heads=self.num_key_value_heads, dtype=policy,
             name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
@@ -205,7 +210,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
-            self.layer_scale_2 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2")
+            self.layer_scale_2 = (None if self.attention_only_layer_scale else
+                                  LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2"))
 
     @property
     def gelu_approximate(self) -> bool:
@@ -259,17 +265,31 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                     qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
                     attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
                     mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
-                    projection_bias=self.projection_bias, post_norm=self.post_norm)
+                    projection_bias=self.projection_bias, post_norm=self.post_norm,
+                    attention_only_layer_scale=self.attention_only_layer_scale)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
         the name, trainability and stochastic depth (`keras_vit.vit.block_graph` keys its functions by it)."""
         return {"num_heads": self.num_heads, "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
+                "num_key_value_heads": self.num_key_value_heads,
                 "attention_dropout_rate": self.attention_dropout_rate, "remat": self.remat,
                 "layer_scale_init": self.layer_scale_init, **self.options()}
 
     def get_config(self):
         return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
+
+
+def key_value_heads_per_block(key_value_heads, num_layers: int) -> Optional[tuple]:
+    """Grouped-query attention's key/value heads of each block: None (as many as query heads), one count for
+    every block, or a count per block (Sapiens2 keeps full attention in its first and last blocks)."""
+    if key_value_heads is None:
+        return None
+    counts = ((key_value_heads,) * num_layers if isinstance(key_value_heads, int)
+              else tuple(int(k) for k in key_value_heads))
+    if len(counts) != num_layers:
+        raise ValueError(f"key_value_heads gives {len(counts)} blocks' counts for a {num_layers}-block model.")
+    return counts
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -284,7 +304,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
     def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
                  remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None, final_norm: bool = True,
-                 **options):
+                 key_value_heads=None, **options):
         block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
         super().__init__(**options)
         block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
@@ -295,10 +315,12 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         self.attention_dropout_rate = float(attention_dropout_rate)
         self.drop_path_rate = float(drop_path_rate)
         steps = max(self.num_layers - 1, 1)
+        self.key_value_heads = key_value_heads_per_block(key_value_heads, self.num_layers)
         self.blocks = [
             EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate, self.attention_dropout_rate,
                          self.drop_path_rate * i / steps, None, self.remat, self.layer_scale_init,
-                         **block_options, dtype=self.dtype_policy, name=f"encoderblock_{i}")
+                         **block_options, num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
+                         dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
         self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"],
@@ -357,40 +379,5 @@ class Encoder(ArraySpecs, keras.layers.Layer):
                 "dropout_rate": self.dropout_rate,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "drop_path_rate": self.drop_path_rate, "remat": self.remat,
-                "layer_scale_init": self.layer_scale_init, "final_norm": self.final_norm, **options}
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class TokenPooling(ArraySpecs, keras.layers.Layer):
-    """Reduces the token sequence to one vector.
-
-    mode 'token': the token at row `index` (0: the class token; 1: DeiT's distillation token); 'gap': mean
-    over the patch tokens;
-    'max': max over the patch tokens. `num_prefix_tokens` rows are skipped for
-    'gap'/'max'.
-    """
-
-    MODES = ("token", "gap", "max")
-
-    def __init__(self, mode: str = "token", num_prefix_tokens: int = 1, index: int = 0, **kwargs):
-        super().__init__(**kwargs)
-        if mode not in self.MODES:
-            raise ValueError(f"Unknown pooling mode {mode!r}; expected one of {self.MODES}.")
-        self.mode = mode
-        self.num_prefix_tokens = int(num_prefix_tokens)
-        self.index = int(index)
-
-    def call(self, x):
-        if self.mode == "token":
-            return x[:, self.index]
-        patches = x[:, self.num_prefix_tokens:]
-        if self.mode == "gap":
-            return ops.mean(patches, axis=1)
-        return ops.max(patches, axis=1)
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[2])
-
-    def get_config(self):
-        return {**super().get_config(), "mode": self.mode,
-                "num_prefix_tokens": self.num_prefix_tokens, "index": self.index}
+                "layer_scale_init": self.layer_scale_init, "final_norm": self.final_norm,
+                "key_value_heads": list(self.key_value_heads) if self.key_value_heads else None, **options}

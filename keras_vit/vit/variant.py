@@ -8,7 +8,7 @@ them here, so the description, `get_config`, the weight readers and `save_npz` s
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from keras_vit.nn.rotary import Rotary
 from keras_vit.utils import validate
@@ -57,6 +57,9 @@ class Variant:
       patch_norm: a norm on the patch embeddings (AIMv2).
       projection_bias: biases on the attention's output projection and the MLP's Dense layers (AIMv2 has none).
       post_norm: each residual branch normalised after it, x + LN(f(x)) (timm's ResPostBlock, EVA-CLIP enormous).
+      attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
+      key_value_heads: grouped-query attention's key/value heads: one count, or one per block (Sapiens2); None:
+        as many as query heads.
     """
 
     activation: str = "gelu_tanh"
@@ -86,6 +89,8 @@ class Variant:
     patch_norm: bool = False
     projection_bias: bool = True
     post_norm: bool = False
+    attention_only_layer_scale: bool = False
+    key_value_heads: Optional[Tuple[int, ...]] = None
 
     @classmethod
     def fields(cls) -> tuple:
@@ -107,7 +112,7 @@ class Variant:
         for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
                       "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
                       "key_bias",
-                      "rms_norm", "patch_norm", "projection_bias", "post_norm",
+                      "rms_norm", "patch_norm", "projection_bias", "post_norm", "attention_only_layer_scale",
                       "attention_norm", "pooling_includes_prefix"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
@@ -115,6 +120,10 @@ class Variant:
         validate.choice("position_interpolation", options.get("position_interpolation", "linear"),
                         ("linear", "bicubic"))
         options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
+        if options.get("key_value_heads") is not None:  # a count per block; one count for all is kept as given
+            heads = options["key_value_heads"]
+            options["key_value_heads"] = (validate.integer("key_value_heads", heads) if isinstance(heads, int)
+                                          else validate.integers("key_value_heads", heads))
         options["attention_pooling_heads"] = validate.integer("attention_pooling_heads",
                                                               options.get("attention_pooling_heads"), allow_none=True)
         return cls(**options)
@@ -135,6 +144,8 @@ class Variant:
 
     def to_config(self) -> dict:
         out = dataclasses.asdict(self)
+        if isinstance(self.key_value_heads, tuple):
+            out["key_value_heads"] = list(self.key_value_heads)
         out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
         return out
 
@@ -147,7 +158,7 @@ class Variant:
 
     EVA_PARTS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm")
+                 "post_norm", "attention_only_layer_scale", "key_value_heads")
 
     def eva_parts(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -176,6 +187,7 @@ class Variant:
                  "attention_pooling_heads": "a MAP head with its own head count",
                  "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
-                 "post_norm": "post-norm blocks"}
+                 "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
+                 "key_value_heads": "grouped-query attention"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -37,6 +37,10 @@ def posemb_prefix_rows(params: Dict[str, np.ndarray], included: bool = True) -> 
     return prefix_tokens(params) if included else 0
 
 
+def _block_number(key: str) -> int:
+    return int(_BLOCK.match(key).group(1))
+
+
 def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
     block = "Transformer/encoderblock_0/"
@@ -58,6 +62,12 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         kw["projection_bias"] = False  # AIMv2
     if "embedding_norm/scale" in params:
         kw["patch_norm"] = True
+    if block + "LayerScale_0/scale" in params and block + "LayerScale_2/scale" not in params:
+        kw["attention_only_layer_scale"] = True  # Sapiens2
+    heads = [(params[k].shape[1], params[k.replace("/query/", "/key/")].shape[1]) for k in sorted(
+        (k for k in params if k.endswith("MultiHeadDotProductAttention_1/query/kernel")), key=_block_number)]
+    if any(q != kv for q, kv in heads):  # grouped-query attention: the key kernels' own head counts
+        kw["key_value_heads"] = tuple(int(kv) for _, kv in heads)
     for key, option in ((block + "MlpBlock_3/gate/kernel", "swiglu"), (block + "MlpBlock_3/norm/scale", "mlp_norm"),
                         (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
         if key in params:
@@ -151,6 +161,7 @@ _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "regis
                  "patch_bias": "a patch-embedding bias", "swiglu": "a SwiGLU MLP", "mlp_norm": "a norm inside the MLP",
                  "attention_norm": "a norm on the attention output", "key_bias": "a key bias", "rms_norm": "RMSNorm",
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projection biases",
+                 "attention_only_layer_scale": "LayerScale on attention only",
                  "absolute_position_embedding": "a learned position table"}
 
 
@@ -161,7 +172,7 @@ def check_family(model, params, source) -> None:
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
                     fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
                     mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True, rms_norm=False,
-                    patch_norm=False, projection_bias=True)
+                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])

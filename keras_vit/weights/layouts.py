@@ -64,9 +64,10 @@ def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params
     head = d // num_heads
     p = {}
     for name, w, b in (("query", q, biases[0]), ("key", k, biases[1]), ("value", v, biases[2])):
-        p[f"{prefix}{name}/kernel"] = _linear_in(w).reshape(d, num_heads, head)
+        heads = w.shape[0] // head  # key and value: fewer heads under grouped-query attention (Sapiens2)
+        p[f"{prefix}{name}/kernel"] = _linear_in(w).reshape(d, heads, head)
         if b is not None:  # None: a model without query/key/value biases
-            p[f"{prefix}{name}/bias"] = b.reshape(num_heads, head)
+            p[f"{prefix}{name}/bias"] = b.reshape(heads, head)
     p[f"{prefix}out/kernel"] = _linear_in(out_w).reshape(num_heads, head, d)
     if biases[3] is not None:  # None: an output projection without bias (AIMv2)
         p[f"{prefix}out/bias"] = biases[3]

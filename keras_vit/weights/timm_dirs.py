@@ -87,6 +87,8 @@ def _override(name: str, kw: dict, args: dict) -> dict:
             kw["classifier"] = _POOLS[value]
         elif key == "act_layer" and value in _ACTIVATIONS:
             kw["activation"] = _ACTIVATIONS[value]
+        elif key == "num_kv_heads":  # grouped-query attention (timm's Eva): one count or one per block
+            kw["key_value_heads"] = value if value is None or isinstance(value, int) else tuple(value)
         elif key == "init_values":
             kw["layer_scale_init"] = float(value) if value else None
         elif key == "no_embed_class":

@@ -95,7 +95,7 @@ def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, out_bias), num_heads, a))
     if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
         _norm_in(g, p, t + "attn.norm", a + "norm")
-    norms = [f"{t}attn.{n}_norm.{w}" for n in "qk" for w in ("weight", "bias")]
+    norms = [f"{t}attn.{n}_norm.weight" for n in "qk"]  # (RMSNorm's have no bias)
     if all(k in g.sd for k in norms):  # qk-norm; a part of it alone is left for the reader to refuse by name
         for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
             _norm_in(g, p, f"{t}attn.{theirs}", a + ours)
