@@ -219,7 +219,11 @@ def model(lora=None, **kw):
 pairs = {"lora_alpha": (dict(lora=dict(rank=2, alpha=4.0)), dict(lora=dict(rank=2, alpha=16.0))),
          "lora_targets": (dict(lora=dict(rank=2)), dict(lora=dict(rank=2, target_layer_names=("query", "key", "value", "out")))),
          "layer_norm_epsilon": (dict(), dict(layer_norm_epsilon=0.5)),
-         "activation": (dict(), dict(activation="quick_gelu")), "qk_norm": (dict(), dict(qk_norm=True))}
+         "activation": (dict(), dict(activation="quick_gelu")), "qk_norm": (dict(), dict(qk_norm=True)),
+         # the 2026 parts that keep the same variables: only the settings tell them apart
+         "rotate_half": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(rotate_half=True))),
+         "rotary_form": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(form="centered", temperature=100))),
+         "post_norm": (dict(), dict(post_norm=True))}
 out = {}
 for name, (first, second) in pairs.items():
     a, b = model(**first), model(**second)
@@ -234,7 +238,8 @@ print(json.dumps(out))
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_models_differing_in_one_setting_never_share_a_block_function_wrongly(backend):
     """The shared function's key comes from every setting a layer keeps (LoRA's alpha and targets, epsilon,
-    activation, qk-norm), so a second model never runs with the first's."""
+    activation, qk-norm, the rotary pairing, post-norm), so a second model never runs with the first's; the
+    rotary table is an input of the function, so two rotary forms share one correctly."""
     from conftest import run_on_backend
 
     got = run_on_backend(_PAIRS, backend)
