@@ -314,3 +314,15 @@ def test_recipes_fine_tune_a_rotary_backbone_from_its_repository(tmp_path):
     before, after = model_params(source), model_params(trained)
     body = [k for k in before if not k.startswith("head")]
     assert body and max(float(np.abs(after[k] - before[k]).max()) for k in body) < 0.05
+
+
+def test_inspection_and_few_shot_features_of_rotary_backbones():
+    from keras_vit.analysis.fewshot import feature_extractor
+    from keras_vit.analysis.inspect import attention_rollout
+
+    model, x = _load("eva02_clip")  # a class token: the rollout reads its row
+    maps = attention_rollout(model, x, upsample=False)
+    assert maps.shape == (2, 2, 3) and np.all(np.isfinite(maps))
+    dinov3, x = _load("dinov3_small")
+    features = feature_extractor(dinov3)(x)
+    np.testing.assert_allclose(features, dinov3.predict(x, verbose=0), atol=1e-5)
