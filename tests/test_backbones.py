@@ -75,10 +75,13 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
-    counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope")}
-    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16}, counts  # timm 1.0.31's eva module
+    counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope", "aimv2",
+                                                                         "siglip2")}
+    # timm 1.0.31; SigLIP 2's fixed-size towers: the SigLIP architectures with v2_webli weights
+    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 30}, counts
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
-                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224"):
+                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
+                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 

@@ -155,7 +155,8 @@ def main() -> None:
     for module in MODULES:
         for name in timm.list_models(module=module):
             try:
-                table[name] = dict(module=module, **facts(name))
+                tags = sorted(t.split(".", 1)[1] for t in timm.list_pretrained(name + ".*"))
+                table[name] = dict(module=module, tags=tags, **facts(name))
             except Exception as e:  # noqa: BLE001 (recorded: the table says why)
                 table[name] = dict(module=module, unsupported=[f"timm could not build it here: {e}"])
     with open(OUT, "w") as f:

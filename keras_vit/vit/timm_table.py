@@ -21,8 +21,11 @@ _KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", 
              "final_norm", "rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm",
              "attention_pooling_heads", "pooling_includes_prefix", "key_bias", "rms_norm", "patch_norm",
              "projection_bias", "post_norm", "attention_only_layer_scale", "key_value_heads")
-FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "clip", "siglip", "gap", "hybrid",
-            "other")
+FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "aimv2", "clip", "siglip", "gap",
+            "hybrid", "other")
+# listed by pretrained tag rather than by architecture: SigLIP 2's fixed-size towers are timm's SigLIP
+# architectures with `v2_webli` weights
+TAG_FAMILIES = {"siglip2": "v2_webli"}
 # the `eva` module's families by name: DINOv3 (and LingBot, its derivative), EVA-02, Perception Encoder, and the
 # RoPE-ViTs (naver's and timm's own SBB models)
 _EVA_FAMILIES = (("dinov3", "dinov3"), ("lingbot", "dinov3"), ("eva02", "eva02"), ("_pe_", "pe"), ("rope", "rope"))
@@ -54,13 +57,13 @@ def is_timm_name(name) -> bool:
 
 def family(name: str) -> str:
     """The family of a timm architecture, by its facts and name: "deit" (distilled or not), "deit3", "dinov2",
-    "dinov3", "eva02", "pe" (Perception Encoder), "rope" (RoPE-ViT), "clip", "siglip", "gap" (average pooling),
+    "dinov3", "eva02", "pe" (Perception Encoder), "rope" (RoPE-ViT), "aimv2", "clip", "siglip", "gap" (average pooling),
     "hybrid", "vit" (the paper's layout) or "other"."""
     name = base_name(name)
     entry = _table()["architectures"][name]
     if entry["module"] == "eva":
         return next((family for word, family in _EVA_FAMILIES if word in name), "other")
-    for word in ("deit3", "dinov2", "siglip", "clip"):
+    for word in ("deit3", "dinov2", "aimv2", "siglip", "clip"):
         if word in name:
             return word
     if entry["module"] == "deit":
@@ -107,9 +110,13 @@ def model_kwargs(name: str) -> dict:
 
 def list_timm_models(family_name: Optional[str] = None, *, buildable: bool = True) -> List[str]:
     """timm architecture names (those keras_vit builds unless `buildable=False`), optionally of one family."""
-    if family_name is not None and family_name not in FAMILIES:
-        raise ValueError(f"family={family_name!r}; expected one of {FAMILIES}.")
+    if family_name is not None and family_name not in FAMILIES and family_name not in TAG_FAMILIES:
+        raise ValueError(f"family={family_name!r}; expected one of {FAMILIES + tuple(TAG_FAMILIES)}.")
     names = sorted(_table()["architectures"])
+    if family_name in TAG_FAMILIES:  # architectures with weights of that tag (SigLIP 2: v2_webli)
+        tag = TAG_FAMILIES[family_name]
+        return [n for n in names if (not buildable or not _table()["architectures"][n]["unsupported"])
+                and any(t.startswith(tag) for t in _table()["architectures"][n].get("tags", ()))]
     return [n for n in names if (not buildable or not _table()["architectures"][n]["unsupported"])
             and (family_name is None or family(n) == family_name)]
 
