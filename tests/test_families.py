@@ -161,8 +161,9 @@ def _timm_counts() -> dict:
 
 @pytest.mark.slow
 def test_breadth_every_timm_vit_up_to_400m_parameters_builds_by_name_with_timms_count():
-    """Walks timm's registry (vision_transformer, vision_transformer_hybrid, deit; up to 400 M parameters) and
-    builds each name keras_vit's table says it builds, comparing parameter counts with timm's own."""
+    """Walks timm's registry (vision_transformer, vision_transformer_hybrid, deit, eva, naflexvit; up to 400 M
+    parameters) and builds each name keras_vit's table says it builds, comparing parameter counts with timm's own.
+    The issue's bar for the five modules is 95 %."""
     timm = _timm_counts()
     assert timm["timm"] == timm_table.timm_version(), "the table was read from another timm: re-run the tool"
     counts = {n: c for n, c in timm["counts"].items() if isinstance(c, int) and c <= 400_000_000}

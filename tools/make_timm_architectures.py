@@ -1,6 +1,6 @@
 """Makes keras_vit/data/timm_architectures.json: the facts of every architecture timm registers in its
-`vision_transformer`, `vision_transformer_hybrid` and `deit` modules, read off the model timm itself builds
-(on the meta device: no weights, no download), in keras_vit's vocabulary, with timm's own parameter count and
+`vision_transformer`, `vision_transformer_hybrid`, `deit`, `eva` and `naflexvit` modules, read off the model timm
+itself builds (on the meta device: no weights, no download), in keras_vit's vocabulary, with timm's own parameter count and
 the parts keras_vit does not build yet. `keras_vit.create_model("<timm name>")` and the timm repository reader
 use it, because timm's `config.json` on the hub often states only the architecture's name. Run by hand:
 
@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from timm_eva_facts import eva_facts  # noqa: E402
 from torch import nn  # noqa: E402
 
-MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva")
+MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva", "naflexvit")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_vit", "data", "timm_architectures.json")
 
 
@@ -110,6 +110,10 @@ def facts(name: str) -> dict:
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
         return dict(params=int(count), data_config=_data_config(model), **eva_facts(model))
+    if type(model).__name__ == "NaFlexVit":  # its embedding takes variable-resolution patch sequences
+        size = list(model.pretrained_cfg.get("input_size", (3, 224, 224))[1:])
+        return dict(params=int(count), image_size=size, classes=int(model.num_classes), data_config=_data_config(model),
+                    unsupported=["NaFlex's variable-resolution patch embedding (naflexvit) is not built yet"])
     size = model.patch_embed.img_size
     entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
                  classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model))

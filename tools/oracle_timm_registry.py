@@ -1,5 +1,5 @@
 """The timm oracle: walks timm's registry for every module keras_vit claims (`vision_transformer`,
-`vision_transformer_hybrid`, `deit`, `eva`) and checks each architecture against
+`vision_transformer_hybrid`, `deit`, `eva`, `naflexvit`) and checks each architecture against
 timm's own logits. Run with torch and timm installed (`make bench-setup`); `make test-slow` runs it through
 `tests/test_oracle_registry.py`:
 
@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from timm.models._hub import save_for_hf  # noqa: E402
 
-MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva")
+MODULES = ("vision_transformer", "vision_transformer_hybrid", "deit", "eva", "naflexvit")
 MAX_PARAMS = 400_000_000
 
 
@@ -51,8 +51,9 @@ def architectures(only=None) -> dict:
             count = sum(p.numel() for p in model.parameters())
             if count > MAX_PARAMS:
                 continue
-            pe = model.patch_embed
-            stride = (pe.img_size[0] // pe.grid_size[0], pe.img_size[1] // pe.grid_size[1])
+            pe = getattr(model, "patch_embed", None)
+            stride = ((pe.img_size[0] // pe.grid_size[0], pe.img_size[1] // pe.grid_size[1]) if pe is not None
+                      else tuple(model.embeds.patch_size))  # NaFlexVit's embedding
             out[name] = (count, stride)
     return out
 

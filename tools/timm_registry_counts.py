@@ -1,5 +1,5 @@
 """Prints {architecture: parameter count} for every model timm registers in its `vision_transformer`,
-`vision_transformer_hybrid` and `deit` modules, built on the meta device (no weights, no download, no memory):
+`vision_transformer_hybrid`, `deit`, `eva` and `naflexvit` modules, built on the meta device (no weights, no download, no memory):
 the breadth test compares keras_vit's builds of the same names with these counts. Run with torch and timm:
 
     PYTHONPATH=tools/torchvision_stub python tools/timm_registry_counts.py
@@ -17,7 +17,7 @@ import torch  # noqa: E402
 
 def main() -> None:
     counts = {}
-    for module in ("vision_transformer", "vision_transformer_hybrid", "deit"):
+    for module in ("vision_transformer", "vision_transformer_hybrid", "deit", "eva", "naflexvit"):
         for name in timm.list_models(module=module):
             try:
                 with torch.device("meta"):

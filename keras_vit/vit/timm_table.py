@@ -2,8 +2,8 @@
 builds it and a timm repository whose `config.json` states only the architecture's name can be read.
 
 The facts (`keras_vit/data/timm_architectures.json`) were read by `tools/make_timm_architectures.py` off the
-models timm itself builds for every name its `vision_transformer`, `vision_transformer_hybrid`, `deit` and `eva`
-modules register, in keras_vit's vocabulary, with timm's parameter count and, for the architectures keras_vit
+models timm itself builds for every name its `vision_transformer`, `vision_transformer_hybrid`, `deit`, `eva` and
+`naflexvit` modules register, in keras_vit's vocabulary, with timm's parameter count and, for the architectures keras_vit
 does not build yet, the parts it lacks (hybrid stems, SwiGLU MLPs, parallel blocks, ...).
 """
 
