@@ -73,14 +73,15 @@ def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:
     """The MLP: timm's `fc1` / `fc2`, the SwiGLU's `fc1_g` / `fc1_x` (or `fc1` packed, gate rows first), and
     EVA-02's `mlp.norm`."""
     m = o + "MlpBlock_3/"
+    free = t + "attn.proj.bias" not in g.sd  # AIMv2 (proj_bias=False): no projection has a bias; else all do
     if t + "mlp.fc1_g.weight" in g.sd:
-        _linear(g, p, t + "mlp.fc1_g", m + "gate", optional_bias=True)
-        _linear(g, p, t + "mlp.fc1_x", m + "Dense_0", optional_bias=True)
+        _linear(g, p, t + "mlp.fc1_g", m + "gate", optional_bias=free)
+        _linear(g, p, t + "mlp.fc1_x", m + "Dense_0", optional_bias=free)
     elif g(t + "mlp.fc1.weight").shape[0] == 2 * g(t + "mlp.fc2.weight").shape[1]:
-        _linear(g, p, t + "mlp.fc1", m + "Dense_packed", optional_bias=True)  # a gated MLP, packed
+        _linear(g, p, t + "mlp.fc1", m + "Dense_packed", optional_bias=free)  # a gated MLP, packed
     else:
-        _linear(g, p, t + "mlp.fc1", m + "Dense_0", optional_bias=True)
-    _linear(g, p, t + "mlp.fc2", m + "Dense_1", optional_bias=True)
+        _linear(g, p, t + "mlp.fc1", m + "Dense_0", optional_bias=free)
+    _linear(g, p, t + "mlp.fc2", m + "Dense_1", optional_bias=free)
     if t + "mlp.norm.weight" in g.sd:
         _norm_in(g, p, t + "mlp.norm", m + "norm")
 
