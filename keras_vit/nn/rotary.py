@@ -3,7 +3,7 @@ backbones use.
 
 Each head's queries and keys are rotated, pair of channels by pair of channels, by angles that grow with the
 token's row and column: `q' = q cos(a) + rot(q) sin(a)`. A quarter of the head's channels is given to each
-axis' frequencies (their sines and their cosines), so the head width must be a multiple of 4. Two forms occur:
+axis' frequencies (their sines and their cosines), so the head width must be a multiple of 4. Three forms occur:
 
 - "axial" (EVA-02, Perception Encoder, RoPE-ViT, timm's `RotaryEmbeddingCat`): integer grid positions plus an
   `offset`, frequencies `1 / temperature ** (k / n)`; with a `reference_grid` (EVA-02) the positions are
@@ -13,7 +13,7 @@ axis' frequencies (their sines and their cosines), so the head width must be a m
 - "mixed" (RoPE-Mixed, Heo et al. 2024, timm's `RotaryEmbeddingMixed`): each block and head learns its own
   frequencies, a 2-vector per channel pair, so a pair turns by `f_0 . p_0 + f_1 . p_1` (`temperature` only sets
   their initial magnitudes). The table is then the grid positions themselves, (tokens, 2), and each attention
-  layer turns them into angles with its `rotary_frequencies` weight (`mixed_rotary_angles`).
+  layer turns them into angles with its `rotary_frequencies` weight (`apply_mixed_rotary`).
 
 `axis_order` says whose frequencies come first in each head ("ij": the row's, "xy": the column's; timm's
 `grid_indexing`), and `rotate_half` how channels are paired: the two halves of the head (GPT-NeoX, DINOv3)
@@ -43,7 +43,7 @@ class Rotary:
     """How a model's rotary embeddings are laid out (a `VisionTransformer(rotary_embedding=...)` dict).
 
     Attributes:
-      form: "axial" or "centered" (see the module docstring).
+      form: "axial", "centered" or "mixed" (see the module docstring).
       temperature: the frequencies' base (10000 EVA-02 and PE, 100 DINOv3 and RoPE-ViT).
       offset: added to every grid position before scaling (PE: 1).
       axis_order: "ij" (the row's frequencies first) or "xy" (the column's first).
@@ -97,8 +97,7 @@ def _positions(rotary: Rotary, size):
     side = ops.cast(size, "float32")
     if rotary.form == "centered":
         return 2.0 * (index + 0.5 + rotary.offset) / side - 1.0
-    positions = index + rotary.offset
-    return positions
+    return index + rotary.offset
 
 
 def rotary_angles(rotary: Rotary, head_dim: int, rows, cols):
@@ -169,9 +168,12 @@ def apply_rotary(x, table, rotation: np.ndarray):
     """x (batch, tokens, heads, head_dim) rotated by `table` (tokens, 2 * head_dim) [cos | sin]:
     x cos + (x R) sin, in x's dtype (the angles in float32)."""
     d = rotation.shape[0]
-    cos = ops.cast(ops.reshape(table[:, :d], (1, -1, 1, d)), x.dtype)
-    sin = ops.cast(ops.reshape(table[:, d:], (1, -1, 1, d)), x.dtype)
-    return x * cos + ops.matmul(x, ops.cast(rotation, x.dtype)) * sin
+    return _rotate(x, ops.reshape(table[:, :d], (1, -1, 1, d)), ops.reshape(table[:, d:], (1, -1, 1, d)), rotation)
+
+
+def _rotate(x, cos, sin, rotation: np.ndarray):
+    """x cos + (x R) sin, in x's dtype: each channel pair turned by its angle (cos and sin broadcast over x)."""
+    return x * ops.cast(cos, x.dtype) + ops.matmul(x, ops.cast(rotation, x.dtype)) * ops.cast(sin, x.dtype)
 
 
 def grid_positions(rotary: Rotary, rows, cols, num_prefix_tokens: int):
@@ -200,5 +202,4 @@ def apply_mixed_rotary(x, positions, frequencies, rotation: np.ndarray):
     channels pair up."""
     angles = ops.einsum("tc,chd->thd", ops.cast(positions, "float32"), ops.cast(frequencies, "float32"))
     angles = ops.repeat(angles, 2, axis=-1)[None]  # (1, tokens, heads, head_dim), interleaved pairs
-    return x * ops.cast(ops.cos(angles), x.dtype) + ops.matmul(x, ops.cast(rotation, x.dtype)) * ops.cast(
-        ops.sin(angles), x.dtype)
+    return _rotate(x, ops.cos(angles), ops.sin(angles), rotation)

@@ -156,15 +156,15 @@ class Variant:
         """Tokens before the patches: the class token, the distillation token, the registers."""
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
-    EVA_PARTS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
+    TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
                  "post_norm", "attention_only_layer_scale", "key_value_heads")
 
-    def eva_parts(self) -> List[str]:
+    def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
         has, as `field=value`: what keras_vit's timm writer cannot hold yet."""
         default = Variant()
-        return [f"{field}={getattr(self, field)!r}" for field in self.EVA_PARTS
+        return [f"{field}={getattr(self, field)!r}" for field in self.TIMM_WRITER_LACKS
                 if getattr(self, field) != getattr(default, field)]
 
     def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:

@@ -179,8 +179,8 @@ def _plain_params(model, layout: str) -> tuple:
                          "classifier lacks; rebuild it without one (representation_size=None) to export.")
     foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) + (
         [f"classifier={model.classifier!r}"] if model.classifier == "map" else [])
-    if layout == "timm" and model.variant.eva_parts():
-        parts = "; ".join(model.variant.eva_parts())
+    if layout == "timm" and model.variant.timm_writer_lacks():
+        parts = "; ".join(model.variant.timm_writer_lacks())
         raise ValueError(f"Model {model.name!r} has parts of timm's Eva models ({parts}), which timm's "
                          "VisionTransformer layout cannot hold; writing timm's Eva layout is not built yet. "
                          "Save it with model.save (a .keras file) meanwhile. Nothing was written.")
