@@ -34,6 +34,9 @@ class Source:
     fingerprint: str = ""  # an image folder's (relative paths, sizes): what a resumed run must see again
     skipped: Tuple[str, ...] = ()  # an image folder's files that cannot be decoded
     files: Tuple[str, ...] = ()  # an image folder's files read, relative to it, in the dataset's order
+    records: Optional[tf.data.Dataset] = None  # an image folder's {"path", "label"}: decoded after shuffle and skip
+    decode: Optional[Callable] = None  # record -> {"image", "label"} (`dataset` is `records` mapped by it)
+    check: Optional[dict] = None  # an image folder's decode-check result (`folder.check_record`)
 
 
 # ----------------------------------------------------------------------------- bundled real data
@@ -83,9 +86,9 @@ def _local_source(name: str, split: str) -> Source:
     return Source(ds, len(idx), 10)
 
 
-def _folder_source(name: str, split: str) -> Source:
+def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Source:
     """A split of an image folder (`recipes.folder`): files in a fixed shuffle, sliced like TFDS splits,
-    undecodable ones skipped."""
+    undecodable ones skipped (the decode check read back from `workdir`'s record when it has one)."""
     root = name[len(folder.PREFIX):]
     scans = {s: folder.scan(d) for s, d in folder.split_folders(root).items()}
     classes = {s.class_names for s in scans.values()}
@@ -96,8 +99,10 @@ def _folder_source(name: str, split: str) -> Source:
     rel = lambda sc, i: os.path.relpath(os.path.join(sc.directory, sc.files[i]), root)  # noqa: E731
     class_names = next(iter(classes))
     whole = folder.FolderSplit(root, class_names, [rel(sc, i) for sc in scans.values() for i in range(len(sc.files))],
-                               [], [n for sc in scans.values() for n in sc.sizes])
-    bad = set(folder.check_decodable(whole))
+                               [], [n for sc in scans.values() for n in sc.sizes],
+                               [t for sc in scans.values() for t in sc.mtimes])
+    bad_files = folder.check_decodable(whole, workdir)
+    bad = set(bad_files)
     orders = {s: folder.order(len(v.files)) for s, v in scans.items()}
     picked = [(scans[s], int(orders[s][k])) for s, k in _slice({s: len(v.files) for s, v in scans.items()},
                                                                 split, name, "image folder")]
@@ -106,21 +111,24 @@ def _folder_source(name: str, split: str) -> Source:
     kept = [(f, label) for f, label in zip(selection.files, selection.labels) if f not in bad]
     paths = [os.path.join(root, f) for f, _ in kept]
     labels = np.asarray([label for _, label in kept], dtype="int64")
-    ds = tf.data.Dataset.from_tensor_slices({"path": paths, "label": labels})
-    ds = ds.map(lambda ex: {"image": folder.decode(ex["path"]), "label": ex["label"]},
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    records = tf.data.Dataset.from_tensor_slices({"path": paths, "label": labels})
+    decode = lambda ex: {"image": folder.decode(ex["path"]), "label": ex["label"]}  # noqa: E731
+    ds = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return Source(ds, len(paths), len(class_names), class_names, selection.fingerprint(),
-                  tuple(f for f in selection.files if f in bad), tuple(f for f, _ in kept))
+                  tuple(f for f in selection.files if f in bad), tuple(f for f, _ in kept), records, decode,
+                  folder.check_record(whole, bad_files))
 
 
 # ----------------------------------------------------------------------------- TFDS
 
-def load_source(name: str, split: str, data_dir: Optional[str] = None, download: bool = False) -> Source:
-    """A dataset split by TFDS name (any builder, split slicing), a bundled one, or `folder:<path>`."""
+def load_source(name: str, split: str, data_dir: Optional[str] = None, download: bool = False,
+                workdir: Optional[str] = None) -> Source:
+    """A dataset split by TFDS name (any builder, split slicing), a bundled one, or `folder:<path>` (whose
+    decode check is read back from `workdir`'s record when that holds the same files)."""
     if name in LOCAL_DATASETS:
         return _local_source(name, split)
     if folder.is_folder(name):
-        return _folder_source(name, split)
+        return _folder_source(name, split, workdir)
     import tensorflow_datasets as tfds
 
     try:
@@ -173,46 +181,58 @@ def preprocess_eval(image, image_size: int, normalize: Callable = rescale_pixels
 def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,
                  start_step: int = 0, cache: bool = False, crop_area=(0.05, 1.0), flip: bool = True,
                  label_fn: Optional[Callable] = None, image_fn: Optional[Callable] = None,
-                 shuffle_buffer: int = 10_000, normalize: Optional[Callable] = None) -> tf.data.Dataset:
+                 shuffle_buffer: int = 10_000, normalize: Optional[Callable] = None,
+                 rows: Optional[Tuple[int, int]] = None) -> tf.data.Dataset:
     """Batches of (images NHWC float32, int32 labels); images in [-1, 1], or `normalize`d from [0, 255] (the
     model's data config: `recipes.trainer.family.normalizer`).
 
     Training streams repeat forever, shuffled with `seed`, and start at `start_step`
-    (resumption); eval streams are one pass with a final partial batch.
+    (resumption); eval streams are one pass with a final partial batch. An image folder's files are decoded
+    after the shuffle and the skip, so neither the shuffle buffer nor a resume's skip decodes anything (unless
+    `cache` keeps the decoded images). `rows=(index, count)`: this input pipeline's part of each global batch
+    of `batch_size` (rows index·b/count .. (index+1)·b/count), the only rows it decodes.
     """
-    ds = source.dataset
+    ds, decode = (source.records, source.decode) if source.records is not None else (source.dataset, None)
     if cache:
-        ds = ds.cache()
+        ds = (ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True) if decode else ds).cache()
+        decode = None
+    decode = decode or (lambda ex: ex)
     fn = label_fn or (lambda ex: tf.cast(ex["label"], tf.int32))
     img = image_fn or (lambda ex: ex["image"])
     normalize = normalize or rescale_pixels
     if not training:
-        ds = ds.map(lambda ex: (preprocess_eval(img(ex), image_size, normalize), fn(ex)),
+        ds = ds.map(lambda ex: (preprocess_eval(img(decode(ex)), image_size, normalize), fn(ex)),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
     ds = ds.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).enumerate()
     ds = ds.skip(start_step * batch_size)
+    local = batch_size
+    if rows is not None:
+        index, count = rows
+        local = batch_size // count
+        ds = ds.filter(lambda i, ex: (i % batch_size) // local == index)
 
     def train_map(i, ex):
         key = tf.stack([tf.constant(seed, tf.int64), i])
+        ex = decode(ex)
         return preprocess_train(img(ex), key, image_size, crop_area, flip, normalize), fn(ex)
 
     ds = ds.map(train_map, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return ds.batch(local, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def distribute(strategy: tf.distribute.Strategy, build: Callable[[int], tf.data.Dataset], global_batch: int):
+def distribute(strategy: tf.distribute.Strategy, build: Callable[[int, Optional[Tuple[int, int]]], tf.data.Dataset],
+               global_batch: int):
     """Distributes a global-batch stream so every replica gets its slice of each global batch.
 
-    `build(global_batch)` must give the same stream on every worker; each input
-    pipeline keeps its rows of every batch, so an N-replica run sees exactly the
-    examples of a one-device run with the same global batch.
+    `build(global_batch, rows)` must give the same stream on every worker, each input pipeline's `rows`
+    (index, count) of every batch only (`make_dataset`'s `rows`: the others are not decoded), so an N-replica
+    run sees exactly the examples of a one-device run with the same global batch.
     """
     def fn(ctx: tf.distribute.InputContext):
         pipelines = ctx.num_input_pipelines
         local = global_batch // pipelines
-        lo = ctx.input_pipeline_id * local
-        ds = build(global_batch).map(lambda x, y: (x[lo:lo + local], y[lo:lo + local]))
+        ds = build(global_batch, (ctx.input_pipeline_id, pipelines) if pipelines > 1 else None)
         per_replica = ctx.get_per_replica_batch_size(global_batch)
         if per_replica != local:
             ds = ds.rebatch(per_replica)

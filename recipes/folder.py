@@ -8,27 +8,33 @@ labels 0..N-1), image files (JPEG, PNG, GIF, BMP) anywhere below each class fold
 - a folder whose subfolders are `train/`, `val/` (or `validation/`, `test/`), each of class folders, has those
   splits; their class folders must agree.
 
-A bad layout is one line naming the path, before any workdir is touched. Every image is decoded once at the
-start with the decoder training uses (TensorFlow's): files that fail are skipped with a warning and counted;
-more than 1 % failing is an error. The split's fingerprint (relative paths and sizes) identifies the data a
-run trained on; the trainer refuses to resume on a changed folder.
+A bad layout is one line naming the path, before any workdir is touched. A start lists the files and reads
+their sizes and modification times (one `stat` each, the only work that grows with the folder). Every image
+is decoded once, on a run's first start, by a tf.data pipeline with the decoder training uses (TensorFlow's):
+files that fail are skipped with a warning and counted; more than 1 % failing is an error. The result is kept
+in the workdir (`decode_check.json`) under a key of every (path, size, modification time), so a resume
+reads it back instead of decoding again. The split's fingerprint (relative paths and sizes) identifies the
+data a run trained on; the trainer refuses to resume on a changed folder.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import hashlib
+import json
 import logging
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.utils.progress import Progress
+
 logger = logging.getLogger("recipes")
 
 PREFIX = "folder:"
+CHECK_RECORD = "decode_check.json"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 SPLIT_FOLDERS = ("train", "val", "validation", "test")
 MAX_BAD_FRACTION = 0.01
@@ -40,19 +46,29 @@ def is_folder(name: str) -> bool:
 
 @dataclasses.dataclass
 class FolderSplit:
-    """The image files of one split: paths relative to `directory`, their labels and byte sizes."""
+    """The image files of one split: paths relative to `directory`, their labels, byte sizes and modification
+    times (nanoseconds)."""
 
     directory: str
     class_names: Tuple[str, ...]
     files: List[str]
     labels: List[int]
     sizes: List[int]
+    mtimes: List[int] = dataclasses.field(default_factory=list)
 
     def fingerprint(self) -> str:
         """sha256 of the class names and every (relative path, size): what a resumed run must see again."""
         digest = hashlib.sha256("\n".join(self.class_names).encode())
         for path, size in zip(self.files, self.sizes):
             digest.update(f"\n{path}\t{size}".encode())
+        return digest.hexdigest()
+
+    def check_key(self) -> str:
+        """sha256 of the fingerprint and every modification time: what the decode check's result depends on
+        (a file rewritten in place keeps its size but not its time)."""
+        digest = hashlib.sha256(self.fingerprint().encode())
+        for mtime in self.mtimes:
+            digest.update(f"\n{mtime}".encode())
         return digest.hexdigest()
 
 
@@ -108,21 +124,37 @@ def scan(directory: str) -> FolderSplit:
     if len(classes) < 2:
         raise ValueError(f"dataset folder {directory!r} holds one class folder ({classes[0]!r}): a classifier "
                          "needs at least two.")
-    files, labels, sizes = [], [], []
+    files, labels, sizes, mtimes = [], [], [], []
     for label, name in enumerate(classes):
-        found = []
-        for parent, dirs, names in os.walk(os.path.join(directory, name)):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found += [_utf8(directory, os.path.relpath(os.path.join(parent, n), directory)) for n in names
-                      if _is_image(n) and not n.startswith(".")]
+        found = sorted(_images_below(directory, name))
         if not found:
             raise ValueError(f"class folder {os.path.join(directory, name)!r} holds no image files "
                              f"({', '.join(IMAGE_EXTENSIONS)}).")
-        for rel in sorted(found):
+        for rel, size, mtime in found:
             files.append(rel)
             labels.append(label)
-            sizes.append(os.path.getsize(os.path.join(directory, rel)))
-    return FolderSplit(directory, tuple(classes), files, labels, sizes)
+            sizes.append(size)
+            mtimes.append(mtime)
+    return FolderSplit(directory, tuple(classes), files, labels, sizes, mtimes)
+
+
+def _images_below(directory: str, name: str) -> List[Tuple[str, int, int]]:
+    """(path relative to `directory`, size, modification time in ns) of every image file below its subfolder
+    `name`, hidden entries left out: one `os.scandir` per folder and one `stat` per file."""
+    found, pending = [], [name]
+    while pending:
+        rel_dir = pending.pop()
+        with os.scandir(os.path.join(directory, rel_dir)) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                rel = os.path.join(rel_dir, _utf8(directory, entry.name))
+                if entry.is_dir(follow_symlinks=False):  # as os.walk: linked folders are not followed
+                    pending.append(rel)
+                elif _is_image(entry.name) and entry.is_file():
+                    stat = entry.stat()
+                    found.append((rel, stat.st_size, stat.st_mtime_ns))
+    return found
 
 
 def decode(path) -> tf.Tensor:
@@ -135,6 +167,7 @@ def decode(path) -> tf.Tensor:
 
 
 def _decodes(path: str) -> bool:
+    """Whether TensorFlow's decoder reads `path` as an image of at least one pixel (one file, eagerly)."""
     try:
         image = decode(path)
         return bool(image.shape[0]) and bool(image.shape[1])
@@ -142,23 +175,64 @@ def _decodes(path: str) -> bool:
         return False
 
 
-def undecodable(split: FolderSplit, workers: int = 8) -> List[str]:
-    """Relative paths of the files TensorFlow's decoder fails on (each file decoded once)."""
+DECODE_PASSES = [0]  # decode passes run in this process (the tests count them)
+
+
+def undecodable(split: FolderSplit) -> List[str]:
+    """Relative paths of the files TensorFlow's decoder fails on: one pass of a parallel tf.data pipeline
+    (each file decoded once, out of order, the failures dropped and found by their missing index), with a
+    progress line every few seconds."""
+    DECODE_PASSES[0] += 1
     paths = [os.path.join(split.directory, f) for f in split.files]
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        ok = list(pool.map(_decodes, paths))
-    return [f for f, good in zip(split.files, ok) if not good]
+    if not paths:
+        return []
+
+    def pixels(index, path):
+        shape = tf.shape(decode(path))
+        return index, tf.minimum(shape[0], shape[1])
+
+    ds = tf.data.Dataset.from_tensor_slices(paths).enumerate()
+    ds = ds.map(pixels, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).ignore_errors().batch(512)
+    good = np.zeros(len(paths), bool)
+    progress = Progress(f"checking that the images of {split.directory} decode", len(paths), unit="images",
+                        log=logger.info)
+    for index, side in ds.as_numpy_iterator():
+        good[index[side > 0]] = True
+        progress.update(len(index))
+    progress.close()
+    return [f for f, ok in zip(split.files, good) if not ok]
 
 
-_CHECKED: Dict[str, List[str]] = {}  # fingerprint -> undecodable files: a folder is decoded once per process
+_CHECKED: Dict[str, List[str]] = {}  # check key -> undecodable files: a folder is decoded once per process
 
 
-def check_decodable(whole: FolderSplit) -> List[str]:
+def read_check_record(workdir: str, whole: FolderSplit) -> Optional[List[str]]:
+    """The undecodable files `workdir`'s decode-check record holds for exactly these files, sizes and
+    modification times; None when there is no record or it was made for other files."""
+    path = os.path.join(workdir, CHECK_RECORD)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        record = json.load(f)
+    if record.get("key") != whole.check_key():
+        return None
+    return list(record["undecodable"])
+
+
+def check_record(whole: FolderSplit, bad: List[str]) -> dict:
+    """The decode check's result as `decode_check.json` keeps it."""
+    return dict(key=whole.check_key(), directory=whole.directory, files=len(whole.files), undecodable=list(bad))
+
+
+def check_decodable(whole: FolderSplit, workdir: Optional[str] = None) -> List[str]:
     """The undecodable files of a whole folder (a warning names them), or a ValueError when more than 1 % of
-    its files fail."""
-    key = whole.fingerprint()
+    its files fail. Decoded once per process and key; read back from `workdir`'s record when it holds this
+    key (a resume decodes nothing)."""
+    key = whole.check_key()
     if key not in _CHECKED:
-        bad = undecodable(whole)
+        bad = read_check_record(workdir, whole) if workdir else None
+        if bad is None:
+            bad = undecodable(whole)
         if len(bad) > MAX_BAD_FRACTION * len(whole.files):
             raise ValueError(f"{len(bad)} of {len(whole.files)} images in {whole.directory!r} cannot be decoded "
                              f"(more than {MAX_BAD_FRACTION:.0%}), e.g. {bad[0]!r}: fix or remove them.")

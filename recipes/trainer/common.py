@@ -13,7 +13,7 @@ import logging as pylogging
 import os
 import sys
 import time
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Tuple
 
 import keras
 import ml_collections
@@ -21,7 +21,7 @@ import tensorflow as tf
 
 import keras_vit
 from keras_vit.weights import official
-from recipes import atomic, data
+from recipes import atomic, data, folder
 from recipes.trainer import config_checks, distribute, family, optim, tf_step
 from recipes.trainer.checkpoints import NonFiniteError
 
@@ -177,7 +177,8 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     ds_cfg = config.dataset
     source = None
     if train_input is None:  # a missing dataset or a bad image folder fails before the workdir is touched
-        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download)
+        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download,
+                                  workdir=workdir if tf.io.gfile.isdir(workdir) else None)
         if source.fingerprint:
             check_folder_splits(config, source)
     _check_workdir(workdir)
@@ -210,8 +211,9 @@ def check_folder_splits(config, source) -> None:
 
 
 def record_folder(config, source, outdir: str) -> None:
-    """Writes `dataset.json` (the folder's fingerprint, classes, skipped files) and `class_names.txt` in
-    `outdir`; refuses a workdir whose earlier run trained on other files."""
+    """Writes `dataset.json` (the folder's fingerprint, classes, skipped files), `class_names.txt` and the
+    decode check's record (`decode_check.json`, read back on a resume) in `outdir`; refuses a workdir whose
+    earlier run trained on other files, or whose files decode differently now (rewritten in place)."""
     ds_cfg = config.dataset
     record = dict(name=ds_cfg.name, train_split=ds_cfg.train_split, fingerprint=source.fingerprint,
                   class_names=list(source.class_names), examples=source.num_examples, skipped=list(source.skipped))
@@ -224,7 +226,15 @@ def record_folder(config, source, outdir: str) -> None:
                              f"from those the run in {outdir!r} started on (files added, removed or resized; "
                              f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
                              "--workdir.")
+        changed = sorted(set(before.get("skipped", [])) ^ set(source.skipped))
+        if changed:
+            raise ValueError(f"config.dataset.name={ds_cfg.name!r}: {len(changed)} file(s) of split "
+                             f"{ds_cfg.train_split!r} decode differently from when the run in {outdir!r} started "
+                             f"(e.g. {changed[0]!r}, rewritten in place), so its batches would differ: restore "
+                             "them, or use a new --workdir.")
     atomic.write_json(path, record)
+    if source.check is not None:
+        atomic.write_json(os.path.join(outdir, folder.CHECK_RECORD), source.check)
     atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 
@@ -340,16 +350,21 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
 
 
 def train_stream(config, source, train_input: Optional[Callable], start: int, global_batch: int,
-                 normalize: Optional[Callable] = None):
+                 normalize: Optional[Callable] = None, rows: Optional[Tuple[int, int]] = None):
     """The training batches from step `start` on: `train_input`'s, or the config's dataset (keyed by seed and
     step, so a resumed run sees the batches an uninterrupted one would), normalised by `normalize` (the
-    model's data config; default [-1, 1])."""
+    model's data config; default [-1, 1]). `rows=(index, count)`: only this input pipeline's rows of each
+    global batch (the config's dataset decodes no other)."""
     size, ds_cfg = config.dataset.image_size, config.dataset
     if train_input is not None:
-        return train_input(global_batch, size, True).skip(start)
+        ds = train_input(global_batch, size, True).skip(start)
+        if rows is None:
+            return ds
+        lo, local = rows[0] * (global_batch // rows[1]), global_batch // rows[1]
+        return ds.map(lambda x, y: (x[lo:lo + local], y[lo:lo + local]))
     return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
                              cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip,
-                             normalize=normalize)
+                             normalize=normalize, rows=rows)
 
 
 def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, callbacks) -> tuple:

@@ -83,7 +83,8 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
     start = engine.step()
     logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
                 start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
-    dataset = common.train_stream(config, source, train_input, start, config.batch_size, family.normalizer(model))
+    dataset = common.train_stream(config, source, train_input, start, config.batch_size, family.normalizer(model),
+                                  engine.stream_rows())
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
     engine.release_variables()

@@ -10,7 +10,7 @@ so every layout computes the one-device update on the same global batch.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -179,22 +179,36 @@ class JaxEngine:
         hits = (jnp.argmax(logits.astype(jnp.float32), axis=-1) == labels) & valid
         return jnp.sum(hits.astype(jnp.float32))
 
-    def global_batch_arrays(self, *arrays: np.ndarray) -> List[jax.Array]:
+    def global_batch_arrays(self, *arrays: np.ndarray, local: bool = False) -> List[jax.Array]:
         """Host arrays of the whole global batch -> arrays split over the data axis. Every process holds the
-        same global batch (the input stream is a function of the seed and step) and contributes its rows."""
+        same global batch (the input stream is a function of the seed and step) and contributes its rows;
+        `local`: the arrays hold this process's rows only (a stream made with `rows`), the others' are
+        theirs."""
         if self._batch_sharding is None:
             return [jnp.asarray(a) for a in arrays]
         processes, index = jax.process_count(), jax.process_index()
         out = []
         for a in arrays:
+            if local:
+                shape = (a.shape[0] * processes, *a.shape[1:])
+                out.append(jax.make_array_from_process_local_data(self._batch_sharding, a, shape))
+                continue
             rows = a.shape[0] // processes
             out.append(jax.make_array_from_process_local_data(self._batch_sharding, a[index * rows:(index + 1) * rows],
                                                               a.shape))
         return out
 
+    def stream_rows(self) -> Optional[Tuple[int, int]]:
+        """(process index, process count) when each process should read only its rows of a global batch (a
+        multi-process run), else None."""
+        if self._batch_sharding is None or jax.process_count() == 1:
+            return None
+        return jax.process_index(), jax.process_count()
+
     def __call__(self, batch) -> Dict[str, jax.Array]:
         images, labels = (np.asarray(t) for t in batch)
-        images, labels = self.global_batch_arrays(images, labels.astype(np.int32))
+        images, labels = self.global_batch_arrays(images, labels.astype(np.int32),
+                                                  local=self.stream_rows() is not None)
         self._values, metrics = self._step(self._values, images, labels)
         return metrics
 

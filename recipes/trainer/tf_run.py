@@ -43,8 +43,8 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
     start = int(optimizer.iterations.numpy())
     logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
 
-    def build_train(global_batch):
-        return common.train_stream(config, source, train_input, start, global_batch, family.normalizer(model))
+    def build_train(global_batch, rows=None):
+        return common.train_stream(config, source, train_input, start, global_batch, family.normalizer(model), rows)
 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
