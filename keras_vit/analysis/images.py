@@ -42,12 +42,14 @@ def read_image(path: str, what: str = "image") -> np.ndarray:
     return pixels.astype("float32")
 
 
-def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int] = (224, 224)) -> np.ndarray:
+def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int] = (224, 224),
+                     normalize: bool = True) -> np.ndarray:
     """The numpy / PIL reference of a data config (`keras_vit.DataConfig` or its dict): one image (H, W, C) in
     [0, 255] -> float32 (size[0], size[1], C), resized, centre-cropped and normalised as the checkpoint was
     evaluated. For runtimes that take the model's input only (ONNX, LiteRT, OpenVINO: `metadata.json` holds
     the data config). Antialiased resizes of 8-bit RGB images go through PIL, as timm and `transformers` do;
-    other cases resample in float64 with the same kernels as `keras_vit.ImagePreprocessing`."""
+    other cases resample in float64 with the same kernels as `keras_vit.ImagePreprocessing`. `normalize=False`
+    leaves the crop in [0, 255] (for a model built with `include_preprocessing`)."""
     from keras_vit.vit.data_config import DataConfig, center_crop_offset
 
     config = DataConfig.from_dict(data_config)
@@ -66,6 +68,8 @@ def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int]
         resized = _resample(_resample(image.astype("float64"), rw, 1, config), rh, 0, config)  # PIL's order
     top, left = center_crop_offset(rh, size[0]), center_crop_offset(rw, size[1])
     crop = resized[top:top + size[0], left:left + size[1]]
+    if not normalize:
+        return crop.astype("float32")
     mean, std = config.for_channels(crop.shape[-1])
     return ((crop / 255.0 - np.asarray(mean)) / np.asarray(std)).astype("float32")
 

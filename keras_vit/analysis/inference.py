@@ -1,0 +1,271 @@
+"""Batch inference over a folder, a file list or a TFDS split: the top-k classes of every image, or its
+feature vector (pooled, or one per patch), written in shards (`keras_vit.analysis.shards`).
+
+`python -m keras_vit.inference SOURCE --weights=W --output=DIR [--features=pooled|patches] [--top=5]
+[--format=parquet|npy|csv] [--batch_size=32] [--shard_size=10000] [--dtype=float16] [--l2_normalize]`
+
+What timm's `inference.py` does for a folder, made for collections that take hours:
+- images are read and prepared in threads (PIL, as timm reads them; `keras_vit.analysis.image_sources`)
+  with the model's own data config (`keras_vit.analysis.images.preprocess_image`), a few batches ahead of
+  the model, which runs through Keras' compiled `predict_on_batch` (XLA on TensorFlow, `jax.jit` on JAX)
+  at one batch shape: the last batch of each shard is padded;
+- results are streamed to disk shard by shard, so memory stays at a few batches whatever the collection;
+- a killed run, started again with the same arguments, continues at the first shard its manifest does not
+  record, and the output equals an uninterrupted run's (batches never cross a shard boundary). Other
+  weights, settings or images in the same `--output` are refused by name;
+- an image that cannot be read is listed in the manifest with its error and skipped;
+- a progress line (a bar on a terminal) shows images per second and the time left.
+No TensorFlow is needed for folders and lists: it runs on every Keras backend.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import hashlib
+import os
+from typing import Callable, Dict, Iterator, Optional, Tuple, Union
+
+import numpy as np
+
+from keras_vit.analysis import shards
+from keras_vit.analysis.image_sources import ImageSource, open_source, read_pixels, tfds_images
+from keras_vit.analysis.images import preprocess_image
+from keras_vit.utils.progress import Progress
+
+FEATURES = ("pooled", "patches")
+DTYPES = ("float32", "float16")
+
+
+def weights_digest(model) -> str:
+    """sha256 of every weight's bytes: which model made an output (a resumed run must be the same one)."""
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(weight.path.encode())
+        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
+    return digest.hexdigest()
+
+
+def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """(batch -> outputs, task): softmax scores of the head, pre-logits features, or the patch tokens."""
+    import keras
+
+    if features is None:
+        if not getattr(model, "include_top", False):
+            raise ValueError(f"model {model.name!r} has no classification head (include_top=False): ask for "
+                             "--features=pooled or patches.")
+        if model.classifier_activation == "softmax":
+            return lambda x: np.asarray(model.predict_on_batch(x), "float32"), "top"
+        return lambda x: np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(  # noqa: E731
+            keras.ops.convert_to_tensor(np.asarray(model.predict_on_batch(x), "float32")), axis=-1))), "top"
+    if features == "pooled":
+        net = model.feature_model(None if "pre_logits" in model._taps else "avg")
+        return lambda x: np.asarray(net.predict_on_batch(x), "float32"), "features"
+    net, prefix = model.feature_model("sequence"), model.num_prefix_tokens
+    return lambda x: np.asarray(net.predict_on_batch(x), "float32")[:, prefix:], "features"
+
+
+def _loaded(source: ImageSource, start: int, prepare: Callable, workers: int,
+            exif_transpose: bool) -> Iterator[Tuple[int, Optional[np.ndarray], str]]:
+    """(index, prepared image or None, error) for each image from `start` on, in order, read `workers` at a
+    time a few batches ahead."""
+    def load(index_pixels):
+        index, pixels = index_pixels
+        try:
+            if pixels is None:
+                pixels = read_pixels(source.paths[index], exif_transpose)
+            return index, prepare(pixels), ""
+        except (ValueError, OSError) as e:
+            return index, None, str(e)
+
+    items = (tfds_images(source, start) if source.kind == "tfds"
+             else ((i, None) for i in range(start, len(source))))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        pending = collections.deque()
+        for item in items:
+            pending.append(pool.submit(load, item))
+            if len(pending) >= 8 * workers + 64:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _results(outputs: np.ndarray, task: str, top: int, labels, dtype: str, l2: bool) -> Dict[str, np.ndarray]:
+    """One shard's columns from the model's outputs."""
+    if task == "features":
+        if l2:
+            outputs = outputs / np.maximum(np.linalg.norm(outputs, axis=-1, keepdims=True), 1e-12)
+        return {"embedding": outputs.astype(dtype)}
+    from keras_vit.vit.labels import decode_predictions
+
+    k = min(top, outputs.shape[-1])
+    scores = outputs.astype("float64")
+    rows = decode_predictions(scores, top=k, labels=labels) if len(outputs) else []
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # decode_predictions' order
+    return {"class_index": order.astype("int64").reshape(-1, k),
+            "class_id": np.asarray([[r[0] for r in row] for row in rows], object).reshape(-1, k),
+            "class_name": np.asarray([[r[1] for r in row] for row in rows], object).reshape(-1, k),
+            "score": np.asarray([[r[2] for r in row] for row in rows], "float32").reshape(-1, k)}
+
+
+def _settings(model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights) -> dict:
+    return dict(task=task, features=features, top=top if task == "top" else None, format=fmt, dtype=dtype,
+                l2_normalize=bool(l2), shard_size=shard_size, weights=weights, weights_sha256=weights_digest(model),
+                image_size=list(model.base_image_size), data_config=model.data_config.to_dict(),
+                source=source.describe())
+
+
+def _open_output(output: str, settings: dict) -> dict:
+    """The manifest to continue: a new one for a new or empty folder, the recorded one when it was made with
+    the same settings; a folder of other files, or of another run, is refused naming the difference."""
+    manifest = shards.read_manifest(output) if os.path.isdir(output) else None
+    if manifest is None:
+        if os.path.isdir(output) and os.listdir(output):
+            raise ValueError(f"--output={output!r} holds other files and no {shards.MANIFEST}: use a new or empty "
+                             "folder (nothing there was changed).")
+        os.makedirs(output, exist_ok=True)
+        return dict(settings=settings, shards=[], complete=False)
+    before = manifest["settings"]
+    changed = [k for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k)]
+    if changed:
+        key = changed[0]
+        raise ValueError(f"--output={output!r} holds a run with other {', '.join(changed)} ({key}: "
+                         f"{before.get(key)!r}, now {settings.get(key)!r}): resume with the same model, settings "
+                         "and images, or use a new --output (nothing there was changed).")
+    return manifest
+
+
+def _batches(loaded, first: int, last: int, batch_size: int):
+    """Batches of (indices, stacked images) over images first..last-1, and the unreadable ones' errors."""
+    batch, bad = [], []
+    for _ in range(first, last):
+        index, image, error = next(loaded)
+        if image is None:
+            bad.append((index, error))
+        else:
+            batch.append((index, image))
+        if len(batch) == batch_size:
+            yield batch, bad
+            batch, bad = [], []
+    if batch or bad:
+        yield batch, bad
+
+
+def _shard(predict, loaded, first: int, last: int, batch_size: int, progress: Progress):
+    """(indices, outputs, [(index, error)]) of images first..last-1, every batch padded to `batch_size`."""
+    indices, outputs, bad = [], [], []
+    for batch, errors in _batches(loaded, first, last, batch_size):
+        bad += errors
+        if batch:
+            images = np.stack([image for _, image in batch])
+            if len(batch) < batch_size:  # one compiled shape: pad the shard's last batch
+                images = np.concatenate([images, np.zeros((batch_size - len(batch), *images.shape[1:]),
+                                                          images.dtype)])
+            outputs.append(predict(images)[:len(batch)])
+            indices += [i for i, _ in batch]
+        progress.update(len(batch) + len(errors))
+    return indices, (np.concatenate(outputs) if outputs else None), bad
+
+
+def run_inference(model, source: Union[str, ImageSource], output: str, *, features: Optional[str] = None,
+                  top: int = 5, fmt: str = "parquet", batch_size: int = 32, shard_size: int = 10_000,
+                  dtype: str = "float32", l2_normalize: bool = False, labels=None, workers: Optional[int] = None,
+                  exif_transpose: bool = False, weights: str = "", data_dir: Optional[str] = None,
+                  progress: bool = True) -> dict:
+    """Runs `model` over every image of `source` and writes the results to the folder `output`.
+
+    Args:
+        model: a `keras_vit.VisionTransformer` (any weights `keras_vit` loads).
+        source: a folder, a text file listing images, `tfds:<name>:<split>`, or an `ImageSource`.
+        output: the folder for the shards and `manifest.json`; an earlier run's there is continued.
+        features: None for the top-k classes; "pooled" (the pre-logits vector) or "patches" (the patch
+            tokens, no prefix tokens) for features.
+        top: how many classes per image (softmax scores, names from `labels` or the model's label set).
+        fmt: "parquet", "npy" (features only) or "csv" (pooled features or classes).
+        batch_size / shard_size: images per model call / per output file.
+        dtype: "float32" or "float16" for the features; `l2_normalize` scales each vector to unit length.
+        workers: threads that read and prepare images (default: the CPU count).
+        exif_transpose: apply EXIF orientation (timm does not, so neither do we by default).
+        weights: what the model was loaded from, recorded in the manifest.
+    Returns:
+        the manifest (`settings`, `shards`, each with its rows and unreadable images, `complete`).
+    """
+    if features not in (None, *FEATURES):
+        raise ValueError(f"features must be None, {' or '.join(map(repr, FEATURES))}; got {features!r}.")
+    if dtype not in DTYPES or top < 1 or batch_size < 1 or shard_size < 1:
+        raise ValueError(f"bad settings: dtype={dtype!r} (one of {DTYPES}), top={top}, batch_size={batch_size}, "
+                         f"shard_size={shard_size} (each >= 1).")
+    shards.check_format(fmt, "features" if features else "top", features == "patches")
+    source = open_source(source, data_dir) if isinstance(source, str) else source
+    predict, task = _predictor(model, features)
+    if task == "top" and labels is None:
+        from keras_vit.analysis.predict import read_labels
+
+        labels = model.data_config.labels or read_labels(None, model.classes)
+    settings = _settings(model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights)
+    manifest = _open_output(output, settings)
+    start = len(manifest["shards"]) * shard_size
+    size = tuple(model.base_image_size)
+    prepare = lambda pixels: preprocess_image(pixels, model.data_config, size,  # noqa: E731
+                                              normalize=not model.include_preprocessing)
+    meter = Progress(f"{task} of {source.location}", len(source), unit="images", done=start,
+                     log=None if progress else (lambda line: None))
+    loaded = _loaded(source, start, prepare, workers or os.cpu_count() or 1, exif_transpose)
+    for first in range(start, len(source), shard_size):
+        last = min(first + shard_size, len(source))
+        indices, outputs, bad = _shard(predict, loaded, first, last, batch_size, meter)
+        files = [source.names[i] for i in indices]
+        values = _results(outputs, task, top, labels, dtype, l2_normalize) if outputs is not None else None
+        name = shards.write_shard(output, first // shard_size, fmt, files, values) if values else ""
+        manifest["shards"].append(dict(file=name, first=first, images=last - first, rows=len(files),
+                                       bad=[dict(file=source.names[i], error=e) for i, e in bad]))
+        shards.write_manifest(output, manifest)
+    loaded.close()
+    meter.close()
+    manifest["complete"] = True
+    shards.write_manifest(output, manifest)
+    return manifest
+
+
+def main(argv=None) -> int:
+    import argparse
+    import sys
+
+    from keras_vit.analysis.predict import read_labels
+    from keras_vit.weights.load import load_model
+
+    p = argparse.ArgumentParser(prog="python -m keras_vit.inference", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", help="a folder of images, a text file listing images, or tfds:<name>:<split>")
+    p.add_argument("--weights", required=True, help="what `keras_vit.load_model` reads (with --model for release "
+                                                    "names)")
+    p.add_argument("--model", default=None, help="table name; needed for release dataset names and .weights.h5")
+    p.add_argument("--output", required=True, help="folder for the shards and manifest.json (resumed if present)")
+    p.add_argument("--features", choices=FEATURES, default=None, help="write features instead of top-k classes")
+    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--format", choices=shards.FORMATS, default="parquet")
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--shard_size", type=int, default=10_000)
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--l2_normalize", action="store_true")
+    p.add_argument("--labels", default=None, help="a label set's name, or a file of one class name per line")
+    p.add_argument("--workers", type=int, default=None, help="image-reading threads (default: CPU count)")
+    p.add_argument("--exif_transpose", action="store_true", help="apply EXIF orientation (timm does not)")
+    p.add_argument("--data_dir", default=None, help="TFDS data_dir")
+    args = p.parse_args(argv)
+    try:
+        source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
+        model = load_model(args.weights, model=args.model or None)
+        labels = read_labels(args.labels, model.classes) if args.labels and not args.features else None
+        manifest = run_inference(model, source, args.output, features=args.features, top=args.top,
+                                 fmt=args.format, batch_size=args.batch_size, shard_size=args.shard_size,
+                                 dtype=args.dtype, l2_normalize=args.l2_normalize, labels=labels,
+                                 workers=args.workers, exif_transpose=args.exif_transpose, weights=args.weights)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = sum(s["rows"] for s in manifest["shards"])
+    bad = [b for s in manifest["shards"] for b in s["bad"]]
+    print(f"{rows} image(s) written to {args.output} in {len(manifest['shards'])} shard(s); {len(bad)} unreadable"
+          + (f" (e.g. {bad[0]['file']}: {bad[0]['error']})" if bad else "") + ".")
+    return 0

@@ -1,0 +1,164 @@
+"""The output of a batch-inference run: shards of a fixed number of images, each written whole, and a manifest
+that is the run's record.
+
+Shard k holds the results of images k·S .. (k+1)·S − 1 of the listing (S = `shard_size`), the unreadable ones
+left out and named in the manifest with their error. Each shard is written to a temporary name and renamed,
+then the manifest (rewritten the same way) records it: a run killed at any moment leaves every recorded shard
+whole, and a resumed run starts at the first unrecorded one, so nothing is written twice.
+
+Formats (results of `--features` are one vector, or one per patch, per image; of top-k, k class ids, names
+and scores):
+- `parquet`: `part-00000.parquet`, columns `file` and `embedding` (fixed-size lists), or `file`,
+  `class_index`, `class_id`, `class_name`, `score` (lists of k; the id is the label set's, e.g. a WordNet
+  id). Needs pyarrow.
+- `npy`: `part-00000.npy`, (images, D) or (images, patches, D), and `part-00000.files.txt`; features only.
+- `csv`: `part-00000.csv`, `file` then `f0..f{D-1}`, or `class_index_1, class_id_1, class_name_1, score_1, ...`; pooled
+  features or top-k only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from keras_vit.utils.atomic import write_file
+
+FORMATS = ("parquet", "npy", "csv")
+MANIFEST = "manifest.json"
+SUFFIX = {"parquet": ".parquet", "npy": ".npy", "csv": ".csv"}
+TOP_COLUMNS = ("class_index", "class_id", "class_name", "score")
+_TEXT = ("file", "class_id", "class_name")
+
+
+def check_format(fmt: str, task: str, per_patch: bool) -> None:
+    """A ValueError for a format that cannot hold the task's results."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}.")
+    if fmt == "npy" and task == "top":
+        raise ValueError("format 'npy' holds feature arrays only: write top-k classes as parquet or csv.")
+    if fmt == "csv" and per_patch:
+        raise ValueError("format 'csv' holds one vector per image: write per-patch features as npy or parquet.")
+    if fmt == "parquet":
+        _pyarrow()
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise ImportError("Parquet output needs pyarrow: pip install 'keras-vision-transformer[inference]' (or "
+                          "write --format=npy or csv).") from None
+    return pyarrow
+
+
+def shard_name(index: int, fmt: str) -> str:
+    return f"part-{index:05d}{SUFFIX[fmt]}"
+
+
+def _parquet_bytes(files: List[str], values: Dict[str, np.ndarray]) -> bytes:
+    pa = _pyarrow()
+    columns = {"file": pa.array(files, pa.string())}
+    for key, array in values.items():
+        if array.dtype.kind in "OU":
+            column = pa.array([list(row) for row in array], pa.list_(pa.string()))
+        else:
+            column = pa.array(array.reshape(-1))
+            for width in reversed(array.shape[1:]):
+                column = pa.FixedSizeListArray.from_arrays(column, width)
+        columns[key] = column
+    buffer = io.BytesIO()
+    pa.parquet.write_table(pa.table(columns), buffer)
+    return buffer.getvalue()
+
+
+def _csv_text(files: List[str], values: Dict[str, np.ndarray]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if "embedding" in values:
+        array = values["embedding"]
+        writer.writerow(["file", *(f"f{i}" for i in range(array.shape[1]))])
+        for name, row in zip(files, array):
+            writer.writerow([name, *(repr(float(v)) for v in row)])
+        return out.getvalue()
+    k = values["class_id"].shape[1]
+    writer.writerow(["file", *(f"{c}_{r}" for r in range(1, k + 1) for c in TOP_COLUMNS)])
+    for i, name in enumerate(files):
+        cells = [name]
+        for r in range(k):
+            cells += [int(values["class_index"][i, r]), values["class_id"][i, r], values["class_name"][i, r],
+                      repr(float(values["score"][i, r]))]
+        writer.writerow(cells)
+    return out.getvalue()
+
+
+def write_shard(directory: str, index: int, fmt: str, files: List[str], values: Dict[str, np.ndarray]) -> str:
+    """Writes shard `index` whole (temporary name, then rename); returns its file name."""
+    name = shard_name(index, fmt)
+    path = os.path.join(directory, name)
+    if fmt == "parquet":
+        write_file(path, _parquet_bytes(files, values))
+    elif fmt == "csv":
+        write_file(path, _csv_text(files, values).encode("utf-8"))
+    else:
+        buffer = io.BytesIO()
+        np.save(buffer, values["embedding"], allow_pickle=False)
+        write_file(path[:-len(".npy")] + ".files.txt", "".join(f + "\n" for f in files).encode("utf-8"))
+        write_file(path, buffer.getvalue())
+    return name
+
+
+def read_manifest(directory: str) -> Optional[dict]:
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_manifest(directory: str, manifest: dict) -> None:
+    write_file(os.path.join(directory, MANIFEST), (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+
+
+def _read_shard(path: str, fmt: str) -> Dict[str, np.ndarray]:
+    if fmt == "npy":
+        with open(path[:-len(".npy")] + ".files.txt", encoding="utf-8") as f:
+            files = [line.rstrip("\n") for line in f]
+        return {"file": np.asarray(files, dtype=object), "embedding": np.load(path, allow_pickle=False)}
+    if fmt == "parquet":
+        table = _pyarrow().parquet.read_table(path)
+        out = {}
+        for key in table.column_names:
+            column = table.column(key).combine_chunks()
+            out[key] = np.asarray(column.to_pylist(), dtype=object if key in _TEXT else None)
+        return out
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    files = np.asarray([r[0] for r in body], dtype=object)
+    if header[1] == "f0":
+        return {"file": files, "embedding": np.asarray([[float(v) for v in r[1:]] for r in body], "float32")}
+    k, n = (len(header) - 1) // len(TOP_COLUMNS), len(TOP_COLUMNS)
+    cell = lambda j: [[r[1 + n * i + j] for i in range(k)] for r in body]  # noqa: E731
+    return {"file": files, "class_index": np.asarray(cell(0), "int64").reshape(-1, k),
+            "class_id": np.asarray(cell(1), object).reshape(-1, k),
+            "class_name": np.asarray(cell(2), object).reshape(-1, k),
+            "score": np.asarray(cell(3), "float32").reshape(-1, k)}
+
+
+def read_output(directory: str) -> Dict[str, np.ndarray]:
+    """A run's results, every recorded shard in order, as arrays: `file` and `embedding`, or `file`,
+    `class_id`, `class_name`, `score`; plus `bad`: the images that could not be read, with their errors."""
+    manifest = read_manifest(directory)
+    if manifest is None:
+        raise ValueError(f"{directory!r} holds no {MANIFEST}: not a keras_vit inference output.")
+    parts = [_read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
+             for s in manifest["shards"] if s["rows"]]
+    out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]} if parts else {}
+    out["bad"] = [dict(b) for s in manifest["shards"] for b in s["bad"]]
+    return out
