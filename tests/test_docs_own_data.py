@@ -32,12 +32,12 @@ def stand_ins(tmp_path_factory):
 
 
 def test_the_page_has_the_blocks_this_test_runs():
-    assert [lang for lang, _ in blocks(DOC) if lang in ("bash", "python")] == ["bash", "python", "python", "python"]
+    assert [lang for lang, _ in blocks(DOC) if lang in ("bash", "python")] == ["bash", "python", "python", "python", "bash"]
 
 
 def test_recipes_command_runs(stand_ins):
     tmp, npz = stand_ins
-    code = next(code for lang, code in blocks(DOC) if lang == "bash")
+    code = [code for lang, code in blocks(DOC) if lang == "bash"][0]
     tiny = " ".join(f"--config.model.{k}={v}" for k, v in TINY.items())
     code = substitute(code, {
         "python -m": f"{sys.executable} -m", "folder:photos": f"folder:{tmp / 'photos'}",
@@ -74,3 +74,27 @@ def test_fit_and_lora_snippets_run(stand_ins, monkeypatch):
     np.testing.assert_allclose(namespace["base"].predict(images, verbose=0), expected, atol=1e-5)
     reloaded = keras.models.load_model(tmp / "photos.keras")
     np.testing.assert_allclose(reloaded.predict(images, verbose=0), expected, atol=1e-5)
+
+
+def test_inference_commands_run(stand_ins):
+    tmp, npz = stand_ins
+    code = [code for lang, code in blocks(DOC) if lang == "bash"][1]
+    model = tmp / "runs" / "photos" / "model.keras"
+    if not model.exists():  # the recipes test writes it; alone, this test makes its own
+        model.parent.mkdir(parents=True, exist_ok=True)
+        keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3).save(str(model))
+    code = substitute(code, {"python -m": f"{sys.executable} -m", " photos ": f" {tmp / 'photos'} ",
+                             "runs/photos/": f"{tmp / 'runs' / 'photos'}/",
+                             "--weights=augreg_in21k --model=ViT-B/16": f"--weights={npz}",
+                             "--output=embeddings": f"--output={tmp / 'embeddings'}"})
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    for command in code.replace("\\\n", " ").strip().splitlines():
+        done = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    from keras_vit.analysis.shards import read_output
+
+    top = read_output(str(tmp / "runs" / "photos" / "predictions"))
+    assert top["class_index"].shape == (3 * 15, 3) and not top["bad"]
+    features = read_output(str(tmp / "embeddings"))["embedding"]
+    assert features.dtype == np.float16 and features.shape == (3 * 15, 32)
+    np.testing.assert_allclose(np.linalg.norm(features.astype("float32"), axis=1), 1.0, atol=2e-3)

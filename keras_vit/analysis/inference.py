@@ -227,19 +227,34 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
     return manifest
 
 
+def load(weights: str, model: Optional[str] = None):
+    """The model of `--weights` / `--model`: a timm architecture name builds that architecture with the weights
+    (`keras_vit.create_model`); a table name or none reads the architecture from the source
+    (`keras_vit.load_model`)."""
+    from keras_vit.vit import timm_table
+
+    if model and timm_table.is_timm_name(model):
+        from keras_vit.applications.create import create_model
+
+        return create_model(model, weights=weights)
+    from keras_vit.weights.load import load_model
+
+    return load_model(weights, model=model or None)
+
+
 def main(argv=None) -> int:
     import argparse
     import sys
 
     from keras_vit.analysis.predict import read_labels
-    from keras_vit.weights.load import load_model
 
     p = argparse.ArgumentParser(prog="python -m keras_vit.inference", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="a folder of images, a text file listing images, or tfds:<name>:<split>")
     p.add_argument("--weights", required=True, help="what `keras_vit.load_model` reads (with --model for release "
                                                     "names)")
-    p.add_argument("--model", default=None, help="table name; needed for release dataset names and .weights.h5")
+    p.add_argument("--model", default=None, help="a table name (needed for release dataset names and .weights.h5) "
+                                                 "or a timm architecture name (for a bare timm file)")
     p.add_argument("--output", required=True, help="folder for the shards and manifest.json (resumed if present)")
     p.add_argument("--features", choices=FEATURES, default=None, help="write features instead of top-k classes")
     p.add_argument("--top", type=int, default=5)
@@ -255,7 +270,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
-        model = load_model(args.weights, model=args.model or None)
+        model = load(args.weights, args.model)
         labels = read_labels(args.labels, model.classes) if args.labels and not args.features else None
         manifest = run_inference(model, source, args.output, features=args.features, top=args.top,
                                  fmt=args.format, batch_size=args.batch_size, shard_size=args.shard_size,
