@@ -329,8 +329,22 @@ def loop(config, step_fn, dataset, start, steps_total, manager, optimizer, write
             before_callbacks()
         cb.on_train_batch_end(step, logs)
         if step % config.checkpoint_every == 0 or step == steps_total:
+            began = time.time()
             manager.save(step)
+            logger.info("Checkpoint of step %d written in %.1f s", step, time.time() - began)
     return history
+
+
+def _with_progress(dataset, what: str):
+    """`dataset`'s batches, with a progress line (batches/s, time left) every 30 s while they are consumed."""
+    from keras_vit.utils.progress import Progress
+
+    total = int(dataset.cardinality()) if hasattr(dataset, "cardinality") else -1
+    progress = Progress(what, total if total >= 0 else None, unit="batches", every=30.0, log=logger.info)
+    for batch in dataset:
+        yield batch
+        progress.update(1)
+    progress.close()
 
 
 def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> Optional[float]:
@@ -343,6 +357,7 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
                                     normalize=family.normalizer(model))
     else:
         return None
+    eval_ds = _with_progress(eval_ds, "evaluating")
     accuracy = evaluate(eval_ds) if evaluate is not None else tf_step.evaluate(model, eval_ds)
     with writer.as_default(step=steps_total):
         tf.summary.scalar("eval_accuracy", accuracy)
