@@ -87,8 +87,8 @@ def _room(module: str):
     parts = module.split(".")
     if parts[0] != "keras_vit":
         return None
-    if len(parts) == 1 or parts[1] in ("_moved", "predict"):
-        return len(ROOMS)  # the package's face (and its one short CLI path), above every room
+    if len(parts) == 1 or parts[1] in ("_moved", "predict", "inference"):
+        return len(ROOMS)  # the package's face (and its short CLI paths), above every room
     return ROOMS.index(parts[1])
 
 

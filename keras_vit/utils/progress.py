@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 
 def _duration(seconds: float) -> str:
@@ -75,3 +75,13 @@ class Progress:
         if self.done != self._start_done or self.total:
             self.what = f"{self.what} (done in {_duration(time.monotonic() - self._start)})"
             self._emit(final=True)
+
+
+def counted(items: Iterable, what: str, total: Optional[int] = None, unit: str = "items", every: float = 30.0,
+            log: Optional[Callable[[str], None]] = None) -> Iterator:
+    """`items` as they are consumed, reported by a `Progress` (one unit per item)."""
+    progress = Progress(what, total, unit=unit, every=every, log=log)
+    for item in items:
+        yield item
+        progress.update(1)
+    progress.close()

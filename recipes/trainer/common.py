@@ -20,6 +20,7 @@ import ml_collections
 import tensorflow as tf
 
 import keras_vit
+from keras_vit.utils import progress
 from keras_vit.weights import official
 from recipes import atomic, data, folder
 from recipes.trainer import config_checks, distribute, family, optim, tf_step
@@ -335,18 +336,6 @@ def loop(config, step_fn, dataset, start, steps_total, manager, optimizer, write
     return history
 
 
-def _with_progress(dataset, what: str):
-    """`dataset`'s batches, with a progress line (batches/s, time left) every 30 s while they are consumed."""
-    from keras_vit.utils.progress import Progress
-
-    total = int(dataset.cardinality()) if hasattr(dataset, "cardinality") else -1
-    progress = Progress(what, total if total >= 0 else None, unit="batches", every=30.0, log=logger.info)
-    for batch in dataset:
-        yield batch
-        progress.update(1)
-    progress.close()
-
-
 def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> Optional[float]:
     ds_cfg = config.dataset
     if eval_input is not None:
@@ -357,7 +346,8 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
                                     normalize=family.normalizer(model))
     else:
         return None
-    eval_ds = _with_progress(eval_ds, "evaluating")
+    batches = int(eval_ds.cardinality()) if hasattr(eval_ds, "cardinality") else -1
+    eval_ds = progress.counted(eval_ds, "evaluating", batches if batches >= 0 else None, "batches", log=logger.info)
     accuracy = evaluate(eval_ds) if evaluate is not None else tf_step.evaluate(model, eval_ds)
     with writer.as_default(step=steps_total):
         tf.summary.scalar("eval_accuracy", accuracy)
