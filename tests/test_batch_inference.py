@@ -164,3 +164,63 @@ def test_jax_and_torch_without_tensorflow_give_tensorflows_features(setup, backe
     np.testing.assert_allclose(theirs["embedding"], ours["embedding"], atol=2e-5)
     manifest = json.loads((out / shards.MANIFEST).read_text())
     assert manifest["settings"]["weights"] == path and manifest["complete"]
+
+
+def test_a_tfds_split_is_read_in_order_from_a_resume_point(setup, tmp_path):
+    import tensorflow_datasets as tfds
+    from skimage import data
+
+    photos = [data.chelsea()[::4, ::4], data.coffee()[::4, ::4], np.repeat(data.camera()[::8, ::8, None], 3, -1)] * 3
+
+    class KerasVitTestPhotos(tfds.core.GeneratorBasedBuilder):  # a real prepared dataset, nothing downloaded
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
+                {"image": tfds.features.Image(shape=(None, None, 3)), "label": tfds.features.ClassLabel(num_classes=3)}))
+
+        def _split_generators(self, dl_manager):
+            return {"test": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i, image in enumerate(photos):
+                yield i, {"image": image, "label": i % 3}
+
+    builder = KerasVitTestPhotos(data_dir=str(tmp_path / "tfds"))
+    builder.download_and_prepare()
+    labels = [int(ex["label"]) for ex in tfds.as_numpy(builder.as_dataset(split="test", shuffle_files=False))]
+    _, model, _ = setup
+    kw = dict(features="pooled", fmt="npy", shard_size=4, batch_size=3, data_dir=str(tmp_path / "tfds"),
+              progress=False)
+    write, calls = shards.write_shard, []
+
+    def fail_second(*args):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # stopped while writing shard 1: the rerun starts there, at image 4
+        return write(*args)
+
+    shards.write_shard = fail_second
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            inference.run_inference(model, "tfds:keras_vit_test_photos:test", str(tmp_path / "out"), **kw)
+    finally:
+        shards.write_shard = write
+    manifest = inference.run_inference(model, "tfds:keras_vit_test_photos:test", str(tmp_path / "out"), **kw)
+    out = shards.read_output(str(tmp_path / "out"))
+    assert manifest["settings"]["source"]["kind"] == "tfds" and out["file"].tolist() == [f"test/{i}" for i in range(9)]
+    inference.run_inference(model, _list(tmp_path, photos), str(tmp_path / "direct"), features="pooled", fmt="npy",
+                            progress=False)
+    direct = shards.read_output(str(tmp_path / "direct"))["embedding"]  # the photos in list order: 0, 1, 2, ...
+    np.testing.assert_allclose(out["embedding"], direct[labels], atol=1e-5)  # TFDS's order, photo = label
+
+
+def _list(tmp_path, photos):
+    """The same photos as PNG files and a text file listing them (a file-list source)."""
+    (tmp_path / "png").mkdir()
+    names = []
+    for i, image in enumerate(photos):
+        Image.fromarray(image).save(tmp_path / "png" / f"{i}.png")
+        names.append(f"png/{i}.png")
+    (tmp_path / "list.txt").write_text("# the photos\n" + "\n".join(names) + "\n")
+    return str(tmp_path / "list.txt")

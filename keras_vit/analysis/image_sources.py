@@ -116,7 +116,7 @@ def list_source(list_file: str) -> ImageSource:
 
 
 def tfds_source(name: str, split: str, data_dir: Optional[str] = None) -> ImageSource:
-    """A prepared TFDS split; its images are named `<split>/<index>` (or by the dataset's `file_name`)."""
+    """A prepared TFDS split; its images are named `<split>/<index>`, in the split's order."""
     try:
         import tensorflow_datasets as tfds
     except ImportError:
