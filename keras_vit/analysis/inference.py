@@ -46,23 +46,42 @@ def weights_digest(model) -> str:
     return digest.hexdigest()
 
 
-def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], np.ndarray], str]:
-    """(batch -> outputs, task): softmax scores of the head, pre-logits features, or the patch tokens."""
+def _compiled(net) -> Callable[[np.ndarray], np.ndarray]:
+    """`net`'s inference at float32 through the backend's compiled path: on JAX one jitted stateless call
+    compiled without YNNPACK's fusions (`keras_vit.analysis.predict._jax_forward`: 1.45x the rate of
+    `predict_on_batch` for a ViT-S/16 batch of 32 on 2 CPU cores), elsewhere `predict_on_batch` (XLA on
+    TensorFlow)."""
     import keras
 
+    if keras.backend.backend() != "jax":
+        return lambda x: np.asarray(net.predict_on_batch(x), "float32")
+    from keras_vit.analysis.predict import _jax_forward
+
+    forward = _jax_forward(net)
+    trainable = [v.value for v in net.trainable_variables]
+    fixed = [v.value for v in net.non_trainable_variables]
+    return lambda x, net=net: np.asarray(forward(trainable, fixed, x), "float32")  # keeps `net` (held weakly)
+
+
+def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """(batch -> outputs, task): softmax scores of the head, pre-logits features, or the patch tokens."""
     if features is None:
         if not getattr(model, "include_top", False):
             raise ValueError(f"model {model.name!r} has no classification head (include_top=False): ask for "
                              "--features=pooled or patches.")
+        call = _compiled(model)
         if model.classifier_activation == "softmax":
-            return lambda x: np.asarray(model.predict_on_batch(x), "float32"), "top"
-        return lambda x: np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(  # noqa: E731
-            keras.ops.convert_to_tensor(np.asarray(model.predict_on_batch(x), "float32")), axis=-1))), "top"
+            return call, "top"
+        return lambda x: _softmax(call(x)), "top"
     if features == "pooled":
-        net = model.feature_model(None if "pre_logits" in model._taps else "avg")
-        return lambda x: np.asarray(net.predict_on_batch(x), "float32"), "features"
-    net, prefix = model.feature_model("sequence"), model.num_prefix_tokens
-    return lambda x: np.asarray(net.predict_on_batch(x), "float32")[:, prefix:], "features"
+        return _compiled(model.feature_model(None if "pre_logits" in model._taps else "avg")), "features"
+    call, prefix = _compiled(model.feature_model("sequence")), model.num_prefix_tokens
+    return lambda x: call(x)[:, prefix:], "features"
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits.astype("float64") - logits.max(axis=-1, keepdims=True))
+    return (shifted / shifted.sum(axis=-1, keepdims=True)).astype("float32")
 
 
 def _loaded(source: ImageSource, start: int, prepare: Callable, workers: int,
