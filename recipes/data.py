@@ -96,7 +96,9 @@ def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Sour
         a, b = list(scans.values())[:2]
         raise ValueError(f"dataset folder {root!r}: the class folders of {a.directory!r} and {b.directory!r} "
                          "differ; every split needs the same classes.")
-    rel = lambda sc, i: os.path.relpath(os.path.join(sc.directory, sc.files[i]), root)  # noqa: E731
+    prefixes = {id(sc): os.path.relpath(sc.directory, root) for sc in scans.values()}  # "." or a split's folder
+    rel = lambda sc, i: (sc.files[i] if prefixes[id(sc)] == "." else  # noqa: E731  (no relpath per file: 100k)
+                         os.path.join(prefixes[id(sc)], sc.files[i]))
     class_names = next(iter(classes))
     whole = folder.FolderSplit(root, class_names, [rel(sc, i) for sc in scans.values() for i in range(len(sc.files))],
                                [], [n for sc in scans.values() for n in sc.sizes],
