@@ -141,6 +141,11 @@ def find_release(weights: str, model_name: Optional[str]) -> Release:
                and table.vit_config(r.model).name == model_name]
     if not matches:
         have = sorted(r.name for r in _RELEASES.values() if r.dataset == weights)
+        if model_name is None and have:  # a dataset name names a release only with its model
+            raise ValueError(f"{weights!r} names a release only together with a model (one of "
+                             f"{', '.join(sorted({r.model for r in _RELEASES.values() if r.dataset == weights}))}): "
+                             f"give the model too (--model / --config.model.name, or model= in Python), or a full "
+                             f"release name ({', '.join(have[:3])}{', ...' if len(have) > 3 else ''}).")
         raise ValueError(f"No {weights!r} checkpoint is released for model {model_name!r}; "
                          f"released: {', '.join(have)}.")
     return matches[0]

@@ -39,8 +39,12 @@ def family_keywords(config, checkpoint=None) -> Optional[dict]:
 
 
 def data_config(config):
-    """The init source's data config (None: the original code's [-1, 1])."""
-    return load.data_config(config.init_weights) if config.init_weights else None
+    """The init source's data config (None: the original code's [-1, 1]); a release's dataset name
+    (`augreg_in21k`) resolves with the run's table model (`config.model.name`)."""
+    if not config.init_weights:
+        return None
+    name = config.model.name
+    return load.data_config(config.init_weights, name if name and not timm_table.is_timm_name(name) else None)
 
 
 def normalizer(model=None, config=None) -> Callable:
