@@ -173,7 +173,7 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
                              "keras_vit", fname)
         raise ValueError(f"Could not download release {release.name!r} from {release.url} ({type(e).__name__}: {validate.first_line(e)}). "
                          f"Without a network, fetch that URL elsewhere and place the file at {where} "
-                         "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ").") from e
+                         "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ").") from None
 
 
 def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:
