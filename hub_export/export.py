@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from hub_export import formats, model_card, quantization, serving
 from keras_vit.utils import atomic
+from keras_vit.utils.extras import require
 from keras_vit.vit.model import ensure_vit
 from keras_vit.vit.preprocessing import ImagePreprocessing
 
@@ -108,6 +109,7 @@ def _exportable(model, variant: str, format: str):
         raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
     if keras.backend.backend() != "tensorflow":
         raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
+    require(formats.NEEDS.get(format, ()), "export", f"format={format!r}")
     ensure_vit(model)
     return model.merge_lora() if model.lora_layers() else model
 

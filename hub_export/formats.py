@@ -20,6 +20,8 @@ from hub_export import quantization
 
 FORMATS = ("hub", "saved_model", "litert", "onnx", "openvino", "serving")
 FILES = {"saved_model": "saved_model", "litert": "model.tflite", "onnx": "model.onnx", "openvino": "model.xml"}
+NEEDS = {"litert": ("ai_edge_litert",), "onnx": ("onnx", "tf2onnx", "onnxruntime"),
+         "openvino": ("openvino",)}  # the packages that write and check each format: the [export] extra
 
 
 def _signature(net: keras.Model, channels: int):

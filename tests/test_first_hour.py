@@ -2,6 +2,7 @@
 `--config.model.name`, and without a model it asks for one instead of naming "model None"."""
 
 import numpy as np
+import pytest
 
 from keras_vit.analysis import predict
 from keras_vit.vit.data_config import ORIGINAL
@@ -44,3 +45,37 @@ def test_an_offline_release_download_is_one_short_error_naming_its_cause_and_the
     message = lines[-1]
     assert message.startswith("ValueError: Could not download release") and "nowhere" in message
     assert str(tmp_path / "keras_vit") in message and "KERAS_VIT_CACHE_DIR" in message
+
+
+@pytest.mark.parametrize("code, line", [
+    ("import hub_export", "hub_export (its formats are written by TensorFlow today) needs tensorflow: pip install "
+                          "'keras-vision-transformer[tensorflow,export]'"),
+    ("import recipes.train", "the recipes (recipes.train) needs tensorflow, ml_collections"),
+])
+def test_a_missing_extra_is_one_line_naming_it(code, line):
+    import os
+    import subprocess
+    import sys
+
+    blocked = "import sys\nfor n in ('tensorflow', 'ml_collections'):\n    sys.modules[n] = None\n"
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    done = subprocess.run([sys.executable, "-c", blocked + code], env=env, capture_output=True, text=True, timeout=300)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("ImportError: ") and line.split(" need")[0] in last, done.stderr
+    assert "pip install 'keras-vision-transformer[" in last
+
+
+def test_an_export_format_without_its_runtime_names_the_extra(monkeypatch):
+    import keras_vit
+    from keras_vit.utils import extras
+
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
+                                        input_shape=(16, 16, 3), classes=3)
+    import hub_export
+
+    real = extras.missing
+    monkeypatch.setattr(extras, "missing", lambda modules: [m for m in real(modules)] + [
+        m for m in modules if m == "onnxruntime"])
+    with pytest.raises(ImportError, match=r"format='onnx' needs onnxruntime: pip install "
+                                          r"'keras-vision-transformer\[export\]'"):
+        hub_export.export(model, "unused", "classification", format="onnx")

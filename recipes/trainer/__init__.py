@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
-import keras
-import tensorflow as tf
+from keras_vit.utils.extras import require
+
+require(("tensorflow", "ml_collections", "absl", "tensorflow_datasets"), "train", "the recipes (recipes.train)")
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 
 def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
