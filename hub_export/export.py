@@ -159,10 +159,12 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
       quantize: "litert", "onnx" and "openvino": post-training quantization by the runtime's own quantizer
         (`hub_export.quantization`): "int8" (weights and activations, calibrated on `representative_images`,
         inputs in the model's range) or "dynamic_range" (int8 weights only).
-      source: where the weights came from, recorded in the card.
+      source: where the weights came from, recorded in the card (default: `model.weights_source`, set when
+        keras_vit loaded the weights).
     Everything is built in a temporary directory beside `out_dir` and renamed into
     place, so `out_dir` never holds a half-written export.
     """
+    source = source or getattr(model, "weights_source", None)  # what keras_vit loaded it from, if it did
     model = _exportable(model, variant, format)
     if format == "serving":
         if variant != "classification":

@@ -1,6 +1,8 @@
 """What a new user meets first (issue 47's first part): a release's dataset name resolves in the recipes with
 `--config.model.name`, and without a model it asks for one instead of naming "model None"."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,23 @@ def test_an_export_format_without_its_runtime_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"format='onnx' needs onnxruntime: pip install "
                                           r"'keras-vision-transformer\[export\]'"):
         hub_export.export(model, "unused", "classification", format="onnx")
+
+
+def test_an_export_card_names_the_weights_the_model_was_loaded_from(tmp_path):
+    import json
+
+    import keras_vit
+    import hub_export
+
+    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
+                                        input_shape=(16, 16, 3), classes=3)
+    path = keras_vit.save_npz(model, str(tmp_path / "mine.npz"))
+    loaded = keras_vit.load_model(path)
+    assert loaded.weights_source == path and keras_vit.load_model(path, classes=5).weights_source == path
+    rebuilt = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
+                                          input_shape=(16, 16, 3), classes=3, weights=path)
+    assert rebuilt.weights_source == path
+    out = hub_export.export(loaded, str(tmp_path / "export"), "classification", format="saved_model")
+    card = json.loads(open(os.path.join(out, "metadata.json")).read())
+    assert card["source_checkpoint"] == path
+    assert f"Source checkpoint: `{path}`" in open(os.path.join(out, "README.md")).read()

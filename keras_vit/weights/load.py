@@ -227,15 +227,24 @@ def load_weights(model: keras.Model, weights: Source, **npz_kwargs) -> keras.Mod
     if npz_kwargs and kind in ("keras", "weights_h5"):
         raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {os.fspath(weights)!r}.")
     if kind == "weights_h5":
-        return keras_files.load_weights_h5(model, os.fspath(weights))
+        return loaded_from(keras_files.load_weights_h5(model, os.fspath(weights)), os.fspath(weights))
     vit = model.vit_config
     checkpoint = given if given is not None else _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
     _refuse_quantized(checkpoint)
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
-    return official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
-                                posemb_prefix_included=checkpoint.posemb_included(model),
-                                grid_stated=checkpoint.old_grid is not None, **npz_kwargs)
+    return loaded_from(official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
+                                            posemb_prefix_included=checkpoint.posemb_included(model),
+                                            grid_stated=checkpoint.old_grid is not None, **npz_kwargs), checkpoint)
+
+
+def loaded_from(model: keras.Model, source) -> keras.Model:
+    """`model`, recording in `model.weights_source` what its weights were loaded from (a release's name, the
+    path or hub handle as given): what exports write in their model card."""
+    if isinstance(source, Checkpoint):
+        source = source.release.name if source.release is not None else source.source
+    model.weights_source = os.fspath(source)
+    return model
 
 
 def _refuse_quantized(checkpoint: Checkpoint) -> None:
@@ -309,7 +318,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
                        (lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs))
                        if model else None)
     if checkpoint.kind == "weights_h5":
-        return checkpoint.model
+        return loaded_from(checkpoint.model, checkpoint)
     if checkpoint.release is not None:
         arch = _release_architecture(checkpoint.release, kwargs)
     else:
@@ -322,7 +331,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         _check_name(checkpoint, arch, name)
         if checkpoint.kind == "keras" and all(
                 arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
-            return checkpoint.model
+            return loaded_from(checkpoint.model, checkpoint)
         _refuse_quantized(checkpoint)
         arch.update(kwargs)
         checkpoint.warn_assumptions(kwargs)
@@ -333,10 +342,10 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
-    return official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
-                                posemb_prefix_included=checkpoint.posemb_included(built),
-                                grid_stated=checkpoint.old_grid is not None,
-                                adopt=checkpoint.model is None)  # arrays read just now, used by nothing else
+    return loaded_from(official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
+                                            posemb_prefix_included=checkpoint.posemb_included(built),
+                                            grid_stated=checkpoint.old_grid is not None,
+                                            adopt=checkpoint.model is None), checkpoint)  # arrays used by nothing else
 
 
 def release_size(release: releases.Release) -> tuple:
