@@ -1,4 +1,5 @@
-"""The training CLI: `python -m recipes.train --config=recipes/configs/X.py:variant --workdir=DIR`.
+"""The training CLI: `python -m recipes.train --config=<name>[:<variant>] --workdir=DIR` (a config by name, e.g.
+`finetune:folder`, or a file: `recipes/configs/finetune.py:folder`).
 
 Flags choose the config, the workdir and the engine (`--backend`, `--strategy`, `--distribution`); the run
 itself is `recipes.trainer.train_and_evaluate`. The trainer's names are re-exported here, where they lived
@@ -82,7 +83,10 @@ def run() -> None:
     from absl import app, flags
     from ml_collections import config_flags
 
-    config_flags.DEFINE_config_file("config", None, "Experiment config: recipes/configs/<file>.py[:<variant>].",
+    from recipes import configs
+
+    config_flags.DEFINE_config_file("config", None, "Experiment config by name, <name>[:<variant>] (finetune:folder; "
+                                    f"shipped: {', '.join(configs.names())}), or a file: <path>.py[:<variant>].",
                                     lock_config=True)
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard logs, the model and summary.json.")
     flags.DEFINE_enum("strategy", "cpu", list(distribute.STRATEGIES), "tf.distribute strategy.")
@@ -105,6 +109,9 @@ def _parse_flags(argv: List[str]) -> List[str]:
     """absl's parsing, with one clear line (not a traceback) for a `--config.<field>` the config lacks."""
     from absl import flags
 
+    from recipes import configs
+
+    argv = [f"--config={configs.resolve(a[len('--config='):])}" if a.startswith("--config=") else a for a in argv]
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:

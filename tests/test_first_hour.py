@@ -101,3 +101,24 @@ def test_an_export_card_names_the_weights_the_model_was_loaded_from(tmp_path):
     card = json.loads(open(os.path.join(out, "metadata.json")).read())
     assert card["source_checkpoint"] == path
     assert f"Source checkpoint: `{path}`" in open(os.path.join(out, "README.md")).read()
+
+
+@pytest.mark.parametrize("spec", ["demo:pretrain", "recipes/configs/demo.py:pretrain"])
+def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, spec):
+    import json
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tiny = ["--config.model.hidden_size=32", "--config.model.mlp_dim=64", "--config.model.num_layers=1",
+            "--config.model.num_heads=2", "--config.model.patch_size=8", "--config.batch_size=16",
+            "--config.dataset.eval_split=", "--config.total_steps=2", "--config.log_every=1"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "recipes.train", f"--config={spec}", f"--workdir={tmp_path / 'run'}",
+                           *tiny], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
+    from recipes import configs
+
+    assert configs.resolve("finetune:folder") == os.path.join(configs.HERE, "finetune.py") + ":folder"
+    assert configs.resolve(str(tmp_path / "mine.py")) == str(tmp_path / "mine.py")  # a file of one's own, as given
