@@ -122,3 +122,16 @@ def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, spec):
 
     assert configs.resolve("finetune:folder") == os.path.join(configs.HERE, "finetune.py") + ":folder"
     assert configs.resolve(str(tmp_path / "mine.py")) == str(tmp_path / "mine.py")  # a file of one's own, as given
+
+
+def test_the_install_page_lists_every_extra_setup_cfg_defines():
+    import configparser
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(root, "setup.cfg"))
+    defined = set(cfg["options.extras_require"]) - {"test", "bench"}  # for this repository's own suites
+    page = open(os.path.join(root, "docs", "install.md")).read()
+    listed = set(re.findall(r"^\| `([a-z]+)`", page, re.M)) | set(re.findall(r"^\| `[a-z]+` \(`([a-z]+)`\)", page, re.M))
+    assert listed == defined
