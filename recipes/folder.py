@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from keras_vit.utils.listing import files_below
 from keras_vit.utils.progress import Progress
 
 logger = logging.getLogger("recipes")
@@ -140,21 +141,8 @@ def scan(directory: str) -> FolderSplit:
 
 def _images_below(directory: str, name: str) -> List[Tuple[str, int, int]]:
     """(path relative to `directory`, size, modification time in ns) of every image file below its subfolder
-    `name`, hidden entries left out: one `os.scandir` per folder and one `stat` per file."""
-    found, pending = [], [name]
-    while pending:
-        rel_dir = pending.pop()
-        with os.scandir(os.path.join(directory, rel_dir)) as entries:
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                rel = os.path.join(rel_dir, _utf8(directory, entry.name))
-                if entry.is_dir(follow_symlinks=False):  # as os.walk: linked folders are not followed
-                    pending.append(rel)
-                elif _is_image(entry.name) and entry.is_file():
-                    stat = entry.stat()
-                    found.append((rel, stat.st_size, stat.st_mtime_ns))
-    return found
+    `name` (`keras_vit.utils.listing`: hidden entries left out, names that are not UTF-8 refused)."""
+    return files_below(directory, name, keep=_is_image, name_check=_utf8)
 
 
 def decode(path) -> tf.Tensor:

@@ -18,6 +18,8 @@ from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from keras_vit.utils.listing import files_below
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp")
 TFDS_PREFIX = "tfds:"
 _EIGHT_BIT_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV")
@@ -75,19 +77,7 @@ def folder_source(directory: str) -> ImageSource:
     order of their paths relative to it."""
     if not os.path.isdir(directory):
         raise ValueError(f"{directory!r} is not a folder.")
-    found, pending = [], [""]
-    while pending:
-        rel_dir = pending.pop()
-        with os.scandir(os.path.join(directory, rel_dir)) as entries:
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                rel = os.path.join(rel_dir, entry.name)
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(rel)
-                elif entry.name.lower().endswith(IMAGE_EXTENSIONS) and entry.is_file():
-                    stat = entry.stat()
-                    found.append((rel, stat.st_size, stat.st_mtime_ns))
+    found = files_below(directory, keep=lambda name: name.lower().endswith(IMAGE_EXTENSIONS))
     if not found:
         raise ValueError(f"folder {directory!r} holds no image files ({', '.join(IMAGE_EXTENSIONS)}).")
     found.sort()
