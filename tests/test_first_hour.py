@@ -135,3 +135,38 @@ def test_the_install_page_lists_every_extra_setup_cfg_defines():
     page = open(os.path.join(root, "docs", "install.md")).read()
     listed = set(re.findall(r"^\| `([a-z]+)`", page, re.M)) | set(re.findall(r"^\| `[a-z]+` \(`([a-z]+)`\)", page, re.M))
     assert listed == defined
+
+
+def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_path):
+    """README's fine-tune command (a release's dataset name, `--config.model.name`, a config by name) runs as
+    written, with tests/doc_prelude.py's offline release mirror and narrow table, and the size, batch and step
+    count cut down by flags appended after it."""
+    import shlex
+    import subprocess
+    import sys
+
+    from doc_blocks import blocks
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = next(c for lang, c in blocks(os.path.join(root, "README.md")) if lang == "bash" and "recipes.train" in c)
+    words = shlex.split(command.replace("\\\n", " "))
+    assert words[:3] == ["python", "-m", "recipes.train"] and "--config.init_weights=augreg_in21k" in words
+    args = words[3:] + ["--config.dataset.image_size=32", "--config.batch_size=8", "--config.total_steps=2",
+                        "--config.optimizer.warmup_steps=1", "--config.log_every=1"]
+    tests, prelude = os.path.join(root, "tests"), os.path.join(root, "tests", "doc_prelude.py")
+    code = (f"import runpy, sys\nsys.path.insert(0, {tests!r})\n"
+            f"exec(compile(open({prelude!r}).read(), {prelude!r}, 'exec'), {{'__name__': 'doc_prelude', '__file__': {prelude!r}}})\n"
+            "from image_folders import write_folder\nwrite_folder('photos', per_class=12, corrupt=0)\n"
+            f"sys.argv = ['recipes.train'] + {args!r}\nrunpy.run_module('recipes.train', run_name='__main__')\n")
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "work").mkdir()
+    env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}", KERAS_VIT_CACHE_DIR=str(tmp_path / "c"),
+               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "work", env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    import json
+
+    summary = json.loads((tmp_path / "work" / "runs" / "photos" / "summary.json").read_text())
+    classes = [d for d in os.listdir(tmp_path / "work" / "photos") if not d.startswith(".")]
+    assert summary["steps"] == 2 and summary["num_classes"] == len(classes) >= 3
