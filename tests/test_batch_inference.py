@@ -224,3 +224,10 @@ def _list(tmp_path, photos):
         names.append(f"png/{i}.png")
     (tmp_path / "list.txt").write_text("# the photos\n" + "\n".join(names) + "\n")
     return str(tmp_path / "list.txt")
+
+
+def test_per_patch_shards_default_to_a_bounded_size():
+    model = keras_vit.ViT_B16()  # random weights, nothing downloaded
+    assert inference._shard_size(model, "patches", "float32") == (256 << 20) // (196 * 768 * 4)  # 445 images
+    assert inference._shard_size(model, "patches", "float16") == (256 << 20) // (196 * 768 * 2)
+    assert inference._shard_size(model, "pooled", "float32") == inference._shard_size(model, None, "float32") == 10_000

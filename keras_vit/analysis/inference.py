@@ -2,7 +2,7 @@
 feature vector (pooled, or one per patch), written in shards (`keras_vit.analysis.shards`).
 
 `python -m keras_vit.inference SOURCE --weights=W --output=DIR [--features=pooled|patches] [--top=5]
-[--format=parquet|npy|csv] [--batch_size=32] [--shard_size=10000] [--dtype=float16] [--l2_normalize]`
+[--format=parquet|npy|csv] [--batch_size=32] [--shard_size=N] [--dtype=float16] [--l2_normalize]`
 
 What timm's `inference.py` does for a folder, made for collections that take hours:
 - images are read and prepared in threads (PIL, as timm reads them; `keras_vit.analysis.image_sources`)
@@ -127,6 +127,16 @@ def _results(outputs: np.ndarray, task: str, top: int, labels, dtype: str, l2: b
             "score": np.asarray([[r[2] for r in row] for row in rows], "float32").reshape(-1, k)}
 
 
+def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, budget: int = 256 << 20) -> int:
+    """The default images per shard: 10,000, or as many as fit ~256 MB of per-patch features (a ViT-B/16's
+    196 x 768 float32 tokens: 445 images), so a shard's results never take gigabytes of memory."""
+    if features != "patches":
+        return most
+    patches = int(np.prod(model.grid_size)) if hasattr(model, "grid_size") else 1
+    per_image = patches * model.vit_config.hidden_size * np.dtype(dtype).itemsize
+    return int(max(1, min(most, budget // per_image)))
+
+
 def _settings(model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights) -> dict:
     return dict(task=task, features=features, top=top if task == "top" else None, format=fmt, dtype=dtype,
                 l2_normalize=bool(l2), shard_size=shard_size, weights=weights, weights_sha256=weights_digest(model),
@@ -187,7 +197,7 @@ def _shard(predict, loaded, first: int, last: int, batch_size: int, progress: Pr
 
 
 def run_inference(model, source: Union[str, ImageSource], output: str, *, features: Optional[str] = None,
-                  top: int = 5, fmt: str = "parquet", batch_size: int = 32, shard_size: int = 10_000,
+                  top: int = 5, fmt: str = "parquet", batch_size: int = 32, shard_size: Optional[int] = None,
                   dtype: str = "float32", l2_normalize: bool = False, labels=None, workers: Optional[int] = None,
                   exif_transpose: bool = False, weights: str = "", data_dir: Optional[str] = None,
                   progress: bool = True) -> dict:
@@ -201,7 +211,8 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
             tokens, no prefix tokens) for features.
         top: how many classes per image (softmax scores, names from `labels` or the model's label set).
         fmt: "parquet", "npy" (features only) or "csv" (pooled features or classes).
-        batch_size / shard_size: images per model call / per output file.
+        batch_size / shard_size: images per model call / per output file (default 10,000, fewer for
+            per-patch features: a shard holds at most ~256 MB).
         dtype: "float32" or "float16" for the features; `l2_normalize` scales each vector to unit length.
         workers: threads that read and prepare images (default: the CPU count).
         exif_transpose: apply EXIF orientation (timm does not, so neither do we by default).
@@ -211,6 +222,7 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
     """
     if features not in (None, *FEATURES):
         raise ValueError(f"features must be None, {' or '.join(map(repr, FEATURES))}; got {features!r}.")
+    shard_size = _shard_size(model, features, dtype) if shard_size is None else shard_size
     if dtype not in DTYPES or top < 1 or batch_size < 1 or shard_size < 1:
         raise ValueError(f"bad settings: dtype={dtype!r} (one of {DTYPES}), top={top}, batch_size={batch_size}, "
                          f"shard_size={shard_size} (each >= 1).")
@@ -279,7 +291,8 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=shards.FORMATS, default="parquet")
     p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--shard_size", type=int, default=10_000)
+    p.add_argument("--shard_size", type=int, default=None,
+                   help="images per output file (default 10,000; per-patch features: ~256 MB per shard)")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--l2_normalize", action="store_true")
     p.add_argument("--labels", default=None, help="a label set's name, or a file of one class name per line")
