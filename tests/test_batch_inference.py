@@ -231,3 +231,14 @@ def test_per_patch_shards_default_to_a_bounded_size():
     assert inference._shard_size(model, "patches", "float32") == (256 << 20) // (196 * 768 * 4)  # 445 images
     assert inference._shard_size(model, "patches", "float16") == (256 << 20) // (196 * 768 * 2)
     assert inference._shard_size(model, "pooled", "float32") == inference._shard_size(model, None, "float32") == 10_000
+
+
+def test_bad_settings_are_named_before_anything_is_read_or_written(setup, tmp_path):
+    _, model, _ = setup
+    for kwargs, message in ((dict(dtype="bfloat16"), "dtype must be one of float32, float16"),
+                            (dict(top=0), "top must be an integer >= 1"),
+                            (dict(shard_size=2.5), "shard_size must be an integer >= 1"),
+                            (dict(features="cls"), "features must be None")):
+        with pytest.raises(ValueError, match=message):
+            inference.run_inference(model, str(tmp_path / "no_such_folder"), str(tmp_path / "out"), **kwargs)
+    assert not (tmp_path / "out").exists()

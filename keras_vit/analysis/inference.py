@@ -127,6 +127,17 @@ def _results(outputs: np.ndarray, task: str, top: int, labels, dtype: str, l2: b
             "score": np.asarray([[r[2] for r in row] for row in rows], "float32").reshape(-1, k)}
 
 
+def _check_settings(features, dtype, top: int, batch_size: int, shard_size: Optional[int]) -> None:
+    """A ValueError naming the first setting out of range."""
+    if features not in (None, *FEATURES):
+        raise ValueError(f"features must be None, {' or '.join(map(repr, FEATURES))}; got {features!r}.")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
+    for name, value in (("top", top), ("batch_size", batch_size), ("shard_size", shard_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+
+
 def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, budget: int = 256 << 20) -> int:
     """The default images per shard: 10,000, or as many as fit ~256 MB of per-patch features (a ViT-B/16's
     196 x 768 float32 tokens: 445 images), so a shard's results never take gigabytes of memory."""
@@ -220,12 +231,8 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
     Returns:
         the manifest (`settings`, `shards`, each with its rows and unreadable images, `complete`).
     """
-    if features not in (None, *FEATURES):
-        raise ValueError(f"features must be None, {' or '.join(map(repr, FEATURES))}; got {features!r}.")
+    _check_settings(features, dtype, top, batch_size, shard_size)
     shard_size = _shard_size(model, features, dtype) if shard_size is None else shard_size
-    if dtype not in DTYPES or top < 1 or batch_size < 1 or shard_size < 1:
-        raise ValueError(f"bad settings: dtype={dtype!r} (one of {DTYPES}), top={top}, batch_size={batch_size}, "
-                         f"shard_size={shard_size} (each >= 1).")
     shards.check_format(fmt, "features" if features else "top", features == "patches")
     source = open_source(source, data_dir) if isinstance(source, str) else source
     predict, task = _predictor(model, features)
