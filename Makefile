@@ -11,7 +11,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test]"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,7 +1,8 @@
 """`python -m hub_export --weights=W [--format=hub|saved_model|litert|onnx|openvino|serving] --out=DIR`.
 
 `--format=hub` (default) writes a fine-tunable TF Hub module; the others go through Keras' exporters
-(`hub_export.formats`) or build the bytes-in serving model (`hub_export.serving`).
+(`hub_export.formats`) or build the bytes-in serving model (`hub_export.serving`). The backend is
+Keras' (`KERAS_BACKEND`): TensorFlow writes every format, JAX and PyTorch write ONNX.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 def _build(args):

@@ -1,12 +1,10 @@
-"""SavedModels in TF Hub's reusable format, written atomically.
+"""`export`: a model written atomically as a TF Hub module, a runtime format or a bytes-in serving model.
 
-The root object carries `variables`, `trainable_variables`, `regularization_losses`
-and a `tf.function` `__call__(images, training)` traced for both `training` values:
-what `hub.KerasLayer(path, trainable=True)` needs to fine-tune a module (a plain
-Keras 3 `model.export()` is serving-only). Images come in [0, 1] as TF Hub's image
-modules expect, of any size: inside, the checkpoint's own preprocessing (`model.preprocessor()`: resize, centre
-crop, normalisation per its data config) brings them to the model's input (an any-size model is normalised
-only, at the size given).
+Every export is a directory holding the model file, `metadata.json` (what it takes, the data config, the
+weights it came from) and a model card. The TF Hub module is `hub_export.hub_module`; the runtime formats go
+through Keras' exporters (`hub_export.formats`). TensorFlow writes all of them except ONNX, which is also written
+on JAX and PyTorch (`hub_export.onnx_file`); the others, asked for on another backend, say how to hand a `.keras`
+file to a TensorFlow install.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ from typing import Optional
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from hub_export import formats, model_card, quantization, serving
+from hub_export import formats, model_card, quantization
 from keras_vit.utils import atomic
 from keras_vit.utils.extras import require
 from keras_vit.vit.model import ensure_vit
@@ -65,51 +62,15 @@ def is_our_export(path: str) -> bool:
         return False
 
 
-class _Module(tf.Module):
-    """Holds the Keras model so its variables are tracked, plus the hub attributes."""
-
-    def __init__(self, net: keras.Model, model, channels: int = 3):
-        super().__init__()
-        self._net = net
-        self._preprocessing = _preprocessing(model)
-        self._variables = [v.value if hasattr(v, "value") else v for v in net.variables]
-        self._trainable = [v.value if hasattr(v, "value") else v for v in net.trainable_variables]
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None, None, channels], tf.float32, name="images")])
-        def serve(images):
-            return {"outputs": self._net(self._preprocessing(images * 255.0), training=False)}
-
-        @tf.function
-        def call(images, training=False):
-            return self._net(self._preprocessing(images * 255.0), training=training)
-
-        spec = tf.TensorSpec([None, None, None, channels], tf.float32)
-        call.get_concrete_function(spec, training=False)
-        call.get_concrete_function(spec, training=True)
-        self.serve = serve
-        self.call_fn = call
-
-
-def _save(net: keras.Model, directory: str, model, channels: int = 3) -> None:
-    module = _Module(net, model, channels)
-    root = tf.train.Checkpoint()  # an AutoTrackable root whose plain attributes are saved as-is
-    root.net_module = module
-    root.variables = list(module._variables)
-    root.trainable_variables = list(module._trainable)
-    root.regularization_losses = []
-    root.__call__ = module.call_fn
-    tf.saved_model.save(root, directory, signatures={"serving_default": module.serve})
-
-
-def _exportable(model, variant: str, format: str):
+def _exportable(model, variant: str, format: str, quantize: Optional[str] = None):
     """`model` once the arguments are checked; a LoRA-adapted model as its merged weights (W + (alpha / r) A B)."""
     if variant not in VARIANTS:
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
     if format not in formats.FORMATS:
         raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError("hub_export needs the TensorFlow backend (KERAS_BACKEND=tensorflow).")
-    require(formats.NEEDS.get(format, ()), "export", f"format={format!r}")
+    formats.check_backend(format, quantize)
+    backend = keras.backend.backend()
+    require(formats.needs(format), formats.extra(format), f"format={format!r} on the {backend} backend")
     ensure_vit(model)
     return model.merge_lora() if model.lora_layers() else model
 
@@ -140,6 +101,20 @@ def check_calibration(model, representative_images) -> list:
     return batches
 
 
+def _metadata(model, net, variant: str, format: str, *, name, source, quantize, top_k: int) -> dict:
+    """metadata.json's content: the model card's fields plus, per format, the file and what it takes."""
+    meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
+                               output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
+    if format == "serving":
+        meta.update(format=format, file="", top_k=top_k,
+                    input="string [batch]: encoded JPEG/PNG/GIF/BMP bytes (8- or 16-bit), any size")
+    elif format != "hub":
+        low, high = model.input_range
+        meta.update(format=format, file=formats.FILES[format], quantize=quantize,
+                    input=f"float32 [batch, H, W, {model.channels}] in [{low:g}, {high:g}]")
+    return meta
+
+
 def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
            overwrite: bool = False, source: Optional[str] = None, name: Optional[str] = None,
            quantize: Optional[str] = None, representative_images=None, labels: Optional[list] = None,
@@ -147,7 +122,8 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     """Writes `model` at `out_dir` (+ README.md model card, metadata.json); returns `out_dir`.
 
     Args:
-      model: a `keras_vit.VisionTransformer` (built with the TF backend); LoRA adapters are merged first.
+      model: a `keras_vit.VisionTransformer`; LoRA adapters are merged first. Every format is written on the
+        TensorFlow backend; "onnx" also on JAX and PyTorch.
       out_dir: the export directory; an earlier export there is replaced only with
         `overwrite=True`, and anything else there never is.
       variant: "feature_vector" (pre-logits, [batch, D]) or "classification" (logits).
@@ -165,7 +141,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     place, so `out_dir` never holds a half-written export.
     """
     source = source or getattr(model, "weights_source", None)  # what keras_vit loaded it from, if it did
-    model = _exportable(model, variant, format)
+    model = _exportable(model, variant, format, quantize)
     if format == "serving":
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")
@@ -174,20 +150,16 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     if quantize == "int8":
         representative_images = check_calibration(model, representative_images)
     net = _output_model(model, variant)
-    meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
-                               output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
-    if format == "serving":
-        meta.update(format=format, file="", top_k=top_k,
-                    input="string [batch]: encoded JPEG/PNG/GIF/BMP bytes (8- or 16-bit), any size")
-    elif format != "hub":
-        low, high = model.input_range
-        meta.update(format=format, file=formats.FILES[format], quantize=quantize,
-                    input=f"float32 [batch, H, W, {model.channels}] in [{low:g}, {high:g}]")
+    meta = _metadata(model, net, variant, format, name=name, source=source, quantize=quantize, top_k=top_k)
 
     def fill(tmp: str) -> None:
         if format == "hub":
-            _save(net, tmp, model, model.channels)
+            from hub_export import hub_module
+
+            hub_module.save(net, tmp, _preprocessing(model), model.channels)
         elif format == "serving":
+            from hub_export import serving
+
             serving.write(model, tmp, labels, top_k)
         else:
             formats.write(net, tmp, format, model.channels, quantize=quantize,

@@ -1,7 +1,8 @@
 """Runtime exports through Keras' own exporters: `saved_model`, `litert`, `onnx`, `openvino`.
 
 Each export is a directory (written atomically, with `metadata.json` marking it as ours) holding one
-model file: `saved_model/`, `model.tflite`, `model.onnx` or `model.xml` + `model.bin`. Inputs are the
+model file: `saved_model/`, `model.tflite`, `model.onnx` or `model.xml` + `model.bin`. TensorFlow writes them
+all; ONNX is also written on JAX and PyTorch (`hub_export.onnx_file`). Inputs are the
 model's own range (`model.input_range`: [-1, 1], or [0, 255] with `include_preprocessing`), NHWC
 float32; a model built with `input_shape=(None, None, C)` exports with free height and width.
 `quantize` ("int8", "dynamic_range") runs each runtime's own post-training quantizer on that float32 file
@@ -16,19 +17,46 @@ from typing import Iterable, Optional
 import keras
 import numpy as np
 
-from hub_export import quantization
+from hub_export import onnx_file, quantization
 
 FORMATS = ("hub", "saved_model", "litert", "onnx", "openvino", "serving")
 FILES = {"saved_model": "saved_model", "litert": "model.tflite", "onnx": "model.onnx", "openvino": "model.xml"}
-NEEDS = {"litert": ("ai_edge_litert",), "onnx": ("onnx", "tf2onnx", "onnxruntime"),
-         "openvino": ("openvino",)}  # the packages that write and check each format: the [export] extra
+NEEDS = {"litert": ("ai_edge_litert",), "openvino": ("openvino",)}  # the packages that write and check a format
+EXTRAS = {"litert": "litert", "openvino": "openvino"}  # setup.cfg's extra that installs them (also in [export])
+WITHOUT_TENSORFLOW = ("onnx",)  # written on the JAX and PyTorch backends too (`hub_export.onnx_file`)
 
 
-def _signature(net: keras.Model, channels: int):
+def needs(fmt: str) -> tuple:
+    """The modules `fmt` needs on the running backend."""
+    if fmt == "onnx":
+        return onnx_file.NEEDS.get(keras.backend.backend(), ())
+    return NEEDS.get(fmt, ())
+
+
+def extra(fmt: str) -> str:
+    """The extra that installs `needs(fmt)`."""
+    if fmt == "onnx":
+        return onnx_file.EXTRAS.get(keras.backend.backend(), "onnx")
+    return EXTRAS.get(fmt, "export")
+
+
+def check_backend(fmt: str, quantize: Optional[str] = None) -> None:
+    """Refuses, in one message saying what to do instead, a format the running backend does not write: all but
+    ONNX (float or quantized by onnxruntime) are written by TensorFlow."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow" or fmt in WITHOUT_TENSORFLOW:
+        return
+    raise ValueError(
+        f"format={fmt!r} is written by TensorFlow; on the {backend} backend only format='onnx' is. Save the model "
+        f"(model.save('model.keras')) and export that file where TensorFlow is installed (pip install "
+        f"'keras-vision-transformer[tensorflow,export]'): KERAS_BACKEND=tensorflow python -m hub_export "
+        f"--weights=model.keras --format={fmt} --out=DIR")
+
+
+def _signature(net: keras.Model):
     import tensorflow as tf
 
-    h, w = net.input_shape[1:3]
-    return [tf.TensorSpec((None, h, w, channels), tf.float32, name="images")]
+    return [tf.TensorSpec(onnx_file.input_shape(net), tf.float32, name=onnx_file.INPUT)]
 
 
 def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize: Optional[str] = None,
@@ -39,10 +67,13 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
     quantization.check(quantize, fmt)
+    check_backend(fmt, quantize)
     path = os.path.join(directory, FILES[fmt])
-    signature = _signature(net, channels)
+    signature = _signature(net) if keras.backend.backend() == "tensorflow" else None
     if quantize:
         quantization.write(net, path, signature, fmt, quantize, representative_images)
+    elif fmt == "onnx":
+        onnx_file.write(net, path)
     elif fmt == "saved_model" and preprocessing is not None:
         _saved_model(net, path, signature, preprocessing, channels)
     else:

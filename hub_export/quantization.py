@@ -19,6 +19,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from hub_export import onnx_file
+
 MODES = ("int8", "dynamic_range")
 # the products quantized in ONNX: the rest (LayerNorm, softmax, GELU, residual sums, reshapes) stays float, as
 # NNCF's transformer preset keeps it
@@ -53,14 +55,14 @@ def onnx(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]
 
     with tempfile.TemporaryDirectory() as tmp:
         float_path, prepared = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "prepared.onnx")
-        net.export(float_path, format="onnx", input_signature=signature, verbose=False)
+        onnx_file.write(net, float_path)  # on any backend
         # shape inference and graph fusions first, as onnxruntime's quantization guide asks
         q.quant_pre_process(float_path, prepared, skip_symbolic_shape=True)
         if quantize == "dynamic_range":
             q.quantize_dynamic(prepared, path, weight_type=q.QuantType.QInt8, per_channel=True,
                                op_types_to_quantize=ONNX_OPS)
             return
-        calibration = _OnnxCalibration(signature[0].name, batches)
+        calibration = _OnnxCalibration(onnx_file.INPUT, batches)
         q.quantize_static(prepared, path, calibration, quant_format=q.QuantFormat.QDQ, per_channel=True,
                           activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
                           calibrate_method=q.CalibrationMethod.MinMax, op_types_to_quantize=ONNX_OPS)
