@@ -42,7 +42,9 @@ def _representative(path: str):
 def main(argv=None) -> int:
     from hub_export.export import VARIANTS
 
-    p = argparse.ArgumentParser(prog="python -m hub_export", description=__doc__)
+    from keras_vit.utils import commands
+
+    p = argparse.ArgumentParser(prog=commands.prog("python -m hub_export"), description=__doc__)
     p.add_argument("--model", default=None,
                    help="table name, e.g. ViT-B/16: needed for .weights.h5 files and release dataset names; "
                         "the other sources say what they hold")

@@ -49,7 +49,7 @@ def check_backend(fmt: str, quantize: Optional[str] = None) -> None:
     raise ValueError(
         f"format={fmt!r} is written by TensorFlow; on the {backend} backend only format='onnx' is. Save the model "
         f"(model.save('model.keras')) and export that file where TensorFlow is installed (pip install "
-        f"'keras-vision-transformer[tensorflow,export]'): KERAS_BACKEND=tensorflow python -m hub_export "
+        f"'keras-vision-transformer[tensorflow,export]'): KERAS_BACKEND=tensorflow keras-vit-export "
         f"--weights=model.keras --format={fmt} --out=DIR")
 
 

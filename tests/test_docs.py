@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import Optional
 
 import pytest
 
@@ -50,12 +51,13 @@ print("ran", i + 1)
 """
 
 
-def run_blocks(python: str, code: list, tmp_path, pythonpath: list) -> str:
+def run_blocks(python: str, code: list, tmp_path, pythonpath: list, env: Optional[dict] = None) -> str:
     """Runs the blocks `code` in order in one namespace with `python`, after tests/doc_prelude.py, in an empty
-    directory with a local release mirror; returns stdout (fails the test naming the block that raised)."""
+    directory with a local release mirror; returns stdout (fails the test naming the block that raised). `env` is
+    the environment to start from (default: this process's)."""
     (tmp_path / "mirror").mkdir(parents=True)
     (tmp_path / "blocks.py").write_text("\n#----block----\n".join(code))
-    env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
+    env = dict(env or os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
                KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join(pythonpath))
     work = tmp_path / "work"

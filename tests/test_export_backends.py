@@ -49,7 +49,7 @@ def test_onnx_is_written_without_tensorflow_and_the_rest_say_how(backend, tmp_pa
     assert result["card"] == "float32 [batch, H, W, 3] in [-1, 1]"
     assert result["refusal"].startswith(f"format='litert' is written by TensorFlow; on the {backend} backend only")
     assert "model.save('model.keras')" in result["refusal"]
-    assert "KERAS_BACKEND=tensorflow python -m hub_export --weights=model.keras --format=litert" in result["refusal"]
+    assert "KERAS_BACKEND=tensorflow keras-vit-export --weights=model.keras --format=litert" in result["refusal"]
     assert result["files"] == ["int8", "onnx"]  # the refused export left nothing
 
 

@@ -146,16 +146,16 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
     from doc_blocks import blocks
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = next(c for lang, c in blocks(os.path.join(root, "README.md")) if lang == "bash" and "recipes.train" in c)
+    command = next(c for lang, c in blocks(os.path.join(root, "README.md")) if lang == "bash" and "keras-vit-train" in c)
     words = shlex.split(command.replace("\\\n", " "))
-    assert words[:3] == ["python", "-m", "recipes.train"] and "--config.init_weights=augreg_in21k" in words
-    args = words[3:] + ["--config.dataset.image_size=32", "--config.batch_size=8", "--config.total_steps=2",
+    assert words[0] == "keras-vit-train" and "--config.init_weights=augreg_in21k" in words
+    args = words[1:] + ["--config.dataset.image_size=32", "--config.batch_size=8", "--config.total_steps=2",
                         "--config.optimizer.warmup_steps=1", "--config.log_every=1"]
     tests, prelude = os.path.join(root, "tests"), os.path.join(root, "tests", "doc_prelude.py")
-    code = (f"import runpy, sys\nsys.path.insert(0, {tests!r})\n"
+    code = (f"import sys\nsys.path.insert(0, {tests!r})\n"
             f"exec(compile(open({prelude!r}).read(), {prelude!r}, 'exec'), {{'__name__': 'doc_prelude', '__file__': {prelude!r}}})\n"
             "from image_folders import write_folder\nwrite_folder('photos', per_class=12, corrupt=0)\n"
-            f"sys.argv = ['recipes.train'] + {args!r}\nrunpy.run_module('recipes.train', run_name='__main__')\n")
+            f"sys.argv = ['keras-vit-train'] + {args!r}\nfrom recipes.train import run\nrun()\n")  # the script's call
     (tmp_path / "mirror").mkdir()
     (tmp_path / "work").mkdir()
     env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}", KERAS_VIT_CACHE_DIR=str(tmp_path / "c"),

@@ -40,8 +40,10 @@ def test_the_wheel_is_named_and_holds_the_package_data(wheel):
         assert f"Provides-Extra: {extra}" in metadata, extra
 
 
-def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
-    venv = tmp_path / "venv"
+def _install(wheel, venv, *, blocked: str = "") -> tuple:
+    """A fresh venv at `venv` with the wheel installed and the test environment's packages borrowed; `blocked`
+    names a module every Python of that venv finds missing (as on an install without it). Returns (python, site,
+    env)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -50,11 +52,19 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     # editable install of this tree among them, are not run)
     with open(os.path.join(site, "borrowed.pth"), "w") as f:
         f.write(sysconfig.get_paths()["purelib"] + "\n")
+    if blocked:  # an `import` line in a .pth file runs at every start-up, before any user code
+        with open(os.path.join(site, "blocked.pth"), "w") as f:
+            f.write(f"import sys; sys.modules[{blocked!r}] = None\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)  # a source tree on the path would make pip see the distribution as installed
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
                            str(wheel)], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
+    return python, site, env
+
+
+def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
+    python, site, env = _install(wheel, tmp_path / "venv")
     script = (
         "import keras_vit, numpy as np\n"
         "print(keras_vit.__file__)\n"
@@ -78,3 +88,68 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     code = test_docs.runnable_blocks("README.md") + ["import keras_vit; print('from', keras_vit.__file__)"]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [])
     assert f"from {site}" in out
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_first_hour_on_jax_and_torch_without_tensorflow(wheel, tmp_path, backend):
+    """The README's Python blocks as written (classify, fine-tune on a folder, ONNX export), the predict CLI, the
+    export CLI and the recipes command, from the installed wheel on `backend` with `import tensorflow` failing."""
+    pytest.importorskip(backend)
+    python, site, env = _install(wheel, tmp_path / "venv", blocked="tensorflow")
+    env["KERAS_BACKEND"] = backend
+    code = test_docs.runnable_blocks("README.md") + [
+        "import keras, keras_vit, sys; print('from', keras_vit.__file__, keras.backend.backend(), "
+        "sys.modules['tensorflow'])"]
+    out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
+    assert f"from {site}" in out and f"{backend} None" in out
+    assert os.path.exists(tmp_path / "readme" / "work" / "exported" / "onnx" / "model.onnx")
+
+    def run(*args):
+        return subprocess.run([str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    made = run("-c", "import keras_vit\n"
+                     "m = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, "
+                     "num_layers=1, input_shape=(32, 32, 3), classes=1000)\n"
+                     "m.save('tiny.keras')\n"
+                     "from PIL import Image; from skimage import data; Image.fromarray(data.astronaut()).save('p.png')")
+    assert made.returncode == 0, made.stderr[-3000:]
+    cli = run("-m", "keras_vit.predict", "p.png", "--weights=tiny.keras", "--top=2")
+    assert cli.returncode == 0 and cli.stdout.startswith("p.png\n  1. "), cli.stderr[-3000:]
+    onnx = run("-m", "hub_export", "--weights=tiny.keras", "--format=onnx", "--variant=classification", "--out=x")
+    assert onnx.returncode == 0 and os.path.exists(tmp_path / "x" / "model.onnx"), onnx.stderr[-3000:]
+    litert = run("-m", "hub_export", "--weights=tiny.keras", "--format=litert", "--out=y")
+    assert litert.returncode == 2 and not os.path.exists(tmp_path / "y")
+    assert "KERAS_BACKEND=tensorflow keras-vit-export --weights=model.keras" in litert.stderr
+    recipe = run("-m", "recipes.train", "--config=finetune:folder", "--workdir=runs")
+    last = recipe.stderr.strip().splitlines()[-1]
+    assert recipe.returncode == 1 and last.startswith("ImportError: the recipes (recipes.train) needs tensorflow")
+    assert "pip install 'keras-vision-transformer[" in last and not os.path.exists(tmp_path / "runs")
+
+
+def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_folder(wheel, tmp_path):
+    """`keras-vit-train` with a config by name, from a directory holding a user's own `recipes` package (which
+    `python -m recipes.train` would import instead of ours), and `keras-vit-export` on what it trained."""
+    python, site, env = _install(wheel, tmp_path / "venv")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "__init__.py").write_text("raise SystemExit('the user recipes package was imported')\n")
+    tiny = ["--config.model.hidden_size=32", "--config.model.mlp_dim=64", "--config.model.num_layers=1",
+            "--config.model.num_heads=2", "--config.model.patch_size=8", "--config.batch_size=16",
+            "--config.dataset.eval_split=", "--config.total_steps=2", "--config.log_every=1"]
+    bin_dir = python.parent
+
+    def run(*args):
+        return subprocess.run([str(a) for a in args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    shadowed = run(python, "-m", "recipes.train", "--config=demo:pretrain")
+    assert "the user recipes package was imported" in shadowed.stderr  # why the console scripts exist
+    trained = run(bin_dir / "keras-vit-train", "--config=demo:pretrain", "--workdir=run", *tiny)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    summary = (tmp_path / "run" / "summary.json").read_text()
+    assert '"steps": 2' in summary
+    model = next(p for p in (tmp_path / "run").rglob("*.keras"))
+    exported = run(bin_dir / "keras-vit-export", f"--weights={model}", "--format=onnx", "--out=exported")
+    assert exported.returncode == 0 and (tmp_path / "exported" / "model.onnx").exists(), exported.stderr[-3000:]
+    predicted = run(bin_dir / "keras-vit-predict", "--help")
+    assert predicted.returncode == 0 and "usage: keras-vit-predict" in predicted.stdout

@@ -31,6 +31,7 @@ import numpy as np
 from keras_vit.analysis import shards
 from keras_vit.analysis.image_sources import ImageSource, open_source, read_pixels, tfds_images
 from keras_vit.analysis.images import preprocess_image
+from keras_vit.utils import commands
 from keras_vit.utils.progress import Progress
 
 FEATURES = ("pooled", "patches")
@@ -286,7 +287,7 @@ def main(argv=None) -> int:
 
     from keras_vit.analysis.predict import read_labels
 
-    p = argparse.ArgumentParser(prog="python -m keras_vit.inference", description=__doc__,
+    p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.inference"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="a folder of images, a text file listing images, or tfds:<name>:<split>")
     p.add_argument("--weights", required=True, help="what `keras_vit.load_model` reads (with --model for release "

@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from keras_vit.analysis import images as image_files
+from keras_vit.utils import commands
 from keras_vit.utils.compilation_cache import enable_compilation_cache
 from keras_vit.utils.xla_cpu import jit_without_ynn
 from keras_vit.vit.labels import LABEL_SETS, decode_predictions, label_set_for
@@ -101,7 +102,7 @@ def _print(results: List[dict]) -> None:
 def main(argv=None) -> int:
     from keras_vit.weights.load import load_model
 
-    p = argparse.ArgumentParser(prog="python -m keras_vit.predict", description=__doc__)
+    p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.predict"), description=__doc__)
     p.add_argument("images", nargs="+", help="image files (JPEG, PNG, GIF, BMP, TIFF; 8- or 16-bit)")
     p.add_argument("--weights", required=True,
                    help="a release name (with --model), an official .npz, a .keras model, a timm .safetensors file "
