@@ -18,7 +18,7 @@ setup: $(STAMP)
 
 # torch 2.13.0 is the CPU wheel on our machines; timm goes in without its torchvision dependency: the only
 # torchvision that installs here (0.29.1) needs torch 2.14.1's CUDA build (5.5 GB), which runs timm at the same
-# speed but adds ~0.4 GB of resident CUDA libraries to every timm row (BENCHMARKS.md, "torchvision"), so
+# speed but adds ~0.4 GB of resident CUDA libraries to every timm row (docs/benchmarks-history.md, "torchvision"), so
 # tools/torchvision_stub stands in for the two names timm imports.
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,bench]"

@@ -226,6 +226,36 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
     return ips, peak
 
 
+_TORCH = r"""
+import sys, time, statistics, numpy as np, torch, keras, keras_vit
+name, size, batch, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
+x = torch.tensor(np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32"))
+with torch.no_grad():  # the eager call a PyTorch user makes, timm's row's conditions
+    t = time.perf_counter(); model(x, training=False); first = time.perf_counter() - t
+    for _ in range(warmup): model(x, training=False)
+    ts = []
+    for _ in range(iters):
+        t = time.perf_counter(); model(x, training=False); ts.append(time.perf_counter() - t)
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1e6
+print(batch / statistics.median(ts), hwm, first)
+"""
+
+
+def keras_torch(name, size, batch, mode, iters, warmup):
+    """keras_vit's eager inference call on the PyTorch backend, in its own process (the backend is fixed per
+    process); returns (img/s, peak GB)."""
+    if mode != "infer":
+        raise ValueError("keras_torch rows are inference only")
+    env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", _TORCH, name, str(size), str(batch), str(iters), str(warmup)],
+                         env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-500:])
+    ips, peak, _ = map(float, out.stdout.strip().splitlines()[-1].split())
+    return ips, peak
+
+
 # ----------------------------------------------------------------------------- driver
 
 def remat_suffix(row: str) -> tuple:
@@ -264,6 +294,9 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
             jax_mode = "step" if f == "keras_jax_step" and mode == "train" else mode
             ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat)
             return ips, None, peak, None
+        elif f == "keras_torch":
+            ips, peak = keras_torch(name, size, batch, mode, iters, warmup)
+            return ips, None, peak, None
         elif f in ("timm", "timm_compile"):
             ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup, int8=int8)
         else:
@@ -295,7 +328,8 @@ def main(argv=None) -> None:
                         "hands only element-wise ops to XLA), keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
                         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
                         "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
-                        "keras_hub (ViTBackbone + head, same step/XLA), timm (eager), timm_compile; suffix _remat "
+                        "keras_hub (ViTBackbone + head, same step/XLA), keras_torch (the eager call on the PyTorch backend, "
+                        "inference), timm (eager), timm_compile; suffix _remat "
                         "(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat=\"attention\") "
                         "or _int8 (keras_tf, keras_tf_noxla: "
                         "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8")

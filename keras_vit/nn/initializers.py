@@ -2,8 +2,8 @@
 
 While weights follow the build (`VisionTransformer(weights=...)`: the loader assigns every variable right
 after), `initial` gives zeros instead of random draws: drawing a ViT-B's 86 M random values only to overwrite
-them was a measurable part of every cold start (BENCHMARKS.md, "Cold start"). On JAX those zeros are made on
-the host, one array per shape shared by every variable of that shape (JAX arrays are immutable and the loader
+them was a measurable part of every cold start (docs/benchmarks-history.md, "Cold start"). On JAX those zeros
+are made on the host, one array per shape shared by every variable of that shape (JAX arrays are immutable and the loader
 replaces each variable's array): `jax.numpy.zeros` compiles an XLA program per shape, 0.4 s of a ViT-B's build.
 On TensorFlow each variable keeps a block of zeros the operating system hands out untouched
 (`keras_vit.utils.assign.variables_adopt_fresh_zeros`): `tf.Variable` would fill its zeros and copy them, 2 x

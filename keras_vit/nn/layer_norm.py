@@ -6,7 +6,7 @@ consumer of it re-adds all later blocks' terms, so the gradient of a ViT-S/16 mo
 network in `flax.linen` (27.4 vs 15.8 GB at batch 16) and the training step runs at 0.6x Flax's. `flax.linen`'s
 LayerNorm squares the input first and takes both moments from it (Var = E[x^2] - E[x]^2, clipped at 0), and
 XLA then fuses each block's backward into one running sum. This class computes that form on JAX, so our
-gradient moves the bytes Flax's does (BENCHMARKS.md, "Each backend at its own limit").
+gradient moves the bytes Flax's does (docs/benchmarks-history.md, "Each backend at its own limit").
 
 On TensorFlow and PyTorch it is Keras' own layer unchanged (PyTorch's is a native fused kernel). Weights,
 configuration and checkpoints are `LayerNormalization`'s: `gamma` (scale) and `beta` (bias).

@@ -3,7 +3,7 @@
 There each op is dispatched from Python, so the number of ops and their kind show in the latency of a model
 call; inside `tf.function` TensorFlow's graph optimiser fuses them instead. The tanh GELU writes its eager
 computation with fewer and cheaper ops and keeps Keras' form in graphs, which TensorFlow's optimiser and the
-exporters' converters know (BENCHMARKS.md, "Cold start").
+exporters' converters know (docs/benchmarks-history.md, "Cold start").
 """
 
 from __future__ import annotations

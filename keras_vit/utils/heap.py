@@ -4,7 +4,7 @@ XLA's compiler (TensorFlow's and JAX's alike) allocates and frees several hundre
 ViT-B/16 training step. glibc keeps what is freed in its arenas for later reuse, but the step's own large
 buffers are then mapped fresh from the kernel, so the compiler's freed pages stay resident for the whole run
 and add to its peak (0.22–0.27 GB of a ViT-B/16 batch-16 step's 5.3 GB on TensorFlow, 0.1–0.15 GB on JAX;
-BENCHMARKS.md, "Training memory"). glibc's `malloc_trim` returns them; TensorFlow and JAX do not call it.
+docs/benchmarks-history.md, "Training memory"). glibc's `malloc_trim` returns them; TensorFlow and JAX do not call it.
 
 `trim()` calls it once. `returning_freed_memory()` calls it every `interval` seconds from a daemon thread
 while a block runs, and once more at the end, so that what the compilation frees is given back before the

@@ -1,7 +1,7 @@
 """`jax.jit` without XLA's YNNPACK fusions on CPU, for the one-shot prediction and the training step.
 
 On CPU, XLA hands matrix products and their neighbours to YNNPACK ("YNN fusions"). Measured for ViTs on 2 cores
-(BENCHMARKS.md, "Cold start" and "Each backend at its own limit"), without them (`WITHOUT_YNN`):
+(docs/benchmarks-history.md, "Cold start" and "Each backend at its own limit"), without them (`WITHOUT_YNN`):
 - a program's first run skips YNNPACK building its runtime: a ViT-B/16 forward pass at batch 1 took
   0.38–0.48 s on its first run against 0.20–0.27 s on the next ones, and 0.25–0.41 s without YNN fusions;
 - steady forward passes are 6–11 % faster at batch 16 (ViT-S/16, ViT-B/16), but 6–10 % slower at batch 1;

@@ -29,9 +29,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks
     for the probabilities (or attention dropout is active), the scores go through
     `keras.ops.dot_product_attention` (the backend's fused kernel, flash where the device has it) where that
-    was measured faster (`FUSED`; BENCHMARKS.md). While training on TensorFlow or JAX (unless `FUSED` is
+    was measured faster (`FUSED`; docs/benchmarks-history.md). While training on TensorFlow or JAX (unless `FUSED` is
     True), the core is `recomputed_attention` instead, whose backward pass recomputes the probabilities
-    rather than keeping them: smaller, and as fast or faster (BENCHMARKS.md, "Training memory").
+    rather than keeping them: smaller, and as fast or faster (docs/benchmarks-history.md, "Training memory").
 
     Called with a `rotary` table (`keras_vit.nn.rotary`), queries and keys are rotated after qk-norm, channels
     paired per `rotate_half`. `output_norm`: a LayerNorm over the heads' concatenated output before `out`
@@ -39,10 +39,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     shared by every key cancels in the softmax, so none is trained).
     """
 
-    # Measured (BENCHMARKS.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x (training) on JAX
-    # and 0.98x on TensorFlow, so it is the default on JAX only (for inference: training on TF and JAX takes
-    # attention_core, smaller and no slower, BENCHMARKS.md "Training memory"); None = per backend, True/False =
-    # forced (with False, training still takes attention_core; True takes dot_product_attention there too).
+    # Measured (docs/benchmarks-history.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x
+    # (training) on JAX and 0.98x on TensorFlow, so it is the default on JAX only (for inference: training on TF and
+    # JAX takes attention_core, smaller and no slower, docs/benchmarks-history.md "Training memory"); None = per
+    # backend, True/False = forced (with False, training still takes attention_core; True takes
+    # dot_product_attention there too).
     FUSED = None
     PROJECTIONS = ("query", "key", "value", "out")
 

@@ -13,7 +13,7 @@ The backward pass reads q, k and v again only once the upstream gradient exists
 as q and k existed, so all twelve recomputed probability tensors were live at the peak; and reading q, k and v
 through their forward-pass transposed copies kept those copies alive beside the fused q/k/v output. With it,
 TensorFlow and JAX take this core in every training call, smaller and no slower than the plain formula
-(BENCHMARKS.md, "Training memory"). PyTorch's backend keeps Keras' own differentiation. Softmax is taken in
+(docs/benchmarks-history.md, "Training memory"). PyTorch's backend keeps Keras' own differentiation. Softmax is taken in
 float32 as in `MultiHeadDotProductAttention`.
 """
 

@@ -8,8 +8,8 @@ structure, so one function, traced once on the first block with the block's weig
 them: a `tf.function` on TensorFlow (Grappler fuses its ops, C++ runs them), a `jax.jit` on JAX (one XLA
 program). Every later model of the same structure in the process reuses it, with no trace or compilation
 (the cache holds the traced block weakly). A ViT-B/16 call then takes 0.20 s on either; the first call
-0.38–0.40 s on TensorFlow and 1.0–1.1 s on JAX (BENCHMARKS.md, "Cold start"). PyTorch runs eagerly by design
-and is left as it is.
+0.38–0.40 s on TensorFlow and 1.0–1.1 s on JAX (docs/benchmarks-history.md, "Cold start"). PyTorch runs
+eagerly by design and is left as it is.
 
 On JAX the function also serves inference inside a trace (`jax.jit`, `predict`, `jax.eval_shape`): a nested
 `jax.jit` is traced once for every block of the same input type and XLA inlines its calls, so tracing a

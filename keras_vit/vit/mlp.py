@@ -33,7 +33,7 @@ def _eager_gelu_tanh(x):
     """The tanh GELU as x sigmoid(2u). TensorFlow's own form raises x to the third power with `Pow` and takes
     eight ops; run one by one, that is 5.6 ms against 2.2 ms for this form on a ViT-B/16's (197, 3072) hidden
     layer, 40 ms of each eager forward pass. Closer to the float64 values too (3.6e-7 against 9.6e-7). Graphs
-    keep Keras' form, which TensorFlow's graph optimiser and the exporters' converters know (BENCHMARKS.md,
+    keep Keras' form, which TensorFlow's graph optimiser and the exporters' converters know (docs/benchmarks-history.md,
     "Cold start")."""
     return x * sigmoid_2u(x)
 
@@ -44,7 +44,7 @@ def _gelu_tanh_keeping_input(x):
 
     Differentiated as written, the tanh GELU's backward uses the tanh's output, so a compiled training step
     keeps that (batch, tokens, mlp_dim) tensor of every block until the backward pass reaches it: 0.47 GB of a
-    ViT-B/16 step at batch 16 on TensorFlow + XLA (BENCHMARKS.md, "Training memory").
+    ViT-B/16 step at batch 16 on TensorFlow + XLA (docs/benchmarks-history.md, "Training memory").
     Here the derivative is recomputed from `x`, with 0.5 (1 + tanh u) = sigmoid(2u):
     d/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3). A sigmoid, not the
     forward's tanh, so that XLA's common-subexpression pass cannot fold it back into the forward pass."""

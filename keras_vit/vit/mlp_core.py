@@ -3,7 +3,7 @@
 Differentiated as written, `Dense_1(act(h))` keeps two (batch, tokens, mlp_dim) tensors of every block from
 the forward pass to the backward pass: `h` (for the activation's derivative) and `act(h)` (for the kernel's
 gradient, act(h)^T dy). PyTorch keeps both as well. Here the backward pass recomputes `act(h)` from `h`, one
-elementwise pass, so each block keeps one: 12 x 38.7 MB less for a ViT-B/16 at batch 16 (BENCHMARKS.md,
+elementwise pass, so each block keeps one: 12 x 38.7 MB less for a ViT-B/16 at batch 16 (docs/benchmarks-history.md,
 "Training memory").
 
 The recomputation waits for the upstream gradient (`keras_vit.vit.recompute.zero_after`): needing only `h`,

@@ -132,7 +132,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
       remat: True recomputes each encoder block's activations in the backward pass instead of keeping
         them (`keras.remat`, one block at a time): less training memory for more compute. "attention"
         recomputes only the attention probabilities, which training on TensorFlow and JAX does anyway
-        (BENCHMARKS.md, "Training memory"); it is kept as a name for that. Outputs and gradients are
+        (docs/benchmarks-history.md, "Training memory"); it is kept as a name for that. Outputs and gradients are
         unchanged.
       layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
         pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,

@@ -4,7 +4,7 @@ A custom gradient that recomputes an activation (the attention probabilities, th
 memory only if the recomputation runs during the backward pass. XLA's scheduler is free to run any
 instruction as soon as its operands exist; a recomputation whose operands are all forward-pass tensors
 (q and k, the MLP's hidden input) may run during the forward pass, and then every block's recomputed tensor
-is live at the peak, as the kept one was. TensorFlow's XLA scheduler does exactly that (BENCHMARKS.md,
+is live at the peak, as the kept one was. TensorFlow's XLA scheduler does exactly that (docs/benchmarks-history.md,
 "Training memory"). Adding `zero_after(upstream)` to one operand makes the recomputation depend on the
 upstream gradient, which exists only when the backward pass reaches the block, as TensorFlow's own
 `recompute_grad` orders its recomputation. The zero is computed from one element, so it costs nothing, and

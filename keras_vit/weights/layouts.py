@@ -118,7 +118,7 @@ class _Reader:
 def per_block(blocks: Sequence[int], convert: Callable[[int], Params]) -> Params:
     """`convert(i)` for every block `i`, one block per thread, merged in block order. numpy copies without the
     GIL, so the blocks' transposes and their first-touch page faults overlap (a ViT-B/16 timm file loaded in
-    1.22 s instead of 1.58 s on TensorFlow; BENCHMARKS.md, cold start). The first block to fail raises, and
+    1.22 s instead of 1.58 s on TensorFlow; docs/benchmarks-history.md, cold start). The first block to fail raises, and
     nothing is assigned before the whole conversion is done."""
     out: Params = {}
     with ThreadPoolExecutor(max(1, min(len(blocks), os.cpu_count() or 1))) as pool:

@@ -2,7 +2,7 @@
 
 The `safetensors` package checks the file (its header, dtypes and offsets) and names its tensors; the data are
 then numpy views of the file mapped into memory. A timm ViT-B/16 is 344 MB: copying it into fresh arrays
-before the layout conversion copied it again was 0.2 s of every cold start (BENCHMARKS.md, "Cold start").
+before the layout conversion copied it again was 0.2 s of every cold start (docs/benchmarks-history.md, "Cold start").
 
 The format (safetensors' own specification): an 8-byte little-endian header length, a JSON header with each
 tensor's dtype, shape and `data_offsets` (relative to the end of the header), then the data, little-endian.
