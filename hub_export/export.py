@@ -62,13 +62,13 @@ def is_our_export(path: str) -> bool:
         return False
 
 
-def _exportable(model, variant: str, format: str, quantize: Optional[str] = None):
+def _exportable(model, variant: str, format: str):
     """`model` once the arguments are checked; a LoRA-adapted model as its merged weights (W + (alpha / r) A B)."""
     if variant not in VARIANTS:
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
     if format not in formats.FORMATS:
         raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
-    formats.check_backend(format, quantize)
+    formats.check_backend(format)
     backend = keras.backend.backend()
     require(formats.needs(format), formats.extra(format), f"format={format!r} on the {backend} backend")
     ensure_vit(model)
@@ -141,7 +141,7 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
     place, so `out_dir` never holds a half-written export.
     """
     source = source or getattr(model, "weights_source", None)  # what keras_vit loaded it from, if it did
-    model = _exportable(model, variant, format, quantize)
+    model = _exportable(model, variant, format)
     if format == "serving":
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")

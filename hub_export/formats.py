@@ -40,7 +40,7 @@ def extra(fmt: str) -> str:
     return EXTRAS.get(fmt, "export")
 
 
-def check_backend(fmt: str, quantize: Optional[str] = None) -> None:
+def check_backend(fmt: str) -> None:
     """Refuses, in one message saying what to do instead, a format the running backend does not write: all but
     ONNX (float or quantized by onnxruntime) are written by TensorFlow."""
     backend = keras.backend.backend()
@@ -67,7 +67,7 @@ def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
     quantization.check(quantize, fmt)
-    check_backend(fmt, quantize)
+    check_backend(fmt)
     path = os.path.join(directory, FILES[fmt])
     signature = _signature(net) if keras.backend.backend() == "tensorflow" else None
     if quantize:

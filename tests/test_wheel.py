@@ -153,3 +153,31 @@ def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_fo
     assert exported.returncode == 0 and (tmp_path / "exported" / "model.onnx").exists(), exported.stderr[-3000:]
     predicted = run(bin_dir / "keras-vit-predict", "--help")
     assert predicted.returncode == 0 and "usage: keras-vit-predict" in predicted.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, extras, first", [("jax", "jax,onnx-jax", []), ("torch", "torch,onnx", ["torch==2.13.0"])])
+def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extras, first):
+    """`pip install "<wheel>[jax]"` (or `[torch]`) into a new venv with pip's own resolver and nothing borrowed: no
+    TensorFlow arrives, and the README's Python blocks, the predict CLI and an ONNX export run as written."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
+    env.pop("PYTHONPATH", None)
+    for packages in ([*first] if first else [], [f"{wheel}[{extras}]", "scikit-image"]):  # skimage: the prelude's
+        if packages:
+            done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], capture_output=True,
+                                  text=True, timeout=1800, env=env)
+            assert done.returncode == 0, done.stderr[-3000:]
+    code = test_docs.runnable_blocks("README.md") + [
+        "import importlib.util; print('tensorflow installed:', importlib.util.find_spec('tensorflow') is not None)\n"
+        "model.save('fine_tuned.keras')"]
+    out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
+    assert "tensorflow installed: False" in out
+    work = tmp_path / "readme" / "work"
+    assert (work / "exported" / "onnx" / "model.onnx").exists()
+    exported = subprocess.run([str(venv / "bin" / "keras-vit-export"), f"--weights={work / 'fine_tuned.keras'}",
+                               "--format=onnx", "--out=cli"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=900)
+    assert exported.returncode == 0 and (tmp_path / "cli" / "model.onnx").exists(), exported.stderr[-3000:]
