@@ -36,8 +36,17 @@ def test_the_wheel_is_named_and_holds_the_package_data(wheel):
     assert not any(n.startswith("tests/") for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert f"Name: {DIST}" in metadata and "Requires-Dist: keras>=" in metadata
-    for extra in ("tensorflow", "jax", "torch", "export", "train", "hub"):
+    for extra in ("tensorflow", "jax", "torch", "export", "onnx", "onnx-jax", "litert", "openvino", "train", "hub"):
         assert f"Provides-Extra: {extra}" in metadata, extra
+    # the index page's description: the README, with no link an index page could not resolve
+    import re
+
+    assert "Content-Type: text/markdown" in metadata and "## Fine-tune on your own images" in metadata
+    assert re.findall(r"\]\((?![a-z]+://|#)[^)]+\)", metadata) == []
+    assert "docs/install.md" in metadata
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    for command in ("keras-vit-train", "keras-vit-export", "keras-vit-predict", "keras-vit-inference"):
+        assert command in entry_points, command
 
 
 def _install(wheel, venv, *, blocked: str = "") -> tuple:
