@@ -45,6 +45,10 @@ CASES = {
     "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
         form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
                          {"class": (0, 1), "patches": (1, 7)}),
+    "xp_base": (dict(parallel_layers=True, rms_norm=True, qk_norm=True, qkv_bias=False,
+                     prefix_position_embedding=False), {"class": (0, 1), "patches": (1, 7)}),
+    "pwee": (dict(parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1, qkv_bias=True),
+             {"registers": (0, 1), "patches": (1, 7)}),
 }
 
 
@@ -93,8 +97,10 @@ def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
         keras_vit.create_model("vit_dwee_patch16_reg1_gap_256")
     with pytest.raises(ValueError, match="ConvStem"):
         keras_vit.create_model("vit_base_mci_224")
-    with pytest.raises(ValueError, match="ParallelScalingBlock"):
-        keras_vit.create_model("vit_pwee_patch16_reg1_gap_256")
+    with pytest.raises(ValueError, match="ParallelThingsBlock"):
+        keras_vit.create_model("vit_small_patch16_18x2_224")
+    with pytest.raises(ValueError, match="DiffParallelScalingBlock"):
+        keras_vit.create_model("vit_dpwee_patch16_reg1_gap_256")
 
 
 def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bool, scale: float) -> np.ndarray:
@@ -217,7 +223,7 @@ print(json.dumps(out))
 def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
     pairs) share the one-block-function cache on JAX without taking each other's function."""
-    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny")
+    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base")
     assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
 
 
@@ -329,3 +335,25 @@ def test_inspection_and_few_shot_features_of_rotary_backbones():
     dinov3, x = _load("dinov3_small")
     features = feature_extractor(dinov3)(x)
     np.testing.assert_allclose(features, dinov3.predict(x, verbose=0), atol=1e-5)
+
+
+def test_parallel_layers_are_vit_22bs_sum_of_both_branches_on_one_norm():
+    """x + LS(MSA(LN(x)) + MLP(LN(x))), written out with the block's own sublayers against its call; LoRA,
+    int8, remat and the writers' refusal on a parallel-layer model."""
+    model, x = _load("pwee")
+    block = model.encoder.blocks[0]
+    tokens = keras.random.normal((2, 7, 64), seed=0)
+    h = block.layer_norm_0(tokens)
+    want = tokens + block.layer_scale_0(block.attention(h) + block.mlp(h))
+    np.testing.assert_allclose(_np(block(tokens)), _np(want), atol=1e-6)
+    assert block.layer_norm_2 is None and block.layer_scale_2 is None
+    logits = model.predict(x, verbose=0)
+    model.enable_lora(4, ["query", "value", "Dense_0", "Dense_1"])
+    np.testing.assert_allclose(model.predict(x, verbose=0), logits, atol=1e-6)
+    remat, _ = _load("pwee", remat=True)
+    np.testing.assert_allclose(remat.predict(x, verbose=0), logits, atol=1e-5)
+    quantized, _ = _load("pwee")
+    quantized.quantize("int8")
+    assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.1 * np.abs(logits).max()
+    with pytest.raises(ValueError, match="parallel_layers"):
+        keras_vit.save_pretrained(remat, "unused")

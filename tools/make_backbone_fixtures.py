@@ -1,5 +1,5 @@
-"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family (timm's `eva` module; AIMv2 and
-BEiT-3 of its `vision_transformer` module), written
+"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family (timm's `eva` module; AIMv2,
+BEiT-3 and the parallel-layer ViTs of its `vision_transformer` module), written
 by timm itself (`save_for_hf`) with timm's logits, so the default suite checks keras_vit against timm without
 torch:
 
@@ -50,6 +50,10 @@ CASES = {
     # RoPE-Mixed (naver): learned rotary frequencies per block and head, no position table
     "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2,
                                                                   num_classes=5)),
+    # ViT-22B's parallel layers (ParallelScalingBlock): RMSNorm, qk-norm, no q/k/v bias (the MLP's bias apart)
+    "xp_base": ("vit_base_patch16_xp_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # parallel layers with q/k/v biases packed beside the MLP's, LayerScale on the sum, a register, average pool
+    "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
 }
 
 

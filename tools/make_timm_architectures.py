@@ -64,16 +64,25 @@ def _unsupported(model, block) -> list:
         (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
          f"patch embedding {type(model.patch_embed).__name__}"),
         (not _is_identity(getattr(model.patch_embed, "norm", None))
-         and type(model.patch_embed.norm) is not type(block.norm1), "a patch-embedding norm of another kind"),
-        (type(block).__name__ not in ("Block", "ResPostBlock"), f"block {type(block).__name__}"),
-        (type(getattr(block, "attn", None)).__name__ != "Attention", f"attention {type(getattr(block, 'attn', None)).__name__}"),
-        (type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
+         and type(model.patch_embed.norm) is not type(_norm(block)), "a patch-embedding norm of another kind"),
+        (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock"), f"block {type(block).__name__}"),
+        (_parallel(block) and block.out_proj is not None, "a parallel block with one fused output projection"),
+        (not _parallel(block) and type(getattr(block, "attn", None)).__name__ != "Attention",
+         f"attention {type(getattr(block, 'attn', None)).__name__}"),
+        (not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
          f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
         (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
     ]
     out += [what for bad, what in checks if bad]
-    if not out:
+    if not out and _parallel(block):
+        checks = [(type(block.in_norm).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.in_norm).__name__}"),
+                  ((block.attn_out_proj.bias is None) != (block.mlp_out_proj.bias is None),
+                   "bias on one projection kind only"),
+                  (block.in_split[1] != model.embed_dim, "an attention width other than the embedding's"),
+                  (_activation(block.mlp_act).startswith("unsupported"), f"activation {type(block.mlp_act).__name__}")]
+        out += [what for bad, what in checks if bad]
+    elif not out:
         attn, mlp = block.attn, block.mlp
         gated = type(mlp).__name__ != "Mlp"
         first = mlp.fc1_g if type(mlp).__name__ == "SwiGLU" else mlp.fc1
@@ -92,6 +101,37 @@ def _unsupported(model, block) -> list:
                        (_activation(pool.mlp.act).startswith("unsupported"), "a MAP head with another activation")]
         out += [what for bad, what in checks if bad]
     return out
+
+
+def _parallel(block) -> bool:
+    """timm's ParallelScalingBlock: ViT-22B's parallel layers (keras_vit's `parallel_layers`)."""
+    return type(block).__name__ == "ParallelScalingBlock"
+
+
+def _norm(block):
+    """The block's (first) norm."""
+    return block.in_norm if _parallel(block) else block.norm1
+
+
+def _block_facts(block) -> dict:
+    """The facts that live in each block, in keras_vit's keywords."""
+    if _parallel(block):
+        return dict(mlp_dim=int(block.in_split[0]), num_heads=int(block.num_heads),
+                    activation=_activation(block.mlp_act), layer_norm_epsilon=float(block.in_norm.eps),
+                    layer_scale_init=None if _is_identity(block.ls) else float(block.ls.init_values),
+                    qk_norm=not _is_identity(block.q_norm), qkv_bias=block.in_proj.bias is not None, swiglu=False,
+                    mlp_norm=False, attention_norm=False, rms_norm=type(block.in_norm).__name__ == "RmsNorm",
+                    projection_bias=block.attn_out_proj.bias is not None, post_norm=False, parallel_layers=True)
+    attn, mlp, norm = block.attn, block.mlp, block.norm1
+    kind = type(mlp).__name__
+    return dict(mlp_dim=int(mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features),
+                num_heads=int(attn.num_heads), layer_norm_epsilon=float(norm.eps),
+                layer_scale_init=None if _is_identity(getattr(block, "ls1", None)) else float(block.ls1.init_values),
+                qk_norm=not _is_identity(attn.q_norm), qkv_bias=attn.qkv.bias is not None, swiglu=kind != "Mlp",
+                mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
+                attention_norm=not _is_identity(getattr(attn, "norm", None)),
+                rms_norm=type(norm).__name__ == "RmsNorm", projection_bias=attn.proj.bias is not None,
+                post_norm=type(block).__name__ == "ResPostBlock", parallel_layers=False)
 
 
 def _data_config(model) -> dict:
@@ -119,31 +159,27 @@ def facts(name: str) -> dict:
                  classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model))
     if entry["unsupported"]:
         return entry
-    attn, mlp, norm = block.attn, block.mlp, block.norm1
     patch = model.patch_embed.patch_size
-    kind = type(mlp).__name__
-    mlp_dim = mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features
     pool = getattr(model, "attn_pool", None)
-    activation = _activation(mlp.act if kind == "Mlp" else pool.mlp.act if pool is not None else nn.GELU())
+    block_facts = _block_facts(block)
+    if "activation" not in block_facts:  # a gated MLP's is SiLU; the MAP head's MLP says the model's activation
+        mlp = block.mlp
+        block_facts["activation"] = _activation(mlp.act if type(mlp).__name__ == "Mlp" else pool.mlp.act
+                                                if pool is not None else nn.GELU())
     entry.update(
         patch_size=int(patch[0]) if patch[0] == patch[1] else list(patch), hidden_size=int(model.embed_dim),
-        mlp_dim=int(mlp_dim), num_heads=int(attn.num_heads), num_layers=len(model.blocks),
-        classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
-        activation=activation, layer_norm_epsilon=float(norm.eps),
-        layer_scale_init=None if _is_identity(getattr(block, "ls1", None)) else float(block.ls1.init_values),
+        num_layers=len(model.blocks), classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
+        **block_facts,
         num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
         fc_norm=not _is_identity(model.fc_norm),
-        final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)), qk_norm=not _is_identity(attn.q_norm),
-        qkv_bias=attn.qkv.bias is not None, patch_bias=model.patch_embed.proj.bias is not None,
+        final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)),
+        patch_bias=model.patch_embed.proj.bias is not None,
         prefix_position_embedding=not getattr(model, "no_embed_class", False),
         dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
         class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None,
-        swiglu=kind != "Mlp", mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
-        attention_norm=not _is_identity(getattr(attn, "norm", None)),
         pooling_includes_prefix=bool(getattr(model, "pool_include_prefix", False)) and model.num_prefix_tokens > 0,
-        rms_norm=type(norm).__name__ == "RmsNorm", patch_norm=not _is_identity(getattr(model.patch_embed, "norm", None)),
-        projection_bias=attn.proj.bias is not None, post_norm=type(block).__name__ == "ResPostBlock")
+        patch_norm=not _is_identity(getattr(model.patch_embed, "norm", None)))
     stem = _stem(model)
     if stem is not None:
         width = stem[1]

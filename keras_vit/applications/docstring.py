@@ -67,6 +67,7 @@ ARGS = """
       projection_bias: False: no bias on the attention output and MLP projections (AIMv2).
       post_norm: each residual branch normalised after it (timm's ResPostBlock, EVA-CLIP enormous).
       attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
+      parallel_layers: attention and MLP side by side on one norm (ViT-22B; timm's ParallelScalingBlock).
       key_value_heads: grouped-query attention's key/value heads, one count or one per block (Sapiens2).
 
     Returns:

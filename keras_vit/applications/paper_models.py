@@ -47,7 +47,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              mlp_norm: bool = False, attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
              patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-             attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+             attention_only_layer_scale: bool = False, key_value_heads=None,
+             parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -68,7 +69,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -89,7 +91,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -110,7 +113,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-           attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+           attention_only_layer_scale: bool = False, key_value_heads=None,
+           parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -131,7 +135,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -152,7 +157,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -173,7 +179,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -194,7 +201,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -215,7 +223,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-            attention_only_layer_scale: bool = False, key_value_heads=None) -> VisionTransformer:
+            attention_only_layer_scale: bool = False, key_value_heads=None,
+            parallel_layers: bool = False) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -238,7 +247,7 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -261,7 +270,7 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -284,7 +293,7 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -307,7 +316,7 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -330,7 +339,7 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -353,7 +362,7 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -375,5 +384,5 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                post_norm: bool = False, attention_only_layer_scale: bool = False,
-               key_value_heads=None) -> VisionTransformer:
+               key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

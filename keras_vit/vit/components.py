@@ -54,7 +54,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                                                   and v.rotary_embedding.form == "mixed" else None),
                         rms_norm=v.rms_norm, projection_bias=v.projection_bias, post_norm=v.post_norm,
                         attention_only_layer_scale=v.attention_only_layer_scale, key_value_heads=v.key_value_heads,
-                        dtype=policy, name="Transformer")
+                        parallel_layers=v.parallel_layers, dtype=policy, name="Transformer")
     pooled = 0 if v.pooling_includes_prefix else prefix  # rows the pooling skips
     p.token_pooling = (AttentionPooling(v.attention_pooling_heads or c.num_heads, c.mlp_dim, v.activation, eps,
                                         pooled, v.rms_norm, dtype=policy, name="MAPHead_0") if classifier == "map" else

@@ -23,6 +23,7 @@ from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.swiglu import SwiGLU
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
 from keras_vit.vit.token_pooling import TokenPooling  # noqa: F401 (public here)
+from keras_vit.nn.drop_path import DropPath
 from keras_vit.nn.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
@@ -95,33 +96,6 @@ class ClassToken(ArraySpecs, keras.layers.Layer):
         return {**super().get_config(), "num_tokens": self.num_tokens}
 
 
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class DropPath(ArraySpecs, keras.layers.Layer):
-    """Stochastic depth: drops a whole residual branch per example while training."""
-
-    def __init__(self, rate: float = 0.0, seed: Optional[int] = None, **kwargs):
-        super().__init__(**kwargs)
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"DropPath rate must be in [0, 1), got {rate}.")
-        self.rate = float(rate)
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
-
-    def call(self, x, training=None):
-        if not training or self.rate == 0.0:
-            return x
-        keep = 1.0 - self.rate
-        shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
-        mask = keras.random.uniform(shape, seed=self.seed_generator) < keep
-        return ops.where(mask, x / ops.cast(keep, x.dtype), ops.zeros_like(x))
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
-
-
 def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON, rms: bool = False) -> LayerNorm:
     """A LayerNorm over the last axis (epsilon 1e-6 as flax and timm; CLIP's checkpoints use 1e-5), or with `rms`
     an RMSNorm (AIMv2)."""
@@ -148,7 +122,7 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
                      swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
                      mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False,
-                     attention_only_layer_scale=False)
+                     attention_only_layer_scale=False, parallel_layers=False)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -162,7 +136,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
     call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale);
     AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`); each branch's norm after
-    the branch instead of before it (`post_norm`: timm's ResPostBlock, EVA-CLIP enormous). Call with
+    the branch instead of before it (`post_norm`: timm's ResPostBlock, EVA-CLIP enormous); attention and MLP side
+    by side on one norm, x + LS(MSA(LN(x)) + MLP(LN(x))) (`parallel_layers`: ViT-22B's parallel layers, timm's
+    ParallelScalingBlock; one LayerScale on their sum). Call with
     `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """
@@ -175,11 +151,15 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
                  key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
                  projection_bias: bool = True, post_norm: bool = False, attention_only_layer_scale: bool = False,
-                 num_key_value_heads: Optional[int] = None, **kwargs):
+                 num_key_value_heads: Optional[int] = None, parallel_layers: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.attention_only_layer_scale = bool(attention_only_layer_scale)  # Sapiens2: no LayerScale on the MLP
         self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
+        self.parallel_layers = bool(parallel_layers)  # ViT-22B: both branches read one norm, their sum is added
+        if self.parallel_layers and self.post_norm:
+            raise ValueError("parallel_layers=True and post_norm=True: no model combines them, and keras_vit does not "
+                             "build it.")
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
@@ -202,7 +182,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
             name="MultiHeadDotProductAttention_1")
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
-        self.layer_norm_2 = layer_norm("LayerNorm_2", policy, eps, rms)
+        self.layer_norm_2 = None if self.parallel_layers else layer_norm("LayerNorm_2", policy, eps, rms)
         mlp = dict(hidden_norm=self.mlp_norm, layer_norm_epsilon=eps, rms_norm=rms, use_bias=self.projection_bias,
                    dtype=policy, name="MlpBlock_3")
         self.mlp = (SwiGLU(self.mlp_dim, self.dropout_rate, **mlp) if self.swiglu
@@ -210,7 +190,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
-            self.layer_scale_2 = (None if self.attention_only_layer_scale else
+            self.layer_scale_2 = (None if self.attention_only_layer_scale or self.parallel_layers else
                                   LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2"))
 
     @property
@@ -244,6 +224,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return forward
 
     def _forward(self, x, rotary=None, training=None, return_attention=False):
+        if self.parallel_layers:
+            return self._parallel_forward(x, rotary, training, return_attention)
         pre, post = (lambda n, t: t, lambda n, t: n(t)) if self.post_norm else (lambda n, t: n(t), lambda n, t: t)
         y = self.attention(pre(self.layer_norm_0, x), rotary=rotary, training=training,
                            return_attention=return_attention)
@@ -253,6 +235,16 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
         y = post(self.layer_norm_2, self.mlp(pre(self.layer_norm_2, x), training=training))
         y = self.layer_scale_2(y) if self.layer_scale_2 is not None else y
+        x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
+        return (x, probs) if return_attention else x
+
+    def _parallel_forward(self, x, rotary=None, training=None, return_attention=False):
+        """x + LS(MSA(LN(x)) + MLP(LN(x))): ViT-22B's parallel layers."""
+        h = self.layer_norm_0(x)
+        y = self.attention(h, rotary=rotary, training=training, return_attention=return_attention)
+        y, probs = y if return_attention else (y, None)
+        y = self.dropout(y, training=training) + self.mlp(h, training=training)
+        y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x
 
@@ -266,7 +258,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                     attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
                     mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
                     projection_bias=self.projection_bias, post_norm=self.post_norm,
-                    attention_only_layer_scale=self.attention_only_layer_scale)
+                    attention_only_layer_scale=self.attention_only_layer_scale, parallel_layers=self.parallel_layers)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less

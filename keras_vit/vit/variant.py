@@ -60,6 +60,8 @@ class Variant:
       attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
       key_value_heads: grouped-query attention's key/value heads: one count, or one per block (Sapiens2); None:
         as many as query heads.
+      parallel_layers: attention and MLP side by side on one norm, x + MSA(LN(x)) + MLP(LN(x)) (ViT-22B; timm's
+        ParallelScalingBlock).
     """
 
     activation: str = "gelu_tanh"
@@ -91,6 +93,7 @@ class Variant:
     post_norm: bool = False
     attention_only_layer_scale: bool = False
     key_value_heads: Optional[Tuple[int, ...]] = None
+    parallel_layers: bool = False
 
     @classmethod
     def fields(cls) -> tuple:
@@ -113,7 +116,7 @@ class Variant:
                       "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
                       "key_bias",
                       "rms_norm", "patch_norm", "projection_bias", "post_norm", "attention_only_layer_scale",
-                      "attention_norm", "pooling_includes_prefix"):
+                      "attention_norm", "pooling_includes_prefix", "parallel_layers"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
@@ -158,7 +161,7 @@ class Variant:
 
     TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm", "attention_only_layer_scale", "key_value_heads")
+                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers")
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -188,6 +191,6 @@ class Variant:
                  "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
                  "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
-                 "key_value_heads": "grouped-query attention"}
+                 "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -62,7 +62,9 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         kw["projection_bias"] = False  # AIMv2
     if "embedding_norm/scale" in params:
         kw["patch_norm"] = True
-    if block + "LayerScale_0/scale" in params and block + "LayerScale_2/scale" not in params:
+    if block + "LayerNorm_0/scale" in params and block + "LayerNorm_2/scale" not in params:
+        kw["parallel_layers"] = True  # ViT-22B: one norm before attention and MLP side by side
+    elif block + "LayerScale_0/scale" in params and block + "LayerScale_2/scale" not in params:
         kw["attention_only_layer_scale"] = True  # Sapiens2
     heads = [(params[k].shape[1], params[k.replace("/query/", "/key/")].shape[1]) for k in sorted(
         (k for k in params if k.endswith("MultiHeadDotProductAttention_1/query/kernel")), key=_block_number)]
@@ -162,6 +164,7 @@ _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "regis
                  "attention_norm": "a norm on the attention output", "key_bias": "a key bias", "rms_norm": "RMSNorm",
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projection biases",
                  "attention_only_layer_scale": "LayerScale on attention only",
+                 "parallel_layers": "parallel layers (one norm before attention and MLP side by side)",
                  "absolute_position_embedding": "a learned position table"}
 
 
@@ -172,7 +175,7 @@ def check_family(model, params, source) -> None:
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
                     fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
                     mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True, rms_norm=False,
-                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False)
+                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False, parallel_layers=False)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])

@@ -78,7 +78,8 @@ def _norm(out: dict, key: str, layer) -> None:
 def _block_map(out: dict, p: str, block) -> None:
     """One encoder block's variables under the prefix `p`."""
     _norm(out, p + "LayerNorm_0", block.layer_norm_0)
-    _norm(out, p + "LayerNorm_2", block.layer_norm_2)
+    if block.layer_norm_2 is not None:  # none with parallel layers: one norm before both branches
+        _norm(out, p + "LayerNorm_2", block.layer_norm_2)
     att = block.attention
     for part in ("query", "key", "value", "out"):
         _dense(out, f"{p}MultiHeadDotProductAttention_1/{part}", getattr(att, part))

@@ -13,6 +13,7 @@ output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `ml
 `fc2`'s input width), kept as `MlpBlock_3/Dense_packed` until the model it goes into says its activation;
 EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
 rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) go to each block's attention.
+timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first layer with q, k, v in `in_proj`.
 """
 
 from __future__ import annotations
@@ -86,8 +87,40 @@ def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:
         _norm_in(g, p, t + "mlp.norm", m + "norm")
 
 
+def _parallel_block_in(g: _Reader, i: int, num_heads: int) -> Params:
+    """timm's ParallelScalingBlock (ViT-22B's parallel layers) in official keys: one `in_norm`; one `in_proj` whose
+    rows are the MLP's first layer, then q, k and v; the MLP's bias apart (`mlp_bias`) when q, k, v have none;
+    `q_norm` / `k_norm` on the block; the attention's and the MLP's output projections; one LayerScale `ls` on
+    their sum (ours: LayerScale_0, with no LayerNorm_2 or LayerScale_2)."""
+    p: Params = {}
+    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    a, m = o + "MultiHeadDotProductAttention_1/", o + "MlpBlock_3/"
+    d = g.sd[t + "in_norm.weight"].shape[0]
+    weight = g(t + "in_proj.weight")
+    hidden = weight.shape[0] - 3 * d
+    cuts = [hidden, hidden + d, hidden + 2 * d]
+    fc1, q, k, v = np.split(weight, cuts, axis=0)
+    if t + "in_proj.bias" in g.sd:
+        fc1_bias, *qkv_biases = np.split(g(t + "in_proj.bias"), cuts)
+    else:
+        fc1_bias, qkv_biases = g(t + "mlp_bias"), [None, None, None]
+    out_bias = g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None
+    p.update(_attention_in(q, k, v, g(t + "attn_out_proj.weight"), (*qkv_biases, out_bias), num_heads, a))
+    if all(f"{t}{n}_norm.weight" in g.sd for n in "qk"):
+        for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
+            _norm_in(g, p, t + theirs, a + ours)
+    _norm_in(g, p, t + "in_norm", o + "LayerNorm_0")
+    p[m + "Dense_0/kernel"], p[m + "Dense_0/bias"] = _linear_in(fc1), fc1_bias
+    _linear(g, p, t + "mlp_out_proj", m + "Dense_1", optional_bias=out_bias is None)
+    if t + "ls.gamma" in g.sd:
+        p[o + "LayerScale_0/scale"] = g(t + "ls.gamma")
+    return p
+
+
 def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     """Block `i`'s tensors in official keys."""
+    if f"blocks.{i}.in_proj.weight" in g.sd:
+        return _parallel_block_in(g, i, num_heads)
     p: Params = {}
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
     a = o + "MultiHeadDotProductAttention_1/"
