@@ -85,7 +85,7 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 30}, counts
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
                  "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
-                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2"):
+                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 
