@@ -174,7 +174,7 @@ def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extra
     python = venv / "bin" / "python"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
     env.pop("PYTHONPATH", None)
-    for packages in ([*first] if first else [], [f"{wheel}[{extras}]", "scikit-image"]):  # skimage: the prelude's
+    for packages in (first, [f"{wheel}[{extras}]", "scikit-image"]):  # scikit-image: the prelude's photos
         if packages:
             done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], capture_output=True,
                                   text=True, timeout=1800, env=env)
