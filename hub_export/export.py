@@ -68,10 +68,10 @@ def _exportable(model, variant: str, format: str):
         raise ValueError(f"Unknown variant {variant!r}; expected one of {VARIANTS}.")
     if format not in formats.FORMATS:
         raise ValueError(f"Unknown format {format!r}; expected one of {', '.join(formats.FORMATS)}.")
-    formats.check_backend(format)
+    ensure_vit(model)
+    formats.check_backend(format, model)
     backend = keras.backend.backend()
     require(formats.needs(format), formats.extra(format), f"format={format!r} on the {backend} backend")
-    ensure_vit(model)
     return model.merge_lora() if model.lora_layers() else model
 
 

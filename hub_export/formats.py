@@ -40,10 +40,13 @@ def extra(fmt: str) -> str:
     return EXTRAS.get(fmt, "export")
 
 
-def check_backend(fmt: str) -> None:
+def check_backend(fmt: str, model: keras.Model) -> None:
     """Refuses, in one message saying what to do instead, a format the running backend does not write: all but
-    ONNX (float or quantized by onnxruntime) are written by TensorFlow."""
+    ONNX (float or quantized by onnxruntime) are written by TensorFlow, and ONNX there needs a fixed image size.
+    Called before anything is built or written."""
     backend = keras.backend.backend()
+    if fmt == "onnx":
+        onnx_file.check_size(model)
     if backend == "tensorflow" or fmt in WITHOUT_TENSORFLOW:
         return
     raise ValueError(
@@ -61,13 +64,13 @@ def _signature(net: keras.Model):
 
 def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize: Optional[str] = None,
           representative_images: Optional[Iterable[np.ndarray]] = None, preprocessing=None) -> str:
-    """Writes `net` in `fmt` under `directory` (which exists); returns the model file's path. For
+    """Writes `net` in `fmt` under `directory` (which exists; `check_backend` has passed); returns the model
+    file's path. For
     "saved_model", `preprocessing` (the model's `ImagePreprocessing`) adds the endpoint `serve_pixels`: images
     of any size in [0, 255], prepared as the checkpoint was evaluated."""
     if fmt not in FILES:
         raise ValueError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}.")
     quantization.check(quantize, fmt)
-    check_backend(fmt)
     path = os.path.join(directory, FILES[fmt])
     signature = _signature(net) if keras.backend.backend() == "tensorflow" else None
     if quantize:

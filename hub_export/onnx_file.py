@@ -27,13 +27,18 @@ def input_shape(net: keras.Model) -> tuple:
     return (None,) + tuple(net.input_shape[1:])
 
 
-def write(net: keras.Model, path: str) -> None:
-    """Writes `net` (inputs NHWC float32) as ONNX at `path` on the running backend."""
-    shape = input_shape(net)
+def check_size(net: keras.Model) -> None:
+    """Refuses, before anything is written, an any-size model on a backend whose exporter needs a fixed size."""
     backend = keras.backend.backend()
-    if backend != "tensorflow" and None in shape[1:3]:
+    if backend != "tensorflow" and None in input_shape(net)[1:3]:
         raise ValueError(f"format='onnx' on the {backend} backend needs a fixed image size, and the model takes any "
                          "size: build it with input_shape=(H, W, C), or export it on TensorFlow.")
+
+
+def write(net: keras.Model, path: str) -> None:
+    """Writes `net` (inputs NHWC float32) as ONNX at `path` on the running backend (`check_size` first)."""
+    shape = input_shape(net)
+    backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
