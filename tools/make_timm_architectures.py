@@ -53,25 +53,60 @@ def _stem(model):
     return None
 
 
+def _naflex_unsupported(model) -> list:
+    """What keras_vit does not build yet of a NaFlexVit's embedding, as (bad, words) checks."""
+    e = model.embeds
+    learned = e.pos_embed_type == "learned"
+    return [
+        (e.norm_input is not None, "a norm on the flattened pixels"),
+        (not _is_identity(e.norm), "a norm after the patch projection"),
+        (e.patch_interpolator is not None, "FlexiViT's patch-size interpolator"),
+        (not e.channels_last, "patches flattened channels first"),
+        (e.pos_embed_use_grid_sample, "position tables sampled with grid_sample"),
+        (model.rope is not None, "rotary embeddings in a NaFlexVit"),
+        (learned and e.pos_embed_interp_mode not in ("bicubic", "bilinear"),
+         f"position interpolation {e.pos_embed_interp_mode!r}"),
+        (learned and e.pos_embed_interp_mode == "bicubic" and not e.pos_embed_antialias,
+         "bicubic position resampling without antialiasing"),
+        (learned and e.pos_embed_align_corners and (e.pos_embed_antialias or e.pos_embed_interp_mode != "bilinear"),
+         "align_corners with antialiasing or bicubic resampling"),
+    ]
+
+
+def _naflex_position(e) -> dict:
+    """A NaFlexVit's position table in keras_vit's keywords (`position_resampling`)."""
+    if e.pos_embed_type == "none":
+        return dict(absolute_position_embedding=False)
+    return dict(position_resampling=dict(
+        grid=list(e.pos_embed_grid_size), factorized=e.pos_embed_type == "factorized",
+        interpolation=e.pos_embed_interp_mode, antialias=bool(e.pos_embed_antialias),
+        align_corners=bool(e.pos_embed_align_corners), aspect_preserving=bool(e.pos_embed_ar_preserving)))
+
+
 def _unsupported(model, block) -> list:
     """What keras_vit does not build yet, in words."""
     out = []
-    hybrid = type(model.patch_embed).__name__ == "HybridEmbed"
-    checks = [
-        (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
-        (hybrid and _stem(model) is None,
-         f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
-        (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
-         f"patch embedding {type(model.patch_embed).__name__}"),
-        (not _is_identity(getattr(model.patch_embed, "norm", None))
-         and type(model.patch_embed.norm) is not type(_norm(block)), "a patch-embedding norm of another kind"),
+    if type(model).__name__ == "NaFlexVit":
+        embedding = _naflex_unsupported(model)
+    else:
+        hybrid = type(model.patch_embed).__name__ == "HybridEmbed"
+        embedding = [
+            (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
+            (hybrid and _stem(model) is None,
+             f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
+            (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
+             f"patch embedding {type(model.patch_embed).__name__}"),
+            (not _is_identity(getattr(model.patch_embed, "norm", None))
+             and type(model.patch_embed.norm) is not type(_norm(block)), "a patch-embedding norm of another kind"),
+            (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
+        ]
+    checks = embedding + [
         (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock"), f"block {type(block).__name__}"),
         (_parallel(block) and block.out_proj is not None, "a parallel block with one fused output projection"),
         (not _parallel(block) and type(getattr(block, "attn", None)).__name__ != "Attention",
          f"attention {type(getattr(block, 'attn', None)).__name__}"),
         (not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
          f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
-        (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
     ]
     out += [what for bad, what in checks if bad]
@@ -150,16 +185,15 @@ def facts(name: str) -> dict:
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
         return dict(params=int(count), data_config=_data_config(model), **eva_facts(model))
-    if type(model).__name__ == "NaFlexVit":  # its embedding takes variable-resolution patch sequences
-        size = list(model.pretrained_cfg.get("input_size", (3, 224, 224))[1:])
-        return dict(params=int(count), image_size=size, classes=int(model.num_classes), data_config=_data_config(model),
-                    unsupported=["NaFlex's variable-resolution patch embedding (naflexvit) is not built yet"])
-    size = model.patch_embed.img_size
+    naflex = type(model).__name__ == "NaFlexVit"  # SigLIP 2 NaFlex, RADIO: a table resampled per input
+    embed = model.embeds if naflex else model.patch_embed
+    size = model.pretrained_cfg.get("input_size", (3, 224, 224))[1:] if naflex else embed.img_size
     entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
                  classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model))
     if entry["unsupported"]:
         return entry
-    patch = model.patch_embed.patch_size
+    patch = embed.patch_size
+    has_class_token = (embed.cls_token if naflex else getattr(model, "cls_token", None)) is not None
     pool = getattr(model, "attn_pool", None)
     block_facts = _block_facts(block)
     if "activation" not in block_facts:  # a gated MLP's is SiLU; the MAP head's MLP says the model's activation
@@ -174,18 +208,20 @@ def facts(name: str) -> dict:
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
         fc_norm=not _is_identity(model.fc_norm),
         final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)),
-        patch_bias=model.patch_embed.proj.bias is not None,
-        prefix_position_embedding=not getattr(model, "no_embed_class", False),
-        dynamic_image_size=bool(getattr(model, "dynamic_img_size", False)),
-        class_token=True if model.global_pool != "token" and getattr(model, "cls_token", None) is not None else None,
+        patch_bias=embed.proj.bias is not None,
+        prefix_position_embedding=not (naflex or getattr(model, "no_embed_class", False)),
+        dynamic_image_size=naflex or bool(getattr(model, "dynamic_img_size", False)),
+        class_token=True if model.global_pool != "token" and has_class_token else None,
         pooling_includes_prefix=bool(getattr(model, "pool_include_prefix", False)) and model.num_prefix_tokens > 0,
-        patch_norm=not _is_identity(getattr(model.patch_embed, "norm", None)))
-    stem = _stem(model)
+        patch_norm=not naflex and not _is_identity(getattr(embed, "norm", None)))
+    if naflex:
+        entry.update(_naflex_position(embed))
+    stem = None if naflex else _stem(model)
     if stem is not None:
         width = stem[1]
         entry.update(resnet_layers=stem[0], resnet_width=int(width) if float(width).is_integer() else width,
                      stem_numerics="timm")
-    if getattr(model, "cls_token", None) is None and model.global_pool == "token":
+    if not has_class_token and model.global_pool == "token":
         entry["unsupported"] = ["token pooling without a class token"]
     return entry
 

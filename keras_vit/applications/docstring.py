@@ -68,6 +68,8 @@ ARGS = """
       post_norm: each residual branch normalised after it (timm's ResPostBlock, EVA-CLIP enormous).
       attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
       parallel_layers: attention and MLP side by side on one norm (ViT-22B; timm's ParallelScalingBlock).
+      position_resampling: a position table of the patches kept at its trained grid and resampled to each input's
+        (SigLIP 2 NaFlex, RADIO; timm's naflexvit): a dict of `keras_vit.vit.position_resampling.PositionResampling`.
       key_value_heads: grouped-query attention's key/value heads, one count or one per block (Sapiens2).
 
     Returns:

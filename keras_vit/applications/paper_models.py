@@ -48,7 +48,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
              patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
              attention_only_layer_scale: bool = False, key_value_heads=None,
-             parallel_layers: bool = False) -> VisionTransformer:
+             parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -70,7 +71,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -92,7 +94,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -114,7 +117,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
            attention_only_layer_scale: bool = False, key_value_heads=None,
-           parallel_layers: bool = False) -> VisionTransformer:
+           parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -136,7 +140,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -158,7 +163,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -180,7 +186,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -202,7 +209,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -224,7 +232,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False) -> VisionTransformer:
+            parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -247,7 +256,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -270,7 +280,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -293,7 +304,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -316,7 +328,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -339,7 +352,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -362,7 +376,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+                key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -384,5 +399,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                post_norm: bool = False, attention_only_layer_scale: bool = False,
-               key_value_heads=None, parallel_layers: bool = False) -> VisionTransformer:
+               key_value_heads=None, parallel_layers: bool = False,
+        position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

@@ -138,9 +138,9 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
         position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
         attention_pooling_heads, pooling_includes_prefix, key_bias, rms_norm, patch_norm, projection_bias,
-        post_norm, attention_only_layer_scale, key_value_heads, parallel_layers:
+        post_norm, attention_only_layer_scale, key_value_heads, parallel_layers, position_resampling:
         the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
-        DINOv3, Perception Encoder, AIMv2), each defaulting to the paper's model; documented on
+        DINOv3, Perception Encoder, AIMv2, NaFlex), each defaulting to the paper's model; documented on
         `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
@@ -168,7 +168,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
                  pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
                  patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-                 attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False, **kwargs):
+                 attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False,
+                 position_resampling: Optional[dict] = None, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,

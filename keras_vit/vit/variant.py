@@ -14,6 +14,7 @@ from keras_vit.nn.rotary import Rotary
 from keras_vit.utils import validate
 from keras_vit.vit.layers import LAYER_NORM_EPSILON
 from keras_vit.vit.mlp import activation_name
+from keras_vit.vit.position_resampling import PositionResampling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Variant:
         as many as query heads.
       parallel_layers: attention and MLP side by side on one norm, x + MSA(LN(x)) + MLP(LN(x)) (ViT-22B; timm's
         ParallelScalingBlock).
+      position_resampling: the position table kept at the grid it was trained on and resampled to each input's
+        grid, patches only (FlexiViT; SigLIP 2 NaFlex and RADIO, timm's `naflexvit`): a
+        `keras_vit.vit.position_resampling.PositionResampling` or its dict; None (the paper's table).
     """
 
     activation: str = "gelu_tanh"
@@ -94,6 +98,7 @@ class Variant:
     attention_only_layer_scale: bool = False
     key_value_heads: Optional[Tuple[int, ...]] = None
     parallel_layers: bool = False
+    position_resampling: Optional[PositionResampling] = None
 
     @classmethod
     def fields(cls) -> tuple:
@@ -123,6 +128,11 @@ class Variant:
         validate.choice("position_interpolation", options.get("position_interpolation", "linear"),
                         ("linear", "bicubic"))
         options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
+        options["position_resampling"] = PositionResampling.from_config(options.get("position_resampling"))
+        if options["position_resampling"] is not None and (options.get("prefix_position_embedding", True)
+                                                           or options.get("absolute_position_embedding") is False):
+            raise ValueError("position_resampling is a learned table of the patches' rows alone: it goes with "
+                             "prefix_position_embedding=False (and a position table: absolute_position_embedding).")
         if options.get("key_value_heads") is not None:  # a count per block; one count for all is kept as given
             heads = options["key_value_heads"]
             options["key_value_heads"] = (validate.integer("key_value_heads", heads) if isinstance(heads, int)
@@ -150,6 +160,8 @@ class Variant:
         if isinstance(self.key_value_heads, tuple):
             out["key_value_heads"] = list(self.key_value_heads)
         out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
+        out["position_resampling"] = (self.position_resampling.to_config() if self.position_resampling is not None
+                                      else None)
         return out
 
     def has_class_token(self, classifier: str) -> bool:
@@ -161,7 +173,8 @@ class Variant:
 
     TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers")
+                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
+                 "position_resampling")
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -191,6 +204,7 @@ class Variant:
                  "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
                  "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
-                 "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers"}
+                 "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers",
+                 "position_resampling": "a position table resampled per input (NaFlex)"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -74,7 +74,7 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
                         (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
         if key in params:
             kw[option] = True
-    if POSEMB_KEY not in params:
+    if POSEMB_KEY not in params and POSEMB_KEY + "_y" not in params:
         kw["absolute_position_embedding"] = False  # rotary embeddings alone
     if "Transformer/encoder_norm/scale" not in params and "fc_norm/scale" not in params:
         kw["final_norm"] = False  # RADIO, InternViT
@@ -95,6 +95,12 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     rows left are a square count, the size every layout without a config trains at; another count cannot be
     read from the file: the source's config states it (`input_shape`), or the caller passes it.
     """
+    if "embedding/patch_kernel" in params or POSEMB_KEY + "_y" in params or getattr(
+            params.get(POSEMB_KEY), "ndim", 3) == 4:
+        raise ValueError(f"{path!r} is a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position "
+                         "table resampled per input). Its patch size, channel order and resampling rule are not in "
+                         "the file: load it by its timm architecture's name (keras_vit.create_model(name, "
+                         "weights=...)) or from its repository directory. Nothing was loaded.")
     packed = "Transformer/encoderblock_0/MlpBlock_3/Dense_packed/kernel"
     need = ["embedding/kernel", packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
             "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]

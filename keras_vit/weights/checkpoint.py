@@ -54,8 +54,11 @@ class Checkpoint:
         if self.model is not None:
             return {k: v for k, v in self.model.get_config().items() if k not in ("weights", "name")}
         facts = {**self.assumed, **self.implied, **(overrides or {})}
-        arch = official.architecture_from_npz(
-            self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True))
+        if self.implied.get("position_resampling") is not None:  # NaFlex: its repository states the whole model
+            arch = {}
+        else:
+            arch = official.architecture_from_npz(
+                self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True))
         arch.update(self.assumed)
         arch.update(self.implied)
         if any("/MlpBlock_3/Dense_packed/" in k for k in self.params) and not {**arch, **(overrides or {})}.get("swiglu"):

@@ -29,7 +29,7 @@ _HF_BLOCK = re.compile(r"^encoder\.layer\.(\d+)\.")
 def detect(keys) -> str:
     """"timm", "transformers" or "official", from a state dict's key names."""
     keys = list(keys)
-    if any(k.startswith("patch_embed.") for k in keys):
+    if any(k.startswith(("patch_embed.", "embeds.proj.")) for k in keys):  # embeds: timm's NaFlexVit
         return "timm"
     if any(k.startswith(("vit.embeddings.", "embeddings.patch_embeddings.")) for k in keys):
         return "transformers"

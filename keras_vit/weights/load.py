@@ -193,8 +193,8 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         return dataclasses.replace(checkpoint, source=path)
     if kind in ("timm_dir", "transformers"):
         params, implied = timm_dirs.read(path) if kind == "timm_dir" else safetensors_files.read_transformers(path)
-        grid = official.stated_grid(params, implied["input_shape"], implied.get("prefix_position_embedding", True),
-                                    path)
+        grid = None if implied.get("position_resampling") else official.stated_grid(  # NaFlex: any size
+            params, implied["input_shape"], implied.get("prefix_position_embedding", True), path)
         return Checkpoint(path, kind, path, params, implied=implied, old_grid=grid)
     if kind == "safetensors":
         heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)

@@ -124,7 +124,10 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
     for key, token in (("cls", model.class_token), ("dist", model.distillation_token), ("reg", model.register_tokens)):
         if token is not None:
             out[key] = token.cls
-    if model.position_embedding is not None:  # none: rotary embeddings alone
+    if getattr(model.position_embedding, "pos_embedding_y", None) is not None:  # factorized (NaFlex)
+        out[POSEMB_KEY + "_y"] = model.position_embedding.pos_embedding_y
+        out[POSEMB_KEY + "_x"] = model.position_embedding.pos_embedding_x
+    elif model.position_embedding is not None:  # none: rotary embeddings alone
         out[POSEMB_KEY] = model.position_embedding.pos_embedding
     if model.pre_norm is not None:
         _norm(out, "pre_norm", model.pre_norm)
@@ -223,8 +226,10 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     validate.boolean("posemb_prefix_included", posemb_prefix_included)
     validate.boolean("grid_stated", grid_stated)
     params = unpack_gated_mlp(model, params)
+    params = unflatten_patch_kernel(params, targets)
     grid = model.position_embedding.grid_size if model.position_embedding is not None else model.grid_size
-    if not grid_stated and model.position_embedding is not None and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
+    fixed_table = getattr(model.position_embedding, "resampling", None) is None  # NaFlex tables state their grid
+    if not grid_stated and fixed_table and model.position_embedding is not None and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
         problems.append(f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
                         f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at")
     prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)
@@ -258,6 +263,22 @@ def unpack_gated_mlp(model: keras.Model, params: Dict[str, np.ndarray]) -> Dict[
         gate, value = np.split(params[key], 2, axis=-1)
         out[key.replace("/Dense_packed/", "/gate/")] = gate
         out[key.replace("/Dense_packed/", "/Dense_0/")] = value
+    return out
+
+
+def unflatten_patch_kernel(params: Dict[str, np.ndarray], targets) -> Dict[str, np.ndarray]:
+    """`params` with a flat patch projection (`embedding/patch_kernel`, (ph * pw * C, D): timm's NaFlexVit,
+    patches flattened row by row, channels fastest) as the model's (ph, pw, C, D) kernel, which flattens in the
+    same order. A projection of another size is refused naming both."""
+    if "embedding/patch_kernel" not in params:
+        return params
+    flat, want = params["embedding/patch_kernel"], tuple(targets["embedding/kernel"].shape)
+    if "embedding/kernel" in params or flat.shape != (int(np.prod(want[:3])), want[3]):
+        raise ValueError(f"embedding/patch_kernel: a flat patch projection {flat.shape} (timm's NaFlexVit), but the "
+                         f"model's patches of {want[0]}x{want[1]}x{want[2]} hold {int(np.prod(want[:3]))} values "
+                         f"for width {want[3]}. Nothing was loaded.")
+    out = {k: v for k, v in params.items() if k != "embedding/patch_kernel"}
+    out["embedding/kernel"] = flat.reshape(want)
     return out
 
 
@@ -305,7 +326,8 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             value = fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
-            notes.append(f"position embeddings resized {params[key].shape} -> {want}")
+            if getattr(model.position_embedding, "resampling", None) is None:  # NaFlex tables: reshaped only
+                notes.append(f"position embeddings resized {params[key].shape} -> {want}")
         if value.shape != want and value.size == int(np.prod(want)) and value.ndim == 4 and len(want) == 1:
             value = value.reshape(want)  # (1, 1, 1, C) GroupNorm parameters of old hybrids
         if key.startswith(_MAP_ATTENTION) and value.shape != want and \

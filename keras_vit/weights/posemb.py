@@ -64,6 +64,9 @@ def fit_posemb(value: np.ndarray, model, file_prefix: int, resize: bool, old_gri
     """A file's position table fitted to `model`'s (its prefix rows dropped for a model without prefix tokens,
     the grid resized by the model's rule), or None after appending to `problems` why it cannot be."""
     layer = model.position_embedding
+    resampled = getattr(layer, "resampling", None)
+    if value.ndim == 4 or resampled is not None:
+        return _fit_resampled(value, layer, resampled, model.name, key, problems)
     want = (1, layer.num_tokens, value.shape[-1])
     if file_prefix > layer.num_prefix_tokens:  # token checkpoint into a 'gap' model
         value, file_prefix = value[:, file_prefix:], 0
@@ -83,3 +86,20 @@ def fit_posemb(value: np.ndarray, model, file_prefix: int, resize: bool, old_gri
     except ValueError as e:
         problems.append(f"{key}: {e}")
         return None
+
+
+def _fit_resampled(value: np.ndarray, layer, resampled, name: str, key: str, problems: list) -> Optional[np.ndarray]:
+    """A table kept at its training grid (NaFlex: (1, rows, cols, D)) for a model that resamples one stored at
+    the same grid; anything else is refused by name (such a table is never resized on loading: the model
+    resamples it per input, by the source's rule)."""
+    stored = tuple(value.shape[1:3]) if value.ndim == 4 else None
+    if resampled is None:
+        problems.append(f"{key}: a position table kept at its training grid {stored} and resampled per input "
+                        f"(timm's NaFlexVit), but model {name!r} has a fixed table: build it with "
+                        "position_resampling, or by its timm architecture's name")
+    elif stored is None or stored != tuple(resampled.grid):
+        problems.append(f"{key}: checkpoint table {value.shape}, model {name!r} resamples a table stored at grid "
+                        f"{tuple(resampled.grid)} (position_resampling grid)")
+    else:
+        return value.reshape(1, stored[0] * stored[1], value.shape[-1])
+    return None

@@ -58,8 +58,9 @@ def read_timm(path: str, num_heads: Optional[int] = None, sharded: bool = False
 
     def convert(sd: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         if layouts.detect(sd) != "timm":
-            raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* keys).")
-        width = sd["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in sd else 0
+            raise ValueError(f"{path!r} is not a timm ViT state dict (no patch_embed.* or embeds.proj.* keys).")
+        first = next((k for k in ("patch_embed.proj.weight", "embeds.proj.weight") if k in sd), None)
+        width = sd[first].shape[0] if first else 0
         implied["num_heads"] = _heads_for(width, path, num_heads)
         if any(k.startswith("patch_embed.backbone.") for k in sd):
             implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons

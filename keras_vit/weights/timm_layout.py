@@ -14,6 +14,7 @@ output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `ml
 EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
 rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) go to each block's attention.
 timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first layer with q, k, v in `in_proj`.
+timm's NaFlexVit (SigLIP 2 NaFlex, RADIO) keeps its patch projection, tokens and position table under `embeds.`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from keras_vit.weights.layouts import (POSEMB_KEY, Params, _attention_in, _block
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _TOP = {"cls_token", "reg_token", "dist_token", "pos_embed", "patch_embed", "norm_pre", "blocks", "norm", "fc_norm",
-        "attn_pool", "head", "head_dist", "rope"}
+        "attn_pool", "head", "head_dist", "rope", "embeds"}
 _TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
 _NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"))
 _MAP = "MAPHead_0/"
@@ -179,6 +180,23 @@ def _stem_in(g: _Reader, p: Params) -> None:
                 _norm_in(g, p, t + norm, o + our_norm)
 
 
+def _naflex_embeds_in(g: _Reader, p: Params) -> None:
+    """NaFlexVit's embedding (`embeds.*`). A Linear patch projection (D, ph * pw * C) reads patches flattened
+    row by row, channels fastest (timm's `batch_patchify`, channels last): kept flat as `embedding/patch_kernel`
+    until the model says its patch size and channels. The position table is (1, rows, cols, D), its grid kept;
+    a factorized one is a (1, rows, D) and a (1, cols, D) table."""
+    weight = g("embeds.proj.weight")
+    if weight.ndim == 2:
+        p["embedding/patch_kernel"] = _linear_in(weight)
+    else:
+        p["embedding/kernel"] = _conv_in(weight)
+    if "embeds.pos_embed" in g.sd:
+        p[POSEMB_KEY] = g("embeds.pos_embed")
+    for axis in ("y", "x"):
+        if f"embeds.pos_embed_{axis}" in g.sd:
+            p[f"{POSEMB_KEY}_{axis}"] = g(f"embeds.pos_embed_{axis}")
+
+
 def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
     """A timm ViT state dict (every family of `keras_vit.VisionTransformer`, timm's ResNetV2 hybrids included) in
     official keys. Every tensor is mapped or the read is refused naming it (`_Reader`)."""
@@ -189,16 +207,20 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     p: Params = {}
     if any(k.startswith(_BACKBONE) for k in sd):
         _stem_in(g, p)
-    p["embedding/kernel"] = _conv_in(g("patch_embed.proj.weight"))
+    naflex = "embeds." if any(k.startswith("embeds.") for k in sd) else ""  # timm's NaFlexVit
+    if naflex:
+        _naflex_embeds_in(g, p)
+    else:
+        p["embedding/kernel"] = _conv_in(g("patch_embed.proj.weight"))
     if "patch_embed.norm.weight" in sd:  # AIMv2
         _norm_in(g, p, "patch_embed.norm", "embedding_norm")
     if "pos_embed" in sd:  # none: rotary embeddings alone (DINOv3, RoPE-ViT)
         p[POSEMB_KEY] = g("pos_embed")
-    if "patch_embed.proj.bias" in sd:
-        p["embedding/bias"] = g("patch_embed.proj.bias")
+    if naflex + "proj.bias" in sd or "patch_embed.proj.bias" in sd:
+        p["embedding/bias"] = g(naflex + "proj.bias" if naflex else "patch_embed.proj.bias")
     for theirs, ours in _TOKENS:
-        if theirs in sd:
-            p[ours] = g(theirs)
+        if naflex + theirs in sd:
+            p[ours] = g(naflex + theirs)
     for theirs, ours in _NORMS:
         if theirs + ".weight" in sd:
             _norm_in(g, p, theirs, ours)

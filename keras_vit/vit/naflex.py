@@ -1,0 +1,160 @@
+"""NaFlex (SigLIP 2's variable-resolution mode, after NaViT and FlexiViT): each image keeps its aspect ratio and
+is cut into at most `max_patches` patches; a batch is the patches of every image, padded to one length, with
+each patch's (row, column) and a mask of the real ones (timm's `naflexvit` batches: `patches`, `patch_coord`,
+`patch_valid`).
+
+`naflex_batch` makes such a batch from images as timm's NaFlex evaluation does: the largest size whose patch
+grid fits the budget (timm's `get_image_size_for_seq`: each side rounded up to whole patches), an antialiased
+bicubic resize to it, the checkpoint's mean and std, patches flattened row by row with the channels fastest.
+
+`naflex_forward` runs a `VisionTransformer` whose position table is resampled per input (`position_resampling`)
+on such a batch, with its own layers and weights: each image's position table is resampled to its own grid and
+read at its patches' coordinates. Padding never takes part: where timm masks the padded keys out of every
+attention and out of the pooling, this computes each image on its real patches alone, images with as many
+patches stacked together (one call per distinct count). The result per image is the same; nothing is padded.
+It runs eagerly (the grids are read off the batch), so it is not part of the model's graph or its exports.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+from keras import ops
+
+from keras_vit.utils import validate
+from keras_vit.vit.preprocessing import resampling_matrix
+
+
+def sequence_size(height: int, width: int, patch_size: int, max_patches: int) -> Tuple[int, int]:
+    """(height, width) an image is resized to so that its patch grid holds at most `max_patches` patches: the
+    largest scale found by bisection (down to 1e-5), each side then rounded up to whole patches, at least one
+    (timm's `get_image_size_for_seq` with `divisible_by_patch`)."""
+    def size_at(ratio: float) -> Tuple[int, int]:
+        return tuple(int(max(patch_size * math.ceil(side * ratio / patch_size), patch_size))
+                     for side in (height, width))
+
+    low, high = 1e-6, 100.0
+    while high - low >= 1e-5:
+        mid = (low + high) / 2.0
+        h, w = size_at(mid)
+        if (h // patch_size) * (w // patch_size) <= max_patches:
+            low = mid
+        else:
+            high = mid
+    if low <= 1e-5 or low >= 100.0:
+        raise ValueError(f"An image of {height}x{width} cannot be fitted to {max_patches} patches of {patch_size}.")
+    return size_at(low)
+
+
+def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
+    """(H, W, C) float32 -> `size`, antialiased bicubic (PIL's rule, as timm's NaFlex evaluation resizes)."""
+    rows = np.asarray(resampling_matrix(image.shape[0], size[0], 0, size[0], "bicubic", True))
+    cols = np.asarray(resampling_matrix(image.shape[1], size[1], 0, size[1], "bicubic", True))
+    return np.einsum("ih,hwc,jw->ijc", rows, image, cols)
+
+
+def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int,
+                 mean: Sequence[float] = (0.5, 0.5, 0.5), std: Sequence[float] = (0.5, 0.5, 0.5)) -> Dict[str, np.ndarray]:
+    """A NaFlex batch of `images` ((H, W, C) arrays in [0, 255], each of its own size).
+
+    Returns {"patches": (B, max_patches, patch_size**2 * C) float32, "patch_coord": (B, max_patches, 2) int32
+    (row, column), "patch_valid": (B, max_patches) bool}; padding rows are zero and not valid.
+    Args:
+      images: the images, any sizes and aspect ratios.
+      patch_size: the model's patch size (pixels per patch side).
+      max_patches: the patch budget per image (SigLIP 2 NaFlex: 256 ... 1024).
+      mean, std: the checkpoint's normalisation of [0, 1] pixels (`model.data_config`).
+    """
+    validate.integer("patch_size", patch_size, minimum=1)
+    validate.integer("max_patches", max_patches, minimum=1)
+    if not len(images):
+        raise ValueError("naflex_batch needs at least one image.")
+    channels = {np.shape(image)[-1] for image in images}
+    if len(channels) != 1 or any(np.ndim(image) != 3 for image in images):
+        raise ValueError(f"naflex_batch takes (H, W, C) images with one channel count, got shapes "
+                         f"{[np.shape(image) for image in images]}.")
+    c = channels.pop()
+    out = dict(patches=np.zeros((len(images), max_patches, patch_size * patch_size * c), "float32"),
+               patch_coord=np.zeros((len(images), max_patches, 2), "int32"),
+               patch_valid=np.zeros((len(images), max_patches), bool))
+    for i, image in enumerate(images):
+        image = np.asarray(image, "float32")
+        size = sequence_size(image.shape[0], image.shape[1], patch_size, max_patches)
+        x = (_resize(image, size) / 255.0 - np.asarray(mean, "float32")) / np.asarray(std, "float32")
+        gh, gw = size[0] // patch_size, size[1] // patch_size
+        patches = x.reshape(gh, patch_size, gw, patch_size, c).transpose(0, 2, 1, 3, 4).reshape(gh * gw, -1)
+        out["patches"][i, :gh * gw] = patches
+        out["patch_coord"][i, :gh * gw] = np.stack(np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij"),
+                                                   -1).reshape(-1, 2)
+        out["patch_valid"][i, :gh * gw] = True
+    return out
+
+
+def _check(model, batch) -> tuple:
+    """(patches, coords, valid) as numpy arrays, or a ValueError naming what does not fit `model`."""
+    from keras_vit.vit.model import ensure_vit
+
+    ensure_vit(model)
+    missing = [k for k in ("patches", "patch_coord", "patch_valid") if k not in batch]
+    if missing:
+        raise ValueError(f"A NaFlex batch holds patches, patch_coord and patch_valid; this one lacks {missing}.")
+    if getattr(model.position_embedding, "resampling", None) is None and model.position_embedding is not None:
+        raise ValueError(f"Model {model.name!r} has a position table for one grid; NaFlex batches need one "
+                         "resampled per input (position_resampling: timm's naflexvit models).")
+    if model.rotary_embedding is not None or model.stem is not None or model.include_preprocessing or \
+            model.pooling is not None:
+        raise ValueError(f"Model {model.name!r} has rotary embeddings, a ResNet stem, in-model preprocessing or "
+                         f"pooling={model.pooling!r}: NaFlex batches are built for none of those.")
+    patches, coords, valid = (np.asarray(batch[k]) for k in ("patches", "patch_coord", "patch_valid"))
+    kernel = model.patch_embedding.kernel
+    width = int(np.prod(kernel.shape[:3]))
+    if patches.ndim != 3 or patches.shape[-1] != width or coords.shape != (*patches.shape[:2], 2) \
+            or valid.shape != patches.shape[:2]:
+        raise ValueError(f"NaFlex batch shapes patches {patches.shape}, patch_coord {coords.shape}, patch_valid "
+                         f"{valid.shape}; model {model.name!r} takes patches of {width} values "
+                         f"({kernel.shape[0]}x{kernel.shape[1]}x{kernel.shape[2]}).")
+    if not valid.any(axis=1).all():
+        raise ValueError("Every image of a NaFlex batch needs at least one valid patch.")
+    return patches, coords.astype("int64"), valid.astype(bool)
+
+
+def _embed_image(model, patches, coords):
+    """One image's valid patches (n, P*P*C) at (n, 2) coordinates -> (1, n, D) tokens with position rows."""
+    layer = model.patch_embedding
+    kernel = ops.reshape(ops.cast(layer.kernel, "float32"), (patches.shape[-1], -1))
+    x = ops.matmul(ops.convert_to_tensor(patches, "float32"), kernel)
+    x = x + ops.cast(layer.bias, x.dtype) if layer.bias is not None else x
+    x = ops.cast(x[None], model.compute_dtype)
+    if model.patch_norm is not None:
+        x = model.patch_norm(x)
+    if model.position_embedding is not None:
+        rows, cols = int(coords[:, 0].max()) + 1, int(coords[:, 1].max()) + 1
+        table = model.position_embedding.table(rows, cols, x.dtype)
+        x = x + ops.take(table, ops.convert_to_tensor(coords[:, 0] * cols + coords[:, 1]), axis=1)
+    return x
+
+
+def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False, pre_logits: bool = False):
+    """`model`'s output for each image of a NaFlex batch (`naflex_batch`'s dict, or timm's collated one):
+    (B, classes) with the top (after its activation), else the pooled features; `pre_logits=True`: the pooled,
+    normalised features before the head. See the module docstring for how padding is kept out."""
+    patches, coords, valid = _check(model, batch)
+    counts = valid.sum(axis=1)
+    results: list = [None] * len(patches)
+    for count in sorted(set(int(c) for c in counts)):
+        members = [i for i in range(len(patches)) if counts[i] == count]
+        x = ops.concatenate([_embed_image(model, patches[i][valid[i]], coords[i][valid[i]]) for i in members], 0)
+        for token in [t for t in (model.register_tokens, model.distillation_token, model.class_token) if t is not None]:
+            x = token(x)
+        x = model.embedding_dropout(x, training=training)
+        x = model.pre_norm(x) if model.pre_norm is not None else x
+        tokens = model.encoder(x, training=training)
+        out = model._pool(tokens)
+        if model.include_top and not pre_logits:
+            out = model._logits(tokens, out)
+            out = model.predictions(out) if model.predictions is not None else out
+        for j, i in enumerate(members):
+            results[i] = out[j]
+    return ops.stack(results, axis=0)
