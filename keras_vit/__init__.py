@@ -18,6 +18,7 @@ from keras_vit.vit import (MODELS, AddPositionEmbedding, ClassToken, DropPath, E
                            vit_config)
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.fine_tuning import fine_tuning_optimizer
+from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 
@@ -46,7 +47,7 @@ __all__ = [
     "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
     "VisionTransformer", "create_model", "decode_predictions", "enable_compilation_cache",
     "fine_tuning_optimizer", "get_config", "layout_map",
-    "list_models", "load_model", "load_npz", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_pretrained", "save_safetensors", "vit_config",
+    "list_models", "load_model", "load_npz", "naflex_batch", "naflex_forward", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_pretrained", "save_safetensors", "vit_config",
 ]
 
 _moved.install()

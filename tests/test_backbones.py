@@ -49,6 +49,16 @@ CASES = {
                      prefix_position_embedding=False), {"class": (0, 1), "patches": (1, 7)}),
     "pwee": (dict(parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1, qkv_bias=True),
              {"registers": (0, 1), "patches": (1, 7)}),
+    # NaFlex (timm's naflexvit; tests/test_naflex.py checks their variable-resolution batches)
+    "naflex_siglip": (dict(prefix_position_embedding=False, activation="gelu_tanh", position_resampling=dict(
+        grid=[16, 16], factorized=False, interpolation="bilinear", antialias=True, align_corners=False,
+        aspect_preserving=False)), {"patches": (0, 6)}),
+    "naflex_parfac": (dict(num_register_tokens=4, fc_norm=True, position_resampling=dict(
+        grid=[16, 16], factorized=True, interpolation="bicubic", antialias=True, align_corners=False,
+        aspect_preserving=True)), {"registers": (0, 4), "patches": (4, 10)}),
+    "radio_v3": (dict(num_register_tokens=7, final_norm=False, position_resampling=dict(
+        grid=[12, 12], factorized=False, interpolation="bilinear", antialias=False, align_corners=True,
+        aspect_preserving=True)), {"class": (0, 1), "registers": (1, 8), "patches": (8, 14)}),
 }
 
 
@@ -68,7 +78,7 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
     assert model.token_layout == layout
     for field, value in options.items():
         got = getattr(model.variant, field)
-        assert (got.to_config() if isinstance(got, Rotary) else got) == value, field
+        assert (got.to_config() if hasattr(got, "to_config") else got) == value, field
     logits = model.predict(x, verbose=0)
     assert np.abs(logits - _timm(case)).max() <= 1e-4
     assert np.abs(_np(model(x)) - _timm(case)).max() <= 1e-4  # the eager path (one block function)
@@ -80,12 +90,14 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope", "aimv2",
-                                                                         "siglip2")}
-    # timm 1.0.31; SigLIP 2's fixed-size towers: the SigLIP architectures with v2_webli weights
-    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 30}, counts
+                                                                         "siglip2", "naflex")}
+    # timm 1.0.31; SigLIP 2: the SigLIP architectures with v2_webli weights (30 fixed-size towers, 2 NaFlex)
+    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 32,
+                      "naflex": 14}, counts
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
                  "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
-                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256"):
+                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256",
+                 "naflexvit_base_patch16_siglip", "naflexvit_base_patch16_parfac_gap", "naflexvit_base_patch16_radio_v3"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 
@@ -223,7 +235,8 @@ print(json.dumps(out))
 def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
     pairs) share the one-block-function cache on JAX without taking each other's function."""
-    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base")
+    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base",
+                          "radio_v3")
     assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
 
 

@@ -8,7 +8,8 @@ torch:
 Each is the architecture timm registers under that name with what `model_args` may change made small (one or
 two blocks, a narrower width, a 2x3 patch grid: a non-square input), every parameter perturbed, and a
 head of 5 classes where the architecture has one. Files per case: `<case>/` (config.json + model.safetensors),
-`<case>_input.npy` (2 images, NHWC, already normalised) and `<case>_logits.npy` (timm's float32 output).
+`<case>_input.npy` (2 images, NHWC, already normalised) and `<case>_logits.npy` (timm's float32 output); for the
+NaFlex cases also `<case>_naflex.npz` (three images, timm's NaFlex batch of them and its logits).
 """
 
 from __future__ import annotations
@@ -56,6 +57,58 @@ CASES = {
     "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
 }
 
+# NaFlex (timm's naflexvit): also a NaFlex batch of three images of other aspect ratios, made by timm's own
+# NaFlex steps (its sequence size, an antialiased bicubic resize, its patchify and collator), with timm's logits
+NAFLEX_CASES = {
+    # SigLIP 2 NaFlex: a 2-D table resampled bilinearly (antialiased), a MAP head, no prefix tokens
+    "naflex_siglip": ("naflexvit_base_patch16_siglip", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5)),
+    # one table per axis resampled aspect-preserving, 4 registers, average pooling with fc_norm
+    "naflex_parfac": ("naflexvit_base_patch16_parfac_gap", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # RADIO v3: bilinear with aligned corners, aspect-preserving, class + 7 registers, token pooling, no final norm
+    "radio_v3": ("naflexvit_base_patch16_radio_v3", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5,
+                                                         pos_embed_grid_size=[12, 12])),
+}
+NAFLEX_SIZES, NAFLEX_PATCHES = ((40, 90), (100, 30), (64, 64)), 12
+
+
+def _naflex_batch(model, seed: int) -> tuple:
+    """(images, timm's NaFlex batch) for `model`: uint8 images of three aspect ratios, resized as timm's
+    `ResizeToSequence` sizes them (on tensors: torch's antialiased bicubic), normalised, patchified, collated."""
+    import torch.nn.functional as F
+    from timm.data.naflex_dataset import NaFlexCollator
+    from timm.data.naflex_transforms import get_image_size_for_seq, patchify_image
+
+    rng = np.random.default_rng(seed)
+    images = [rng.integers(0, 256, (*size, 3), dtype=np.uint8) for size in NAFLEX_SIZES]
+    mean = torch.tensor(model.pretrained_cfg["mean"]).view(3, 1, 1)
+    std = torch.tensor(model.pretrained_cfg["std"]).view(3, 1, 1)
+    samples = []
+    for image in images:
+        x = torch.from_numpy(image).permute(2, 0, 1).float()[None] / 255.0
+        size = get_image_size_for_seq(image.shape[:2], 16, NAFLEX_PATCHES)[1]
+        x = (F.interpolate(x, size=size, mode="bicubic", antialias=True, align_corners=False)[0] - mean) / std
+        patches, coord, valid = patchify_image(x, (16, 16))
+        samples.append((dict(patches=patches, patch_coord=coord, patch_valid=valid), 0))
+    batch = NaFlexCollator(max_seq_len=NAFLEX_PATCHES)(samples)[0]
+    return images, {k: batch[k].numpy() for k in ("patches", "patch_coord", "patch_valid")}
+
+
+def _naflex_case(case: str, name: str, args: dict) -> None:
+    seed = sum(map(ord, case))
+    size = (32, 48)
+    model = _build(name, args, size, seed)
+    x = np.random.default_rng(seed).uniform(-1, 1, (2, *size, 3)).astype("float32")
+    images, batch = _naflex_batch(model, seed)
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x).permute(0, 3, 1, 2)).numpy()
+        naflex_logits = model({k: torch.from_numpy(v) for k, v in batch.items()}).numpy()
+    save_for_hf(model, os.path.join(OUT, case), model_args=dict(args, img_size=list(size)), safe_serialization=True)
+    np.save(os.path.join(OUT, f"{case}_input.npy"), x)
+    np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
+    np.savez(os.path.join(OUT, f"{case}_naflex.npz"), logits=naflex_logits, **batch,
+             **{f"image_{i}": image for i, image in enumerate(images)})
+    print(case, name, logits.shape, naflex_logits.shape, batch["patch_valid"].sum(1))
+
 
 def _build(name: str, args: dict, size: tuple, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
@@ -83,6 +136,26 @@ def main() -> None:
         np.save(os.path.join(OUT, f"{case}_input.npy"), x)
         np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
         print(case, name, logits.shape, sum(p.numel() for p in model.parameters()))
+    for case, (name, args) in sorted(NAFLEX_CASES.items()):
+        _naflex_case(case, name, args)
+    _naflex_sizes()
+
+
+def _naflex_sizes() -> None:
+    """naflex_sizes.json: timm's NaFlex image size (`get_image_size_for_seq`) for 200 random images, patch sizes
+    and patch budgets, as [[height, width, patch, budget], [height, width]]."""
+    import json
+
+    from timm.data.naflex_transforms import get_image_size_for_seq
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(1, 2000, 2))
+        p, n = int(rng.choice([14, 16, 32])), int(rng.choice([1, 16, 64, 256, 576, 1024]))
+        cases.append([[h, w, p, n], list(get_image_size_for_seq((h, w), p, n)[1])])
+    with open(os.path.join(OUT, "naflex_sizes.json"), "w") as f:
+        json.dump(cases, f)
 
 
 if __name__ == "__main__":

@@ -48,8 +48,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
              patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
              attention_only_layer_scale: bool = False, key_value_heads=None,
-             parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+             parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -71,8 +70,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -94,8 +92,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -117,8 +114,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
            attention_only_layer_scale: bool = False, key_value_heads=None,
-           parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+           parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -140,8 +136,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -163,8 +158,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -186,8 +180,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -209,8 +202,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -232,8 +224,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -255,9 +246,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -279,9 +269,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -303,9 +292,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -327,9 +315,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -351,9 +338,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -375,9 +361,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-                post_norm: bool = False, attention_only_layer_scale: bool = False,
-                key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -398,7 +383,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False,
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
-               post_norm: bool = False, attention_only_layer_scale: bool = False,
-               key_value_heads=None, parallel_layers: bool = False,
-        position_resampling: Optional[dict] = None) -> VisionTransformer:
+               post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
+               parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

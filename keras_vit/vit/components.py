@@ -34,8 +34,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.distillation_token = ClassToken(dtype=policy, name="dist") if v.distillation_token else None
     p.register_tokens = (ClassToken(v.num_register_tokens, dtype=policy, name="registers")
                          if v.num_register_tokens else None)
-    p.position_embedding = ResampledPositionEmbedding(
-        v.position_resampling, c.effective_patch_size, dtype=policy,
+    p.position_embedding = ResampledPositionEmbedding(v.position_resampling, c.effective_patch_size, dtype=policy,
         name="posembed_input") if v.position_resampling is not None else AddPositionEmbedding(
         grid, prefix if v.prefix_position_embedding else 0,
         stride=c.effective_patch_size if options["dynamic"] else None, interpolation=v.position_interpolation,

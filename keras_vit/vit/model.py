@@ -149,8 +149,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
 
     def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
                  resnet_layers: Optional[Sequence[int]] = None, resnet_width: float = 1,
-                 include_top: bool = True, weights: Optional[str] = None,
-                 input_shape: Optional[Tuple[int, int, int]] = None, input_tensor=None,
+                 include_top: bool = True, weights: Optional[str] = None, input_tensor=None,
+                 input_shape: Optional[Tuple[int, int, int]] = None, position_resampling: Optional[dict] = None,
                  pooling: Optional[str] = None, classes: Optional[int] = None,
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
@@ -168,8 +168,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
                  pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
                  patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-                 attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False,
-                 position_resampling: Optional[dict] = None, **kwargs):
+                 attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False, **kwargs):
         rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,

@@ -56,7 +56,8 @@ def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
 
 
 def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int,
-                 mean: Sequence[float] = (0.5, 0.5, 0.5), std: Sequence[float] = (0.5, 0.5, 0.5)) -> Dict[str, np.ndarray]:
+                 mean: Sequence[float] = (0.5, 0.5, 0.5),
+                 std: Sequence[float] = (0.5, 0.5, 0.5)) -> Dict[str, np.ndarray]:
     """A NaFlex batch of `images` ((H, W, C) arrays in [0, 255], each of its own size).
 
     Returns {"patches": (B, max_patches, patch_size**2 * C) float32, "patch_coord": (B, max_patches, 2) int32

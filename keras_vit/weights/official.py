@@ -229,7 +229,8 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     params = unflatten_patch_kernel(params, targets)
     grid = model.position_embedding.grid_size if model.position_embedding is not None else model.grid_size
     fixed_table = getattr(model.position_embedding, "resampling", None) is None  # NaFlex tables state their grid
-    if not grid_stated and fixed_table and model.position_embedding is not None and old_grid is None and grid[0] != grid[1]:  # into a square model: taken as square
+    if not grid_stated and fixed_table and model.position_embedding is not None and old_grid is None and \
+            grid[0] != grid[1]:  # into a square model: taken as square
         problems.append(f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
                         f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at")
     prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)

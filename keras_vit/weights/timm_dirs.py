@@ -30,6 +30,10 @@ _ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_g
 _TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
                   "dynamic_img_size", "dynamic_img_pad", "fix_init", "patch_drop_rate"}
 _POOLS = {"token": "token", "avg": "gap", "map": "map"}
+# NaFlexVit's position-table arguments -> keras_vit's `position_resampling` fields
+_RESAMPLING = {"pos_embed_grid_size": "grid", "pos_embed_interp_mode": "interpolation",
+               "pos_embed_antialias": "antialias", "pos_embed_align_corners": "align_corners",
+               "pos_embed_ar_preserving": "aspect_preserving"}
 
 
 def is_timm_dir(path: str) -> bool:
@@ -99,6 +103,9 @@ def _override(name: str, kw: dict, args: dict) -> dict:
             kw["final_norm"] = bool(value)
         elif key == "fc_norm":
             kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
+        elif key in _RESAMPLING and kw.get("position_resampling") is not None:  # NaFlexVit's position table
+            value = list(value) if key == "pos_embed_grid_size" else value
+            kw["position_resampling"] = {**kw["position_resampling"], _RESAMPLING[key]: value}
         elif key == "class_token":
             continue  # below, once the pooling is known
         elif key not in _TRAINING_ONLY:
