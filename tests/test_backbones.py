@@ -49,6 +49,9 @@ CASES = {
                      prefix_position_embedding=False), {"class": (0, 1), "patches": (1, 7)}),
     "pwee": (dict(parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1, qkv_bias=True),
              {"registers": (0, 1), "patches": (1, 7)}),
+    # differential attention (the Differential Transformer) in three blocks, each with its own lambda_init
+    "dwee": (dict(differential_attention=True, layer_scale_init=1e-5, num_register_tokens=1,
+                  prefix_position_embedding=False), {"registers": (0, 1), "patches": (1, 7)}),
     # NaFlex (timm's naflexvit; tests/test_naflex.py checks their variable-resolution batches)
     "naflex_siglip": (dict(prefix_position_embedding=False, activation="gelu_tanh", position_resampling=dict(
         grid=[16, 16], factorized=False, interpolation="bilinear", antialias=True, align_corners=False,
@@ -97,7 +100,8 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
                  "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
                  "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256",
-                 "naflexvit_base_patch16_siglip", "naflexvit_base_patch16_parfac_gap", "naflexvit_base_patch16_radio_v3"):
+                 "naflexvit_base_patch16_siglip", "naflexvit_base_patch16_parfac_gap", "naflexvit_base_patch16_radio_v3",
+                 "vit_dwee_patch16_reg1_gap_256", "vit_dlittle_patch16_reg1_gap_256"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
 
@@ -105,8 +109,6 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
 def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
     with pytest.raises(ValueError, match="MAP head whose MLP width"):
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
-    with pytest.raises(ValueError, match="DiffAttention"):
-        keras_vit.create_model("vit_dwee_patch16_reg1_gap_256")
     with pytest.raises(ValueError, match="ConvStem"):
         keras_vit.create_model("vit_base_mci_224")
     with pytest.raises(ValueError, match="ParallelThingsBlock"):
@@ -236,7 +238,7 @@ def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
     pairs) share the one-block-function cache on JAX without taking each other's function."""
     gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base",
-                          "radio_v3")
+                          "radio_v3", "dwee")
     assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
 
 
@@ -370,3 +372,34 @@ def test_parallel_layers_are_vit_22bs_sum_of_both_branches_on_one_norm():
     assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.1 * np.abs(logits).max()
     with pytest.raises(ValueError, match="parallel_layers"):
         keras_vit.save_pretrained(remat, "unused")
+
+
+def test_differential_attention_is_the_difference_of_two_softmax_maps_per_head(tmp_path):
+    """The Differential Transformer's formula written out in numpy on one block's weights; LoRA, int8 and an
+    ONNX export of the three-block fixture."""
+    from hub_export import export
+    from hub_export.formats import runtime_model
+
+    model, x = _load("dwee")
+    att = model.encoder.blocks[1].attention
+    t = np.random.default_rng(0).normal(size=(1, 5, 64)).astype("float32")
+    q, k, v = (np.einsum("btd,dhk->bthk", t, _np(getattr(att, n).kernel)) + _np(getattr(att, n).bias)
+               for n in ("query", "key", "value"))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(16)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    init = 0.8 - 0.6 * np.exp(-0.3 * 1)  # block 1
+    lam = np.exp(_np(att.lambda_q1) @ _np(att.lambda_k1)) - np.exp(_np(att.lambda_q2) @ _np(att.lambda_k2)) + init
+    a = p[:, 0::2] - lam * p[:, 1::2]
+    y = np.einsum("bhqk,bkhd->bqhd", a, v)
+    y = y / np.sqrt((y ** 2).mean(-1, keepdims=True) + 1e-5) * _np(att.sub_norm.scale) * (1 - init)
+    want = np.einsum("bthk,hkd->btd", y, _np(att.out.kernel)) + _np(att.out.bias)
+    np.testing.assert_allclose(_np(att(t)), want, atol=1e-5)
+    logits = model.predict(x, verbose=0)
+    out = export(model, str(tmp_path / "onnx"), "classification", format="onnx")
+    np.testing.assert_allclose(np.asarray(runtime_model(os.path.join(out, "model.onnx"))(x)), _timm("dwee"), atol=1e-4)
+    model.enable_lora(4, ["query", "key", "value"])
+    np.testing.assert_allclose(model.predict(x, verbose=0), logits, atol=1e-6)
+    quantized, _ = _load("dwee")
+    quantized.quantize("int8")
+    assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.1 * np.abs(logits).max()

@@ -55,6 +55,8 @@ CASES = {
     "xp_base": ("vit_base_patch16_xp_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # parallel layers with q/k/v biases packed beside the MLP's, LayerScale on the sum, a register, average pool
     "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # differential attention (DiffAttention) in three blocks: each block's lambda_init is its own
+    "dwee": ("vit_dwee_patch16_reg1_gap_256", dict(depth=3, embed_dim=64, num_heads=2, num_classes=5)),
 }
 
 # NaFlex (timm's naflexvit): also a NaFlex batch of three images of other aspect ratios, made by timm's own

@@ -103,7 +103,7 @@ def _unsupported(model, block) -> list:
     checks = embedding + [
         (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock"), f"block {type(block).__name__}"),
         (_parallel(block) and block.out_proj is not None, "a parallel block with one fused output projection"),
-        (not _parallel(block) and type(getattr(block, "attn", None)).__name__ != "Attention",
+        (not _parallel(block) and type(getattr(block, "attn", None)).__name__ not in ("Attention", "DiffAttention"),
          f"attention {type(getattr(block, 'attn', None)).__name__}"),
         (not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
          f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
@@ -121,7 +121,10 @@ def _unsupported(model, block) -> list:
         attn, mlp = block.attn, block.mlp
         gated = type(mlp).__name__ != "Mlp"
         first = mlp.fc1_g if type(mlp).__name__ == "SwiGLU" else mlp.fc1
+        diff = type(attn).__name__ == "DiffAttention"
         checks = [
+            (diff and (attn.dual_lambda or not _is_identity(attn.q_norm)), "differential attention with dual "
+             "lambdas or qk-norm"),
             (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
             ((attn.proj.bias is None) != (first.bias is None), "bias on one projection kind only"),
             (attn.qkv.out_features != 3 * model.embed_dim, "an attention width other than the embedding's"),
@@ -156,7 +159,8 @@ def _block_facts(block) -> dict:
                     layer_scale_init=None if _is_identity(block.ls) else float(block.ls.init_values),
                     qk_norm=not _is_identity(block.q_norm), qkv_bias=block.in_proj.bias is not None, swiglu=False,
                     mlp_norm=False, attention_norm=False, rms_norm=type(block.in_norm).__name__ == "RmsNorm",
-                    projection_bias=block.attn_out_proj.bias is not None, post_norm=False, parallel_layers=True)
+                    projection_bias=block.attn_out_proj.bias is not None, post_norm=False, parallel_layers=True,
+                    differential_attention=False)
     attn, mlp, norm = block.attn, block.mlp, block.norm1
     kind = type(mlp).__name__
     return dict(mlp_dim=int(mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features),
@@ -166,7 +170,8 @@ def _block_facts(block) -> dict:
                 mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
                 attention_norm=not _is_identity(getattr(attn, "norm", None)),
                 rms_norm=type(norm).__name__ == "RmsNorm", projection_bias=attn.proj.bias is not None,
-                post_norm=type(block).__name__ == "ResPostBlock", parallel_layers=False)
+                post_norm=type(block).__name__ == "ResPostBlock", parallel_layers=False,
+                differential_attention=type(attn).__name__ == "DiffAttention")
 
 
 def _data_config(model) -> dict:

@@ -70,8 +70,27 @@ ARGS = """
       parallel_layers: attention and MLP side by side on one norm (ViT-22B; timm's ParallelScalingBlock).
       position_resampling: a position table of the patches kept at its trained grid and resampled to each input's
         (SigLIP 2 NaFlex, RADIO; timm's naflexvit): a dict of `keras_vit.vit.position_resampling.PositionResampling`.
+      differential_attention: the Differential Transformer's attention, the difference of two softmax maps per head
+        (timm's `dwee` / `dlittle` ViTs).
       key_value_heads: grouped-query attention's key/value heads, one count or one per block (Sapiens2).
 
     Returns:
       A `keras_vit.VisionTransformer` (a `keras.Model`).
 """
+
+
+def variant(model_name: str):
+    """Gives the constructor below it the docstring of `model_name`'s row of the table."""
+    from keras_vit.vit import table
+
+    config = table.MODELS[model_name]
+
+    def document(function):
+        hybrid = f" on a BiT-ResNet stem with stages {config.resnet_layers}" if config.is_hybrid else ""
+        function.__doc__ = (
+            f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, MLP {config.mlp_dim}, "
+            f"{config.num_heads} heads, {config.effective_patch_size}x{config.effective_patch_size} pixels per "
+            f"token{hybrid}.\n" + ARGS)
+        return function
+
+    return document

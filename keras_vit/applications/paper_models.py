@@ -7,24 +7,8 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple, Union
 
 from keras_vit.applications.create import create_model
-from keras_vit.applications.docstring import ARGS as _ARGS
-from keras_vit.vit import table
+from keras_vit.applications.docstring import variant as _variant
 from keras_vit.vit.model import VisionTransformer
-
-def _variant(model_name: str):
-    """Gives the constructor below it the docstring of `model_name`'s row of the table."""
-    config = table.MODELS[model_name]
-
-    def document(function):
-        hybrid = f" on a BiT-ResNet stem with stages {config.resnet_layers}" if config.is_hybrid else ""
-        function.__doc__ = (
-            f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, MLP {config.mlp_dim}, "
-            f"{config.num_heads} heads, {config.effective_patch_size}x{config.effective_patch_size} pixels per "
-            f"token{hybrid}.\n" + _ARGS)
-        return function
-
-    return document
-
 
 Shape = Optional[Tuple[Optional[int], Optional[int], int]]
 Grid = Optional[Sequence[int]]
@@ -48,7 +32,8 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
              patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
              attention_only_layer_scale: bool = False, key_value_heads=None,
-             parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -70,7 +55,8 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -92,7 +78,8 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -114,7 +101,8 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
            attention_only_layer_scale: bool = False, key_value_heads=None,
-           parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+           parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -136,7 +124,8 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -158,7 +147,8 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -180,7 +170,8 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -202,7 +193,8 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -224,7 +216,8 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
-            parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -247,7 +240,8 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -270,7 +264,8 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -293,7 +288,8 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -316,7 +312,8 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -339,7 +336,8 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -362,7 +360,8 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-                parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -384,5 +383,6 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                attention_pooling_heads: Optional[int] = None, pooling_includes_prefix: bool = False,
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
-               parallel_layers: bool = False, position_resampling: Optional[dict] = None) -> VisionTransformer:
+               parallel_layers: bool = False, position_resampling: Optional[dict] = None,
+        differential_attention: bool = False) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

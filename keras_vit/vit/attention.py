@@ -114,8 +114,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         over the three kernels in float, each projection's own layer once quantized."""
         if self.quantized:
             return self.query(x), self.key(x), self.value(x)
-        h, kv, dh = self.num_heads, self.num_key_value_heads, self.head_dim
-        layers, widths = [self.query, self.key, self.value], (h * dh, kv * dh, kv * dh)
+        layers = [self.query, self.key, self.value]
+        heads = [tuple(layer.kernel.shape[1:]) for layer in layers]  # (heads, width) of each projection
+        widths = [n * k for n, k in heads]
         kernel = ops.concatenate([ops.reshape(l.kernel, (-1, n)) for l, n in zip(layers, widths)], axis=-1)
         qkv = ops.matmul(x, ops.cast(kernel, x.dtype))
         if self.qkv_bias:
@@ -124,7 +125,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
         b, t = ops.shape(x)[0], ops.shape(x)[1]
         q, k, v = qkv[..., :widths[0]], qkv[..., widths[0]:widths[0] + widths[1]], qkv[..., widths[0] + widths[1]:]
-        return ops.reshape(q, (b, t, h, dh)), ops.reshape(k, (b, t, kv, dh)), ops.reshape(v, (b, t, kv, dh))
+        return tuple(ops.reshape(y, (b, t, *shape)) for y, shape in zip((q, k, v), heads))
 
     def call(self, x, rotary=None, training=None, return_attention=False):
         h, dh = self.num_heads, self.head_dim

@@ -20,8 +20,7 @@ from keras_vit.vit.resnet import ResNetStem
 def make_components(c, resnet_width, preprocessing, classifier, grid, options, variant,
                      representation_size, classes, classifier_activation, policy) -> types.SimpleNamespace:
     """The layers of a `VisionTransformer`, named after the official checkpoint tree (big_vision's for the MAP
-    head); None where the
-    model has no such part. Returned as a namespace (they become attributes after `keras.Model.__init__`)."""
+    head); None where the model has no such part. Returned as a namespace (attributes after `Model.__init__`)."""
     p, v, eps = types.SimpleNamespace(), variant, variant.layer_norm_epsilon
     prefix = v.num_prefix_tokens(classifier)
     p.preprocessing = ImagePreprocessing(None, preprocessing,
@@ -56,7 +55,8 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                                                   and v.rotary_embedding.form == "mixed" else None),
                         rms_norm=v.rms_norm, projection_bias=v.projection_bias, post_norm=v.post_norm,
                         attention_only_layer_scale=v.attention_only_layer_scale, key_value_heads=v.key_value_heads,
-                        parallel_layers=v.parallel_layers, dtype=policy, name="Transformer")
+                        parallel_layers=v.parallel_layers, differential_attention=v.differential_attention,
+                        dtype=policy, name="Transformer")
     pooled = 0 if v.pooling_includes_prefix else prefix  # rows the pooling skips
     p.token_pooling = (AttentionPooling(v.attention_pooling_heads or c.num_heads, c.mlp_dim, v.activation, eps,
                                         pooled, v.rms_norm, dtype=policy, name="MAPHead_0") if classifier == "map" else

@@ -15,6 +15,7 @@ from keras import ops
 
 from keras_vit.vit import block_graph
 from keras_vit.vit.attention import MultiHeadDotProductAttention
+from keras_vit.vit.differential_attention import DifferentialAttention
 from keras_vit.nn.initializers import PACKAGE as _PACKAGE
 from keras_vit.nn.initializers import initial
 from keras_vit.nn.layer_norm import LayerNorm
@@ -122,7 +123,7 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
                      swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
                      mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False,
-                     attention_only_layer_scale=False, parallel_layers=False)
+                     attention_only_layer_scale=False, parallel_layers=False, differential_attention=False)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -151,15 +152,18 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
                  key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
                  projection_bias: bool = True, post_norm: bool = False, attention_only_layer_scale: bool = False,
-                 num_key_value_heads: Optional[int] = None, parallel_layers: bool = False, **kwargs):
+                 num_key_value_heads: Optional[int] = None, parallel_layers: bool = False,
+                 differential_attention: bool = False, block_index: int = 0, **kwargs):
         super().__init__(**kwargs)
+        # Differential Transformer's attention; its lambda_init depends on the block's depth (`block_index`)
+        self.differential_attention, self.block_index = bool(differential_attention), int(block_index)
         self.attention_only_layer_scale = bool(attention_only_layer_scale)  # Sapiens2: no LayerScale on the MLP
         self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
         self.parallel_layers = bool(parallel_layers)  # ViT-22B: both branches read one norm, their sum is added
-        if self.parallel_layers and self.post_norm:
-            raise ValueError("parallel_layers=True and post_norm=True: no model combines them, and keras_vit does not "
-                             "build it.")
+        if self.parallel_layers and (self.post_norm or self.differential_attention):
+            raise ValueError("parallel_layers=True with post_norm or differential_attention: keras_vit does not build "
+                             "these combinations.")
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
@@ -174,8 +178,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.drop_path_rate = float(drop_path_rate)
         policy, eps, rms = self.dtype_policy, self.layer_norm_epsilon, self.rms_norm
         self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps, rms)
-        self.attention = MultiHeadDotProductAttention(
-            self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias,
+        attention, extra = MultiHeadDotProductAttention, {}
+        if self.differential_attention:
+            attention, extra = DifferentialAttention, dict(depth=self.block_index)
+        self.attention = attention(
+            self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias, **extra,
             layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
             key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=rms,
             projection_bias=self.projection_bias, num_key_value_heads=self.num_key_value_heads, dtype=policy,
@@ -258,7 +265,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                     attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
                     mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
                     projection_bias=self.projection_bias, post_norm=self.post_norm,
-                    attention_only_layer_scale=self.attention_only_layer_scale, parallel_layers=self.parallel_layers)
+                    attention_only_layer_scale=self.attention_only_layer_scale, parallel_layers=self.parallel_layers,
+                    differential_attention=self.differential_attention)
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
@@ -266,7 +274,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         return {"num_heads": self.num_heads, "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
                 "num_key_value_heads": self.num_key_value_heads,
                 "attention_dropout_rate": self.attention_dropout_rate, "remat": self.remat,
-                "layer_scale_init": self.layer_scale_init, **self.options()}
+                "layer_scale_init": self.layer_scale_init, **self.options(),
+                **({"block_index": self.block_index} if self.differential_attention else {})}
 
     def get_config(self):
         return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
@@ -312,7 +321,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
             EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate, self.attention_dropout_rate,
                          self.drop_path_rate * i / steps, None, self.remat, self.layer_scale_init,
                          **block_options, num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
-                         dtype=self.dtype_policy, name=f"encoderblock_{i}")
+                         block_index=i, dtype=self.dtype_policy, name=f"encoderblock_{i}")
             for i in range(self.num_layers)
         ]
         self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"],

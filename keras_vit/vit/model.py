@@ -138,7 +138,8 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
         position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
         attention_pooling_heads, pooling_includes_prefix, key_bias, rms_norm, patch_norm, projection_bias,
-        post_norm, attention_only_layer_scale, key_value_heads, parallel_layers, position_resampling:
+        post_norm, attention_only_layer_scale, key_value_heads, parallel_layers, position_resampling,
+        differential_attention:
         the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
         DINOv3, Perception Encoder, AIMv2, NaFlex), each defaulting to the paper's model; documented on
         `keras_vit.vit.variant.Variant`, kept as `model.variant`.
@@ -151,7 +152,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  resnet_layers: Optional[Sequence[int]] = None, resnet_width: float = 1,
                  include_top: bool = True, weights: Optional[str] = None, input_tensor=None,
                  input_shape: Optional[Tuple[int, int, int]] = None, position_resampling: Optional[dict] = None,
-                 pooling: Optional[str] = None, classes: Optional[int] = None,
+                 pooling: Optional[str] = None, classes: Optional[int] = None, differential_attention: bool = False,
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
                  representation_size: Optional[int] = None, dropout_rate: float = 0.0,
                  attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
@@ -169,12 +170,12 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                  pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
                  patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
                  attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False, **kwargs):
-        rates = dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate)
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
             dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
                  num_layers=num_layers), resnet_layers, resnet_width,
             dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
-                 remat=remat), classifier, pooling, representation_size, classes, rates)
+                 remat=remat), classifier, pooling, representation_size, classes,
+            dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate))
         family = {field: value for field, value in locals().items() if field in Variant.fields()}  # the keywords
         variant = Variant.for_model(classifier, representation_size, gelu_approximate, **family)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)

@@ -66,6 +66,8 @@ class Variant:
       position_resampling: the position table kept at the grid it was trained on and resampled to each input's
         grid, patches only (FlexiViT; SigLIP 2 NaFlex and RADIO, timm's `naflexvit`): a
         `keras_vit.vit.position_resampling.PositionResampling` or its dict; None (the paper's table).
+      differential_attention: each head the difference of two softmax maps (the Differential Transformer, Ye
+        et al. 2024; timm's `DiffAttention`): `keras_vit.vit.differential_attention`.
     """
 
     activation: str = "gelu_tanh"
@@ -99,6 +101,7 @@ class Variant:
     key_value_heads: Optional[Tuple[int, ...]] = None
     parallel_layers: bool = False
     position_resampling: Optional[PositionResampling] = None
+    differential_attention: bool = False
 
     @classmethod
     def fields(cls) -> tuple:
@@ -121,7 +124,7 @@ class Variant:
                       "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
                       "key_bias",
                       "rms_norm", "patch_norm", "projection_bias", "post_norm", "attention_only_layer_scale",
-                      "attention_norm", "pooling_includes_prefix", "parallel_layers"):
+                      "attention_norm", "pooling_includes_prefix", "parallel_layers", "differential_attention"):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
@@ -174,7 +177,7 @@ class Variant:
     TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
                  "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
-                 "position_resampling")
+                 "position_resampling", "differential_attention")
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -205,6 +208,7 @@ class Variant:
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
                  "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
                  "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers",
-                 "position_resampling": "a position table resampled per input (NaFlex)"}
+                 "position_resampling": "a position table resampled per input (NaFlex)",
+                 "differential_attention": "differential attention"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -70,6 +70,8 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         (k for k in params if k.endswith("MultiHeadDotProductAttention_1/query/kernel")), key=_block_number)]
     if any(q != kv for q, kv in heads):  # grouped-query attention: the key kernels' own head counts
         kw["key_value_heads"] = tuple(int(kv) for _, kv in heads)
+    if attention + "lambda_q1" in params:
+        kw["differential_attention"] = True  # the Differential Transformer's attention
     for key, option in ((block + "MlpBlock_3/gate/kernel", "swiglu"), (block + "MlpBlock_3/norm/scale", "mlp_norm"),
                         (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
         if key in params:
@@ -112,7 +114,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     if blocks != list(range(len(blocks))):
         raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
     kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
-              num_heads=int(params[need[2]].shape[1]),
+              num_heads=int(params[need[2].replace("/query/", "/out/")].shape[0]),  # differential: queries 2x
               mlp_dim=int(params[need[1]].shape[-1]) // (2 if need[1] == packed else 1),
               classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
               representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
@@ -171,6 +173,7 @@ _FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "regis
                  "patch_norm": "a norm on the patch embeddings", "projection_bias": "projection biases",
                  "attention_only_layer_scale": "LayerScale on attention only",
                  "parallel_layers": "parallel layers (one norm before attention and MLP side by side)",
+                 "differential_attention": "differential attention",
                  "absolute_position_embedding": "a learned position table"}
 
 
@@ -181,7 +184,8 @@ def check_family(model, params, source) -> None:
     defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
                     fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
                     mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True, rms_norm=False,
-                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False, parallel_layers=False)
+                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False, parallel_layers=False,
+                    differential_attention=False)
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])

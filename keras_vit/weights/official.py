@@ -86,6 +86,10 @@ def _block_map(out: dict, p: str, block) -> None:
     for norm, name in ((att.query_norm, "query_norm"), (att.key_norm, "key_norm")):
         if norm is not None:  # qk-norm: not in official files
             _norm(out, f"{p}MultiHeadDotProductAttention_1/{name}", norm)
+    if getattr(att, "lambda_q1", None) is not None:  # differential attention: its lambda vectors and sub-norm
+        for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+            out[f"{p}MultiHeadDotProductAttention_1/{name}"] = getattr(att, name)
+        _norm(out, f"{p}MultiHeadDotProductAttention_1/sub_norm", att.sub_norm)
     if att.rotary_frequencies is not None:  # RoPE-Mixed's learned frequencies (2, heads, head_dim / 2)
         out[f"{p}MultiHeadDotProductAttention_1/rotary_frequencies"] = att.rotary_frequencies
     if att.attention_norm is not None:  # EVA-CLIP's norm on the attention output

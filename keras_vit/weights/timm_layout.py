@@ -14,6 +14,7 @@ output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `ml
 EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
 rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) go to each block's attention.
 timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first layer with q, k, v in `in_proj`.
+timm's DiffAttention (differential attention) adds `attn.lambda_q1` ... `lambda_k2` and `attn.sub_norm`.
 timm's NaFlexVit (SigLIP 2 NaFlex, RADIO) keeps its patch projection, tokens and position table under `embeds.`.
 """
 
@@ -118,6 +119,19 @@ def _parallel_block_in(g: _Reader, i: int, num_heads: int) -> Params:
     return p
 
 
+def _differential_in(g: _Reader, p: Params, t: str, a: str, num_heads: int) -> None:
+    """timm's DiffAttention: its queries and keys are twice as many heads of half the width (consecutive pairs
+    per head; the same rows, another view), four lambda vectors and the heads' RMSNorm `sub_norm`."""
+    for name in ("query", "key"):
+        kernel = p[f"{a}{name}/kernel"]
+        p[f"{a}{name}/kernel"] = kernel.reshape(kernel.shape[0], 2 * num_heads, -1)
+        if f"{a}{name}/bias" in p:
+            p[f"{a}{name}/bias"] = p[f"{a}{name}/bias"].reshape(2 * num_heads, -1)
+    for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+        p[a + name] = g(t + "attn." + name)
+    _norm_in(g, p, t + "attn.sub_norm", a + "sub_norm")
+
+
 def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     """Block `i`'s tensors in official keys."""
     if f"blocks.{i}.in_proj.weight" in g.sd:
@@ -128,6 +142,8 @@ def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     (q, k, v), biases = _qkv_in(g, t)
     out_bias = g(t + "attn.proj.bias") if t + "attn.proj.bias" in g.sd else None  # AIMv2: none
     p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, out_bias), num_heads, a))
+    if t + "attn.lambda_q1" in g.sd:  # differential attention (timm's DiffAttention)
+        _differential_in(g, p, t, a, num_heads)
     if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
         _norm_in(g, p, t + "attn.norm", a + "norm")
     norms = [f"{t}attn.{n}_norm.weight" for n in "qk"]  # (RMSNorm's have no bias)
