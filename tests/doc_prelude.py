@@ -50,15 +50,18 @@ _mirror(releases.parse_augreg(AUGREG_FILE))
 
 # a timm repository (a small one timm wrote: tests/fixtures/timm_hub/plain), on disk and in an offline hub cache
 _TIMM_REPO = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
-_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "timm_hub", "plain")
-_SNAPSHOT = os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "snapshots", "0" * 40)
-for _folder in (_TIMM_REPO, _SNAPSHOT):
-    os.makedirs(_folder)
-    for _name in ("config.json", "model.safetensors"):
-        shutil.copy(os.path.join(_FIXTURE, _name), _folder)
-os.makedirs(os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "refs"))
-with open(os.path.join("hub_cache", f"models--timm--{_TIMM_REPO}", "refs", "main"), "w") as _f:
-    _f.write("0" * 40)
+_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+# and a small NaFlex repository timm wrote (tests/fixtures/backbones/naflex_siglip), in the cache only
+for _repo, _fixture, _folders in ((_TIMM_REPO, os.path.join(_FIXTURES, "timm_hub", "plain"), (_TIMM_REPO,)),
+                                  ("naflexvit_base_patch16_siglip.v2_webli",
+                                   os.path.join(_FIXTURES, "backbones", "naflex_siglip"), ())):
+    for _folder in _folders + (os.path.join("hub_cache", f"models--timm--{_repo}", "snapshots", "0" * 40),):
+        os.makedirs(_folder)
+        for _name in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(_fixture, _name), _folder)
+    os.makedirs(os.path.join("hub_cache", f"models--timm--{_repo}", "refs"))
+    with open(os.path.join("hub_cache", f"models--timm--{_repo}", "refs", "main"), "w") as _f:
+        _f.write("0" * 40)
 os.environ.update(HF_HUB_CACHE=os.path.abspath("hub_cache"), HF_HUB_OFFLINE="1")
 
 _rng = np.random.default_rng(0)

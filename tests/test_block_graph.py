@@ -223,7 +223,11 @@ pairs = {"lora_alpha": (dict(lora=dict(rank=2, alpha=4.0)), dict(lora=dict(rank=
          # the 2026 parts that keep the same variables: only the settings tell them apart
          "rotate_half": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(rotate_half=True))),
          "rotary_form": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(form="centered", temperature=100))),
-         "post_norm": (dict(), dict(post_norm=True))}
+         "post_norm": (dict(), dict(post_norm=True)),
+         # differential attention: each block's lambda_init is its own (blocks of one model differ)
+         "differential_depth": (dict(differential_attention=True, num_layers=1), dict(differential_attention=True)),
+         "position_resampling": (dict(prefix_position_embedding=False), dict(
+             prefix_position_embedding=False, position_resampling=dict(grid=(2, 2), aspect_preserving=True)))}
 out = {}
 for name, (first, second) in pairs.items():
     a, b = model(**first), model(**second)
@@ -238,7 +242,8 @@ print(json.dumps(out))
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_models_differing_in_one_setting_never_share_a_block_function_wrongly(backend):
     """The shared function's key comes from every setting a layer keeps (LoRA's alpha and targets, epsilon,
-    activation, qk-norm, the rotary pairing, post-norm), so a second model never runs with the first's; the
+    activation, qk-norm, the rotary pairing, post-norm, differential attention's depth), so a second model never
+    runs with the first's; the
     rotary table is an input of the function, so two rotary forms share one correctly."""
     from conftest import run_on_backend
 

@@ -156,7 +156,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                  differential_attention: bool = False, block_index: int = 0, **kwargs):
         super().__init__(**kwargs)
         # Differential Transformer's attention; its lambda_init depends on the block's depth (`block_index`)
-        self.differential_attention, self.block_index = bool(differential_attention), int(block_index)
+        # (private: a plain setting would tell the blocks apart in `block_graph`'s key where it changes nothing)
+        self.differential_attention, self._block_index = bool(differential_attention), int(block_index)
         self.attention_only_layer_scale = bool(attention_only_layer_scale)  # Sapiens2: no LayerScale on the MLP
         self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
@@ -180,7 +181,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps, rms)
         attention, extra = MultiHeadDotProductAttention, {}
         if self.differential_attention:
-            attention, extra = DifferentialAttention, dict(depth=self.block_index)
+            attention, extra = DifferentialAttention, dict(depth=self._block_index)
         self.attention = attention(
             self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias, **extra,
             layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
@@ -275,7 +276,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
                 "num_key_value_heads": self.num_key_value_heads,
                 "attention_dropout_rate": self.attention_dropout_rate, "remat": self.remat,
                 "layer_scale_init": self.layer_scale_init, **self.options(),
-                **({"block_index": self.block_index} if self.differential_attention else {})}
+                **({"block_index": self._block_index} if self.differential_attention else {})}
 
     def get_config(self):
         return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
