@@ -151,3 +151,16 @@ print(json.dumps(out))
 def test_naflex_batches_give_timms_logits_on_jax_and_pytorch(backend):
     gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, *NAFLEX)
     assert max(gaps.values()) <= 1e-4, gaps
+
+
+def test_inspection_reads_a_resampled_table_at_the_models_grid():
+    from keras_vit.analysis import inspect
+
+    model = _load("naflex_parfac")
+    x = np.load(os.path.join(FIXTURES, "naflex_parfac_input.npy"))
+    table = keras.ops.convert_to_numpy(model.position_embedding.table(2, 3))[0]
+    want = inspect.similarity_from_posemb(table[None], (2, 3), 0)
+    np.testing.assert_allclose(inspect.position_embedding_similarity(model), want, atol=1e-6)
+    out = model.intermediates(x, attention=True)
+    assert out["blocks"][1].shape == (2, 10, 64) and out["attention"][1].shape == (2, 2, 10, 10)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(out["logits"]), model.predict(x, verbose=0), atol=1e-5)

@@ -157,8 +157,13 @@ def similarity_from_posemb(posemb: np.ndarray, grid: Tuple[int, int], num_prefix
 
 
 def position_embedding_similarity(model: keras.Model) -> np.ndarray:
-    """[grid_h, grid_w, grid_h, grid_w] cosine similarities, prefix-token rows excluded (Fig. 7 centre)."""
+    """[grid_h, grid_w, grid_h, grid_w] cosine similarities, prefix-token rows excluded (Fig. 7 centre); a table
+    resampled per input (NaFlex) is taken as resampled to the model's grid."""
     layer = ensure_vit(model).position_embedding
+    if layer is None:
+        raise ValueError(f"Model {model.name!r} has no learned position table (rotary embeddings alone).")
+    if getattr(layer, "resampling", None) is not None:
+        return similarity_from_posemb(keras.ops.convert_to_numpy(layer.table(*model.grid_size)), model.grid_size, 0)
     posemb = keras.ops.convert_to_numpy(layer.pos_embedding)
     return similarity_from_posemb(posemb, model.grid_size, layer.num_prefix_tokens)
 
