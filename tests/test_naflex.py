@@ -2,7 +2,8 @@
 and resampled per input (`position_resampling`), batches of images of other aspect ratios cut into at most N
 patches (`keras_vit.naflex_batch`) and the model on them (`keras_vit.naflex_forward`), against timm's own
 batches and logits (tests/fixtures/backbones/*_naflex.npz, written by tools/make_backbone_fixtures.py; no
-torch here), and the closed-form resampling rules against numpy / scipy."""
+torch here), and the closed-form resampling rules against numpy / scipy. `save_pretrained` writes timm's own
+NaFlexVit files (and timm's DiffAttention ViTs), which timm loads strictly (`make test-slow`)."""
 
 import json
 import os
@@ -103,11 +104,8 @@ def test_naflex_parts_are_checked_and_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="resampled per input"):
         keras_vit.load_weights(plain, bare)
     assert all(np.array_equal(a, np.array(v)) for a, v in zip(before, plain.weights))
-    model = _load("radio_v3")
-    for writer in (lambda: keras_vit.save_pretrained(model, str(tmp_path / "repo")),
-                   lambda: keras_vit.save_npz(model, str(tmp_path / "m.npz"))):
-        with pytest.raises(ValueError, match="position_resampling"):
-            writer()
+    with pytest.raises(ValueError, match="position_resampling"):  # the official layout has no place for it
+        keras_vit.save_npz(_load("radio_v3"), str(tmp_path / "m.npz"))
     assert not os.listdir(tmp_path)
     with pytest.raises(ValueError, match="resampled per input"):
         keras_vit.naflex_forward(plain, {k: v for k, v in _timm("radio_v3").items() if k.startswith("patch")})
@@ -164,3 +162,30 @@ def test_inspection_reads_a_resampled_table_at_the_models_grid():
     out = model.intermediates(x, attention=True)
     assert out["blocks"][1].shape == (2, 10, 64) and out["attention"][1].shape == (2, 2, 10, 10)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(out["logits"]), model.predict(x, verbose=0), atol=1e-5)
+
+
+@pytest.mark.parametrize("case", NAFLEX + ("dwee",))
+def test_save_pretrained_writes_timms_own_state_dict_and_reads_back(case, tmp_path):
+    """The written repository holds exactly the tensors timm wrote for the fixture (names, shapes, values), and
+    loads back with the same logits."""
+    from safetensors.numpy import load_file
+
+    model = _load(case)
+    repo = keras_vit.save_pretrained(model, str(tmp_path / "repo"))
+    ours, theirs = (load_file(os.path.join(d, "model.safetensors")) for d in (repo, os.path.join(FIXTURES, case)))
+    assert sorted(ours) == sorted(theirs)
+    for key, value in theirs.items():
+        np.testing.assert_array_equal(ours[key], value, err_msg=key)
+    x = np.load(os.path.join(FIXTURES, f"{case}_input.npy"))
+    back = keras_vit.load_model(repo, classifier_activation=None)
+    np.testing.assert_array_equal(back.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", NAFLEX + ("dwee",))
+def test_timm_loads_our_save_pretrained_of_naflex_and_differential_models_strictly(case, tmp_path):
+    from conftest import timm_reads_save_pretrained
+
+    model = _load(case)
+    x = np.load(os.path.join(FIXTURES, f"{case}_input.npy"))
+    assert timm_reads_save_pretrained(model, x, tmp_path) <= 1e-5

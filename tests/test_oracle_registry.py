@@ -1,7 +1,8 @@
 """The timm oracle (`tools/oracle_timm_registry.py`) as a slow test: every architecture of timm's
-`vision_transformer`, `vision_transformer_hybrid`, `deit` and `eva` modules up to 400 M parameters, built tiny by timm
-and written by timm, loads with timm's logits or is refused naming why, as a repository directory, as a bare state
-dict under its timm name and at a non-square size. Needs torch and timm (`make test-slow`)."""
+`vision_transformer`, `vision_transformer_hybrid`, `deit`, `eva` and `naflexvit` modules up to 400 M parameters, built
+tiny by timm and written by timm, loads with timm's logits or is refused naming why, as a repository directory, as a
+bare state dict under its timm name and at a non-square size; at least 95 % match. Needs torch and timm
+(`make test-slow`)."""
 
 import importlib.util
 import os
@@ -32,4 +33,4 @@ def test_every_timm_vit_architecture_matches_timm_or_is_refused_by_name(tmp_path
     print(json.dumps(report["summary"]))
     assert not bad, json.dumps(bad, indent=1)[:6000]
     matched = sum(r.get("match", 0) for r in report["summary"].values())
-    assert matched >= 0.75 * sum(sum(r.values()) for r in report["summary"].values())
+    assert matched >= 0.95 * sum(sum(r.values()) for r in report["summary"].values())  # issue 45's bar

@@ -176,8 +176,7 @@ class Variant:
 
     TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
-                 "position_resampling", "differential_attention")
+                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers")
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model

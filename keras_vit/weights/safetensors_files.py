@@ -197,7 +197,9 @@ def timm_state_dict(model) -> Dict[str, np.ndarray]:
     params, n = _plain_params(model, "timm")
     if not model.include_top:
         raise ValueError(f"Model {model.name!r} has no head (include_top=False); a timm repository holds one.")
-    return timm_layout.official_to_timm(params, n)
+    sd = timm_layout.official_to_timm(params, n)
+    resampling = model.variant.position_resampling
+    return sd if resampling is None else timm_layout.naflex_out(sd, params, resampling.grid)
 
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
@@ -215,6 +217,8 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
             raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
                              "directory: keras_vit.save_pretrained).")
         sd = timm_layout.official_to_timm(params, n)
+        if model.variant.position_resampling is not None:  # timm's NaFlexVit
+            sd = timm_layout.naflex_out(sd, params, model.variant.position_resampling.grid)
         return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     if model.classifier != "token" or not model.include_top:
         raise ValueError(f"transformers' ViTForImageClassification classifies the class token with a head; model "

@@ -103,9 +103,8 @@ def _override(name: str, kw: dict, args: dict) -> dict:
             kw["final_norm"] = bool(value)
         elif key == "fc_norm":
             kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
-        elif key in _RESAMPLING and kw.get("position_resampling") is not None:  # NaFlexVit's position table
-            value = list(value) if key == "pos_embed_grid_size" else value
-            kw["position_resampling"] = {**kw["position_resampling"], _RESAMPLING[key]: value}
+        elif _newer_arg(name, key, value, kw):  # NaFlexVit's position table, differential attention
+            continue
         elif key == "class_token":
             continue  # below, once the pooling is known
         elif key not in _TRAINING_ONLY:
@@ -118,6 +117,22 @@ def _override(name: str, kw: dict, args: dict) -> dict:
         raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")
     kw["class_token"] = None if has_class_token == (kw["classifier"] == "token") else has_class_token
     return kw
+
+
+def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
+    """Applies one of the 2026 parts' `model_args` to `kw` (True), or leaves it to the caller (False): NaFlexVit's
+    position table (`pos_embed` and its resampling) and timm's differential attention (`attn_layer="diff"`)."""
+    resampling = kw.get("position_resampling")
+    if key in _RESAMPLING and resampling is not None:
+        kw["position_resampling"] = {**resampling, _RESAMPLING[key]: list(value) if key == "pos_embed_grid_size"
+                                     else value}
+    elif key == "pos_embed" and resampling is not None and value in ("learned", "factorized"):
+        kw["position_resampling"] = {**resampling, "factorized": value == "factorized"}
+    elif key == "attn_layer" and value in ("attn", "diff"):
+        kw["differential_attention"] = value == "diff"
+    else:
+        return False
+    return True
 
 
 def architecture(directory: str, config: Optional[dict] = None) -> dict:
@@ -209,6 +224,24 @@ def _hybrid_architecture(model) -> str:
     return name
 
 
+_NAFLEX_BASE = "naflexvit_base_patch16_gap"  # model_args set every part that differs (NaFlexVitCfg's fields)
+
+
+def _naflex_args(model, args: dict) -> Tuple[dict, str]:
+    """`_model_args` for a model with a resampled position table, as timm's NaFlexVit takes them."""
+    v, r = model.variant, model.variant.position_resampling
+    if v.layer_norm_epsilon != 1e-6 or model.classifier == "token" and model.class_token is None:
+        raise ValueError(f"Model {model.name!r}: timm's NaFlexVit has LayerNorm epsilon 1e-6 and no model reads a "
+                         "class token it does not have.")
+    for key in ("no_embed_class", "fc_norm"):
+        args.pop(key)
+    args.update(pos_embed="factorized" if r.factorized else "learned", pos_embed_grid_size=list(r.grid),
+                pos_embed_interp_mode=r.interpolation, pos_embed_antialias=r.antialias,
+                pos_embed_align_corners=r.align_corners, pos_embed_ar_preserving=r.aspect_preserving,
+                fc_norm=v.fc_norm, class_token=model.class_token is not None)
+    return args, _NAFLEX_BASE
+
+
 def _model_args(model) -> Tuple[dict, str]:
     """(timm's `model_args`, the architecture whose fixed parts match the model's): the LayerNorm epsilon and
     the distillation head are not `model_args` in timm, so the architecture's name carries them."""
@@ -224,6 +257,10 @@ def _model_args(model) -> Tuple[dict, str]:
                 init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
                 reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias,
                 final_norm=v.final_norm)
+    if v.differential_attention:
+        args["attn_layer"] = "diff"
+    if v.position_resampling is not None:
+        return _naflex_args(model, args)
     if model.stem is not None:
         return args, _hybrid_architecture(model)
     if v.distillation_token:

@@ -291,6 +291,10 @@ def _block_out(params: Params, sd: Params, i: int) -> None:
     for ours, theirs in (("LayerScale_0", "ls1"), ("LayerScale_2", "ls2")):
         if f"{o}{ours}/scale" in params:
             sd[f"{t}{theirs}.gamma"] = params[f"{o}{ours}/scale"]
+    if a + "lambda_q1" in params:  # differential attention (timm's DiffAttention)
+        for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+            sd[f"{t}attn.{name}"] = params[a + name]
+        sd[t + "attn.sub_norm.weight"] = params[a + "sub_norm/scale"]
 
 
 def _map_head_out(params: Params, sd: Params) -> None:
@@ -324,8 +328,9 @@ def official_to_timm(params: Params, num_layers: int) -> Params:
     sd: Params = {}
     if "conv_root/kernel" in params:
         _stem_out(params, sd)
-    sd.update({"patch_embed.proj.weight": np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1)),
-               "pos_embed": params[POSEMB_KEY]})
+    sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    if POSEMB_KEY in params:
+        sd["pos_embed"] = params[POSEMB_KEY]
     if "embedding/bias" in params:
         sd["patch_embed.proj.bias"] = params["embedding/bias"]
     for theirs, ours in _TOKENS:
@@ -342,3 +347,23 @@ def official_to_timm(params: Params, num_layers: int) -> Params:
         if ours + "/kernel" in params:
             _put(sd, theirs, *_torch_linear(params, ours))
     return sd
+
+
+def naflex_out(sd: Params, params: Params, grid) -> Params:
+    """A `VisionTransformer` state dict (`official_to_timm`'s) as timm's NaFlexVit holds it: the patch projection
+    as a Linear over patches flattened row by row, channels fastest (D, ph * pw * C); the position table as
+    (1, rows, cols, D) at its stored `grid` (or one table per axis); the tokens under `embeds.`."""
+    out = {k: v for k, v in sd.items() if not k.startswith(("patch_embed.", "pos_embed", "cls_token", "reg_token"))}
+    kernel = params["embedding/kernel"]
+    out["embeds.proj.weight"] = np.ascontiguousarray(kernel.reshape(-1, kernel.shape[-1]).T)
+    if "embedding/bias" in params:
+        out["embeds.proj.bias"] = params["embedding/bias"]
+    if POSEMB_KEY in params:
+        out["embeds.pos_embed"] = params[POSEMB_KEY].reshape(1, grid[0], grid[1], -1)
+    for axis in ("y", "x"):
+        if f"{POSEMB_KEY}_{axis}" in params:
+            out[f"embeds.pos_embed_{axis}"] = params[f"{POSEMB_KEY}_{axis}"]
+    for theirs in ("cls_token", "reg_token"):
+        if theirs in sd:
+            out["embeds." + theirs] = sd[theirs]
+    return out
