@@ -18,7 +18,7 @@ It runs eagerly (the grids are read off the batch), so it is not part of the mod
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 from keras import ops
