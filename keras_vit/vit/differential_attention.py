@@ -33,7 +33,8 @@ class DifferentialAttention(MultiHeadDotProductAttention):
     """`MultiHeadDotProductAttention` with differential attention (see the module docstring). Weights beyond the
     paper's projections: `lambda_q1`, `lambda_k1`, `lambda_q2`, `lambda_k2` and `sub_norm` (RMSNorm's `scale`).
     The query and key kernels are (D, 2 * heads, D / heads / 2). Rotary embeddings, qk-norm and grouped-query
-    attention are not combined with it (no model does)."""
+    attention are not combined with it (no model does). With `return_attention=True` it also returns each head's
+    differential map (batch, heads, tokens, tokens), whose entries can be negative."""
 
     def __init__(self, num_heads: int, dropout_rate: float = 0.0, depth: int = 0, **kwargs):
         super().__init__(num_heads, dropout_rate, **kwargs)

@@ -139,7 +139,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`); each branch's norm after
     the branch instead of before it (`post_norm`: timm's ResPostBlock, EVA-CLIP enormous); attention and MLP side
     by side on one norm, x + LS(MSA(LN(x)) + MLP(LN(x))) (`parallel_layers`: ViT-22B's parallel layers, timm's
-    ParallelScalingBlock; one LayerScale on their sum). Call with
+    ParallelScalingBlock; one LayerScale on their sum); the Differential Transformer's attention
+    (`differential_attention`, its lambda_init set by the block's depth `block_index`). Call with
     `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """

@@ -87,6 +87,13 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     return kw
 
 
+def _num_heads(params: Dict[str, np.ndarray], query: str) -> int:
+    """The attention's heads: the output projection's (differential attention has twice as many query heads of
+    half the width), else the query kernel's."""
+    out = query.replace("/query/", "/out/")
+    return int(params[out].shape[0] if out in params else params[query].shape[1])
+
+
 def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint", *,
                           prefix_position_embedding: bool = True) -> dict:
     """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
@@ -114,7 +121,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     if blocks != list(range(len(blocks))):
         raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
     kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
-              num_heads=int(params[need[2].replace("/query/", "/out/")].shape[0]),  # differential: queries 2x
+              num_heads=_num_heads(params, need[2]),
               mlp_dim=int(params[need[1]].shape[-1]) // (2 if need[1] == packed else 1),
               classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
               representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)

@@ -230,9 +230,9 @@ _NAFLEX_BASE = "naflexvit_base_patch16_gap"  # model_args set every part that di
 def _naflex_args(model, args: dict) -> Tuple[dict, str]:
     """`_model_args` for a model with a resampled position table, as timm's NaFlexVit takes them."""
     v, r = model.variant, model.variant.position_resampling
-    if v.layer_norm_epsilon != 1e-6 or model.classifier == "token" and model.class_token is None:
-        raise ValueError(f"Model {model.name!r}: timm's NaFlexVit has LayerNorm epsilon 1e-6 and no model reads a "
-                         "class token it does not have.")
+    if v.layer_norm_epsilon != 1e-6 or v.distillation_token or model.stem is not None:
+        raise ValueError(f"Model {model.name!r}: timm's NaFlexVit has LayerNorm epsilon 1e-6 (this model "
+                         f"{v.layer_norm_epsilon}), no distillation token and no ResNet stem. Nothing was written.")
     for key in ("no_embed_class", "fc_norm"):
         args.pop(key)
     args.update(pos_embed="factorized" if r.factorized else "learned", pos_embed_grid_size=list(r.grid),
