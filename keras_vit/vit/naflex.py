@@ -50,8 +50,8 @@ def sequence_size(height: int, width: int, patch_size: int, max_patches: int) ->
 
 def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     """(H, W, C) float32 -> `size`, antialiased bicubic (PIL's rule, as timm's NaFlex evaluation resizes)."""
-    rows = np.asarray(resampling_matrix(image.shape[0], size[0], 0, size[0], "bicubic", True))
-    cols = np.asarray(resampling_matrix(image.shape[1], size[1], 0, size[1], "bicubic", True))
+    rows, cols = (ops.convert_to_numpy(resampling_matrix(image.shape[axis], size[axis], 0, size[axis], "bicubic",
+                                                         True)) for axis in (0, 1))
     return np.einsum("ih,hwc,jw->ijc", rows, image, cols)
 
 
