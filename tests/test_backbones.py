@@ -52,6 +52,8 @@ CASES = {
     # differential attention (the Differential Transformer) in three blocks, each with its own lambda_init
     "dwee": (dict(differential_attention=True, layer_scale_init=1e-5, num_register_tokens=1,
                   prefix_position_embedding=False), {"registers": (0, 1), "patches": (1, 7)}),
+    "dpwee": (dict(differential_attention=True, parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1,
+                   prefix_position_embedding=False), {"registers": (0, 1), "patches": (1, 7)}),
     # NaFlex (timm's naflexvit; tests/test_naflex.py checks their variable-resolution batches)
     "naflex_siglip": (dict(prefix_position_embedding=False, activation="gelu_tanh", position_resampling=dict(
         grid=[16, 16], factorized=False, interpolation="bilinear", antialias=True, align_corners=False,
@@ -104,6 +106,10 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
                  "vit_dwee_patch16_reg1_gap_256", "vit_dlittle_patch16_reg1_gap_256"):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
+    # timm's DiffParallelScalingBlock has one output projection (one bias) over both branches; keras_vit keeps the
+    # attention's and the MLP's apart, the MLP's bias loaded as zeros: 16 blocks x 256 more
+    dpwee = keras_vit.create_model("vit_dpwee_patch16_reg1_gap_256")
+    assert dpwee.count_params() == keras_vit.vit.timm_table.parameter_count("vit_dpwee_patch16_reg1_gap_256") + 16 * 256
 
 
 def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
@@ -113,8 +119,6 @@ def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
         keras_vit.create_model("vit_base_mci_224")
     with pytest.raises(ValueError, match="ParallelThingsBlock"):
         keras_vit.create_model("vit_small_patch16_18x2_224")
-    with pytest.raises(ValueError, match="DiffParallelScalingBlock"):
-        keras_vit.create_model("vit_dpwee_patch16_reg1_gap_256")
 
 
 def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bool, scale: float) -> np.ndarray:

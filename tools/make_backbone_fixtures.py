@@ -57,6 +57,8 @@ CASES = {
     "pwee": ("vit_pwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # differential attention (DiffAttention) in three blocks: each block's lambda_init is its own
     "dwee": ("vit_dwee_patch16_reg1_gap_256", dict(depth=3, embed_dim=64, num_heads=2, num_classes=5)),
+    # differential attention in parallel layers, one output projection over both branches (DiffParallelScalingBlock)
+    "dpwee": ("vit_dpwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
 }
 
 # NaFlex (timm's naflexvit): also a NaFlex batch of three images of other aspect ratios, made by timm's own

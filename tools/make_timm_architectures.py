@@ -101,8 +101,8 @@ def _unsupported(model, block) -> list:
             (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
         ]
     checks = embedding + [
-        (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock"), f"block {type(block).__name__}"),
-        (_parallel(block) and block.out_proj is not None, "a parallel block with one fused output projection"),
+        (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock"),
+         f"block {type(block).__name__}"),
         (not _parallel(block) and type(getattr(block, "attn", None)).__name__ not in ("Attention", "DiffAttention"),
          f"attention {type(getattr(block, 'attn', None)).__name__}"),
         (not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
@@ -112,8 +112,10 @@ def _unsupported(model, block) -> list:
     out += [what for bad, what in checks if bad]
     if not out and _parallel(block):
         checks = [(type(block.in_norm).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.in_norm).__name__}"),
-                  ((block.attn_out_proj.bias is None) != (block.mlp_out_proj.bias is None),
+                  (getattr(block, "out_proj", None) is None
+                   and (block.attn_out_proj.bias is None) != (block.mlp_out_proj.bias is None),
                    "bias on one projection kind only"),
+                  (getattr(block, "dual_lambda", False), "differential attention with dual lambdas"),
                   (block.in_split[1] != model.embed_dim, "an attention width other than the embedding's"),
                   (_activation(block.mlp_act).startswith("unsupported"), f"activation {type(block.mlp_act).__name__}")]
         out += [what for bad, what in checks if bad]
@@ -142,8 +144,9 @@ def _unsupported(model, block) -> list:
 
 
 def _parallel(block) -> bool:
-    """timm's ParallelScalingBlock: ViT-22B's parallel layers (keras_vit's `parallel_layers`)."""
-    return type(block).__name__ == "ParallelScalingBlock"
+    """timm's ParallelScalingBlock: ViT-22B's parallel layers (keras_vit's `parallel_layers`); its differential
+    attention form too (DiffParallelScalingBlock)."""
+    return type(block).__name__ in ("ParallelScalingBlock", "DiffParallelScalingBlock")
 
 
 def _norm(block):
@@ -159,8 +162,9 @@ def _block_facts(block) -> dict:
                     layer_scale_init=None if _is_identity(block.ls) else float(block.ls.init_values),
                     qk_norm=not _is_identity(block.q_norm), qkv_bias=block.in_proj.bias is not None, swiglu=False,
                     mlp_norm=False, attention_norm=False, rms_norm=type(block.in_norm).__name__ == "RmsNorm",
-                    projection_bias=block.attn_out_proj.bias is not None, post_norm=False, parallel_layers=True,
-                    differential_attention=False)
+                    projection_bias=(block.attn_out_proj if block.out_proj is None else block.out_proj).bias is not None,
+                    post_norm=False, parallel_layers=True,
+                    differential_attention=type(block).__name__ == "DiffParallelScalingBlock")
     attn, mlp, norm = block.attn, block.mlp, block.norm1
     kind = type(mlp).__name__
     return dict(mlp_dim=int(mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features),

@@ -163,9 +163,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
         self.parallel_layers = bool(parallel_layers)  # ViT-22B: both branches read one norm, their sum is added
-        if self.parallel_layers and (self.post_norm or self.differential_attention):
-            raise ValueError("parallel_layers=True with post_norm or differential_attention: keras_vit does not build "
-                             "these combinations.")
+        if self.parallel_layers and self.post_norm:
+            raise ValueError("parallel_layers=True and post_norm=True: no model combines them, and keras_vit does not "
+                             "build it.")
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)

@@ -106,30 +106,41 @@ def _parallel_block_in(g: _Reader, i: int, num_heads: int) -> Params:
         fc1_bias, *qkv_biases = np.split(g(t + "in_proj.bias"), cuts)
     else:
         fc1_bias, qkv_biases = g(t + "mlp_bias"), [None, None, None]
-    out_bias = g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None
-    p.update(_attention_in(q, k, v, g(t + "attn_out_proj.weight"), (*qkv_biases, out_bias), num_heads, a))
+    fused = t + "out_proj.weight" in g.sd  # one output projection over [attention, MLP]: split by columns
+    out = g(t + "out_proj.weight") if fused else g(t + "attn_out_proj.weight")
+    out_bias = g(t + "out_proj.bias") if fused and t + "out_proj.bias" in g.sd else (
+        g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None)
+    p.update(_attention_in(q, k, v, out[:, :d], (*qkv_biases, out_bias), num_heads, a))
+    if t + "lambda_q1" in g.sd:  # DiffParallelScalingBlock: differential attention in parallel layers
+        _differential_in(g, p, t, a, num_heads)
     if all(f"{t}{n}_norm.weight" in g.sd for n in "qk"):
         for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
             _norm_in(g, p, t + theirs, a + ours)
     _norm_in(g, p, t + "in_norm", o + "LayerNorm_0")
     p[m + "Dense_0/kernel"], p[m + "Dense_0/bias"] = _linear_in(fc1), fc1_bias
-    _linear(g, p, t + "mlp_out_proj", m + "Dense_1", optional_bias=out_bias is None)
+    if fused:  # W [a; m] + b: the bias goes with the attention's part, the MLP's gets zeros
+        p[m + "Dense_1/kernel"] = _linear_in(np.ascontiguousarray(out[:, d:]))
+        if out_bias is not None:
+            p[m + "Dense_1/bias"] = np.zeros_like(out_bias)
+    else:
+        _linear(g, p, t + "mlp_out_proj", m + "Dense_1", optional_bias=out_bias is None)
     if t + "ls.gamma" in g.sd:
         p[o + "LayerScale_0/scale"] = g(t + "ls.gamma")
     return p
 
 
 def _differential_in(g: _Reader, p: Params, t: str, a: str, num_heads: int) -> None:
-    """timm's DiffAttention: its queries and keys are twice as many heads of half the width (consecutive pairs
-    per head; the same rows, another view), four lambda vectors and the heads' RMSNorm `sub_norm`."""
+    """timm's DiffAttention (its tensors under `t`: `blocks.<i>.attn.`, or the block itself in a
+    DiffParallelScalingBlock): queries and keys twice as many heads of half the width (consecutive pairs per
+    head; the same rows, another view), four lambda vectors and the heads' RMSNorm `sub_norm`."""
     for name in ("query", "key"):
         kernel = p[f"{a}{name}/kernel"]
         p[f"{a}{name}/kernel"] = kernel.reshape(kernel.shape[0], 2 * num_heads, -1)
         if f"{a}{name}/bias" in p:
             p[f"{a}{name}/bias"] = p[f"{a}{name}/bias"].reshape(2 * num_heads, -1)
     for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
-        p[a + name] = g(t + "attn." + name)
-    _norm_in(g, p, t + "attn.sub_norm", a + "sub_norm")
+        p[a + name] = g(t + name)
+    _norm_in(g, p, t + "sub_norm", a + "sub_norm")
 
 
 def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
@@ -143,7 +154,7 @@ def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     out_bias = g(t + "attn.proj.bias") if t + "attn.proj.bias" in g.sd else None  # AIMv2: none
     p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, out_bias), num_heads, a))
     if t + "attn.lambda_q1" in g.sd:  # differential attention (timm's DiffAttention)
-        _differential_in(g, p, t, a, num_heads)
+        _differential_in(g, p, t + "attn.", a, num_heads)
     if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
         _norm_in(g, p, t + "attn.norm", a + "norm")
     norms = [f"{t}attn.{n}_norm.weight" for n in "qk"]  # (RMSNorm's have no bias)
