@@ -168,18 +168,21 @@ def test_breadth_every_timm_vit_up_to_400m_parameters_builds_by_name_with_timms_
     assert timm["timm"] == timm_table.timm_version(), "the table was read from another timm: re-run the tool"
     counts = {n: c for n, c in timm["counts"].items() if isinstance(c, int) and c <= 400_000_000}
     assert set(counts) <= set(timm_table._table()["architectures"])
+    # keras_vit holds timm's one output projection over both parallel branches as two, the MLP's bias zero
+    known = {"vit_dpwee_patch16_reg1_gap_256": 16 * 256}
     built, wrong = [], []
     for name in sorted(counts):
         if name not in keras_vit.list_models("timm"):
             continue
         model = keras_vit.create_model(name)
-        (built if model.count_params() == counts[name] else wrong).append(name)
+        extra = model.count_params() - counts[name]
+        (built if extra == 0 else wrong if extra != known.get(name) else []).append(name)
         del model
         keras.backend.clear_session()
     assert not wrong, wrong
     share = len(built) / len(counts)
     print(f"breadth: {len(built)} of {len(counts)} timm ViT architectures up to 400M parameters ({share:.0%})")
-    assert share >= 0.75  # README reports the figure and what the rest lack
+    assert share >= 0.95  # issue 45's bar; docs/models.md lists what the rest lack
 
 
 def _finetune_config(case: str):
