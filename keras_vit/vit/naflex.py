@@ -24,7 +24,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.utils import validate
-from keras_vit.vit.preprocessing import resampling_matrix
+from keras_vit.vit.preprocessing import _two_passes, resampling_matrix
 
 
 def sequence_size(height: int, width: int, patch_size: int, max_patches: int) -> Tuple[int, int]:
@@ -49,10 +49,10 @@ def sequence_size(height: int, width: int, patch_size: int, max_patches: int) ->
 
 
 def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
-    """(H, W, C) float32 -> `size`, antialiased bicubic (PIL's rule, as timm's NaFlex evaluation resizes)."""
-    rows, cols = (ops.convert_to_numpy(resampling_matrix(image.shape[axis], size[axis], 0, size[axis], "bicubic",
-                                                         True)) for axis in (0, 1))
-    return np.einsum("ih,hwc,jw->ijc", rows, image, cols)
+    """(H, W, C) float32 -> `size`, antialiased bicubic without clipping (torch's `F.interpolate` on the float
+    tensors timm's NaFlex evaluation resizes): `ImagePreprocessing`'s two matrix passes."""
+    rows, cols = (resampling_matrix(image.shape[axis], size[axis], 0, size[axis], "bicubic", True) for axis in (0, 1))
+    return ops.convert_to_numpy(_two_passes(ops.convert_to_tensor(image[None]), rows, cols, False, False))[0]
 
 
 def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int,
@@ -121,8 +121,9 @@ def _check(model, batch) -> tuple:
     return patches, coords.astype("int64"), valid.astype(bool)
 
 
-def _embed_image(model, patches, coords):
-    """One image's valid patches (n, P*P*C) at (n, 2) coordinates -> (1, n, D) tokens with position rows."""
+def _embed_image(model, patches, coords, tables: dict):
+    """One image's valid patches (n, P*P*C) at (n, 2) coordinates -> (1, n, D) tokens with position rows
+    (`tables`: the resampled tables by grid, filled as grids come, each computed once per batch)."""
     layer = model.patch_embedding
     kernel = ops.reshape(ops.cast(layer.kernel, "float32"), (patches.shape[-1], -1))
     x = ops.matmul(ops.convert_to_tensor(patches, "float32"), kernel)
@@ -132,8 +133,9 @@ def _embed_image(model, patches, coords):
         x = model.patch_norm(x)
     if model.position_embedding is not None:
         rows, cols = int(coords[:, 0].max()) + 1, int(coords[:, 1].max()) + 1
-        table = model.position_embedding.table(rows, cols, x.dtype)
-        x = x + ops.take(table, ops.convert_to_tensor(coords[:, 0] * cols + coords[:, 1]), axis=1)
+        if (rows, cols) not in tables:
+            tables[rows, cols] = model.position_embedding.table(rows, cols, x.dtype)
+        x = x + ops.take(tables[rows, cols], ops.convert_to_tensor(coords[:, 0] * cols + coords[:, 1]), axis=1)
     return x
 
 
@@ -142,11 +144,12 @@ def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False, 
     (B, classes) with the top (after its activation), else the pooled features; `pre_logits=True`: the pooled,
     normalised features before the head. See the module docstring for how padding is kept out."""
     patches, coords, valid = _check(model, batch)
-    counts = valid.sum(axis=1)
+    counts, tables = valid.sum(axis=1), {}
     results: list = [None] * len(patches)
     for count in sorted(set(int(c) for c in counts)):
         members = [i for i in range(len(patches)) if counts[i] == count]
-        x = ops.concatenate([_embed_image(model, patches[i][valid[i]], coords[i][valid[i]]) for i in members], 0)
+        x = ops.concatenate([_embed_image(model, patches[i][valid[i]], coords[i][valid[i]], tables)
+                             for i in members], 0)
         for token in [t for t in (model.register_tokens, model.distillation_token, model.class_token) if t is not None]:
             x = token(x)
         x = model.embedding_dropout(x, training=training)

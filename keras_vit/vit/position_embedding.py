@@ -61,14 +61,19 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
             table = self._table_for(table, images)
         return tokens + table
 
-    def _table_for(self, table, images):
-        """The table for the patch grid of `images` (resized unless it is the stored grid)."""
-        h, w = images.shape[1], images.shape[2]
-        for axis, size in (("height", h), ("width", w)):
+    def grid_of(self, images) -> tuple:
+        """(rows, cols) of the patch grid of `images`: Python ints where the size is known, scalar tensors
+        otherwise; a size that is not a multiple of the stride is refused naming the nearest that are."""
+        for axis, size in (("height", images.shape[1]), ("width", images.shape[2])):
             if size is not None and size % self.stride:
                 raise ValueError(f"Input {axis} {size} is not a multiple of the effective patch size {self.stride}; "
                                  f"{validate.nearest_multiples(size, self.stride)} would work.")
-        grid = (ops.shape(images)[1] // self.stride, ops.shape(images)[2] // self.stride)
+        return tuple(images.shape[i] // self.stride if images.shape[i] is not None
+                     else ops.shape(images)[i] // self.stride for i in (1, 2))
+
+    def _table_for(self, table, images):
+        """The table for the patch grid of `images` (resized unless it is the stored grid)."""
+        grid = self.grid_of(images)
         if all(isinstance(g, int) for g in grid) and tuple(grid) == self.grid_size:
             return table
         prefix, patches = table[:, :self.num_prefix_tokens], table[0, self.num_prefix_tokens:]

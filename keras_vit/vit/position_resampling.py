@@ -26,7 +26,7 @@ from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, initial
 from keras_vit.utils import validate
-from keras_vit.vit.position_embedding import AddPositionEmbedding
+from keras_vit.vit.position_embedding import AddPositionEmbedding, _interpolate_axis
 from keras_vit.vit.preprocessing import resampling_matrix
 
 
@@ -90,17 +90,9 @@ class PositionResampling:
         resized = longest if self.aspect_preserving else size
         if self.factorized:
             return resampling_matrix(stored, resized, 0, size, "bilinear", False)
-        if self.align_corners:
-            return _aligned_matrix(stored, resized, size)
+        if self.align_corners:  # the original code's end-aligned linear rule, applied to the identity
+            return _interpolate_axis(ops.eye(stored, dtype="float32"), resized, 0)[:size]
         return resampling_matrix(stored, resized, 0, size, self.interpolation, self.antialias)
-
-
-def _aligned_matrix(stored: int, resized, size):
-    """(size, stored) linear weights with end points aligned: sample i reads i * (stored - 1) / (resized - 1)."""
-    scale = ops.cast(stored - 1, "float32") / ops.cast(ops.maximum(resized - 1, 1), "float32")
-    coords = ops.cast(ops.arange(size), "float32") * scale
-    positions = ops.cast(ops.arange(stored), "float32")
-    return ops.maximum(1.0 - ops.abs(positions[None, :] - coords[:, None]), 0.0)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -144,14 +136,7 @@ class ResampledPositionEmbedding(AddPositionEmbedding):
         return ops.cast(ops.reshape(grid, (1, -1, ops.shape(grid)[-1])), dtype)
 
     def call(self, tokens, images=None):
-        h, w = images.shape[1], images.shape[2]
-        for axis, size in (("height", h), ("width", w)):
-            if size is not None and size % self.stride:
-                raise ValueError(f"Input {axis} {size} is not a multiple of the effective patch size {self.stride}; "
-                                 f"{validate.nearest_multiples(size, self.stride)} would work.")
-        rows = h // self.stride if h is not None else ops.shape(images)[1] // self.stride
-        cols = w // self.stride if w is not None else ops.shape(images)[2] // self.stride
-        return tokens + self.table(rows, cols, tokens.dtype)
+        return tokens + self.table(*self.grid_of(images), tokens.dtype)
 
     def get_config(self):
         config = super().get_config()

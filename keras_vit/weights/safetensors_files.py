@@ -197,6 +197,11 @@ def timm_state_dict(model) -> Dict[str, np.ndarray]:
     params, n = _plain_params(model, "timm")
     if not model.include_top:
         raise ValueError(f"Model {model.name!r} has no head (include_top=False); a timm repository holds one.")
+    return _timm_layout(model, params, n)
+
+
+def _timm_layout(model, params: Dict[str, np.ndarray], n: int) -> Dict[str, np.ndarray]:
+    """Official keys -> timm's state dict: its `VisionTransformer`, or its NaFlexVit for a resampled table."""
     sd = timm_layout.official_to_timm(params, n)
     resampling = model.variant.position_resampling
     return sd if resampling is None else timm_layout.naflex_out(sd, params, resampling.grid)
@@ -216,9 +221,7 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
         if not str(path).endswith(".safetensors"):
             raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
                              "directory: keras_vit.save_pretrained).")
-        sd = timm_layout.official_to_timm(params, n)
-        if model.variant.position_resampling is not None:  # timm's NaFlexVit
-            sd = timm_layout.naflex_out(sd, params, model.variant.position_resampling.grid)
+        sd = _timm_layout(model, params, n)
         return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     if model.classifier != "token" or not model.include_top:
         raise ValueError(f"transformers' ViTForImageClassification classifies the class token with a head; model "
