@@ -91,6 +91,10 @@ def test_resampling_rules_in_closed_form():
 
 
 def test_naflex_parts_are_checked_and_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="mean"):  # bad input to the batch maker names the field
+        keras_vit.naflex_batch([np.zeros((32, 32, 3))], 16, 4, mean=(0.5, 0.5))
+    with pytest.raises(ValueError, match="max_patches"):
+        keras_vit.naflex_batch([np.zeros((32, 32, 3))], 16, 0)
     with pytest.raises(ValueError, match="align_corners"):
         PositionResampling.from_config(dict(grid=(4, 4), interpolation="bicubic", align_corners=True))
     with pytest.raises(ValueError, match="prefix_position_embedding=False"):

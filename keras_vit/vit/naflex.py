@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Sequence, Tuple
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -77,6 +78,10 @@ def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int
         raise ValueError(f"naflex_batch takes (H, W, C) images with one channel count, got shapes "
                          f"{[np.shape(image) for image in images]}.")
     c = channels.pop()
+    for name, values in (("mean", mean), ("std", std)):
+        if len(values) != c or (name == "std" and min(values) <= 0):
+            raise ValueError(f"naflex_batch: {name}={tuple(values)} must give one {'positive ' * (name == 'std')}"
+                             f"value per channel of the images ({c}).")
     out = dict(patches=np.zeros((len(images), max_patches, patch_size * patch_size * c), "float32"),
                patch_coord=np.zeros((len(images), max_patches, 2), "int32"),
                patch_valid=np.zeros((len(images), max_patches), bool))
@@ -139,7 +144,8 @@ def _embed_image(model, patches, coords, tables: dict):
     return x
 
 
-def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False, pre_logits: bool = False):
+def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False,
+                   pre_logits: bool = False) -> "keras.KerasTensor":
     """`model`'s output for each image of a NaFlex batch (`naflex_batch`'s dict, or timm's collated one):
     (B, classes) with the top (after its activation), else the pooled features; `pre_logits=True`: the pooled,
     normalised features before the head. See the module docstring for how padding is kept out."""
