@@ -202,13 +202,6 @@ def test_a_backbone_exports_to_onnx_with_its_logits(tmp_path):
     np.testing.assert_allclose(got, _timm("pe_core_tiny"), atol=1e-4)
 
 
-def test_writers_refuse_the_timm_writer_lacks_by_name_and_write_nothing(tmp_path):
-    model, _ = _load("dinov3_small")
-    with pytest.raises(ValueError, match="rotary_embedding"):
-        keras_vit.save_pretrained(model, str(tmp_path / "repo"))
-    assert not os.path.exists(tmp_path / "repo")
-
-
 def test_a_packed_gated_mlp_is_refused_where_its_activation_is_not_stated(tmp_path):
     bare = os.path.join(FIXTURES, "eva02_tiny", "model.safetensors")
     with pytest.raises(ValueError, match="packed gated MLP"):

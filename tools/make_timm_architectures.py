@@ -178,6 +178,17 @@ def _block_facts(block) -> dict:
                 differential_attention=type(attn).__name__ == "DiffAttention")
 
 
+def timm_layout(model) -> dict:
+    """How timm lays out the tensors of a block (keras_vit's timm writer follows it): q, k, v fused in one `qkv`
+    (else `q_proj` / `k_proj` / `v_proj`), a SwiGLU packed in one `fc1` (timm's GluMlp; else `fc1_g` / `fc1_x`),
+    and a parallel block's two output projections fused in one `out_proj`."""
+    block = model.blocks[0]
+    attn, mlp = getattr(block, "attn", None), getattr(block, "mlp", None)
+    return dict(qkv_fused=attn is None or getattr(attn, "qkv", None) is not None,
+                mlp_packed=type(mlp).__name__ == "GluMlp",
+                out_fused=getattr(block, "out_proj", None) is not None)
+
+
 def _data_config(model) -> dict:
     """The evaluation preprocessing of the name's default pretrained tag (timm's `pretrained_cfg`)."""
     cfg = model.pretrained_cfg or {}
@@ -193,12 +204,14 @@ def facts(name: str) -> dict:
     block = model.blocks[0]
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
-        return dict(params=int(count), data_config=_data_config(model), **eva_facts(model))
+        return dict(params=int(count), data_config=_data_config(model), timm_layout=timm_layout(model),
+                    **eva_facts(model))
     naflex = type(model).__name__ == "NaFlexVit"  # SigLIP 2 NaFlex, RADIO: a table resampled per input
     embed = model.embeds if naflex else model.patch_embed
     size = model.pretrained_cfg.get("input_size", (3, 224, 224))[1:] if naflex else embed.img_size
     entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
-                 classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model))
+                 classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model),
+                 timm_layout=timm_layout(model))
     if entry["unsupported"]:
         return entry
     patch = embed.patch_size

@@ -19,7 +19,7 @@ from keras_vit.utils import atomic
 from keras_vit.vit import table
 from keras_vit.vit.data_config import TRANSFORMERS_VIT, DataConfig
 from keras_vit.vit.model import ensure_vit
-from keras_vit.weights import layouts, official, timm_layout
+from keras_vit.weights import layouts, official, timm_args, timm_layout, timm_out
 from keras_vit.weights.safetensors_read import read_converted, read_sharded_converted
 
 HF_WEIGHTS = "model.safetensors"
@@ -180,11 +180,6 @@ def _plain_params(model, layout: str) -> tuple:
                          "classifier lacks; rebuild it without one (representation_size=None) to export.")
     foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) + (
         [f"classifier={model.classifier!r}"] if model.classifier == "map" else [])
-    if layout == "timm" and model.variant.timm_writer_lacks():
-        parts = "; ".join(model.variant.timm_writer_lacks())
-        raise ValueError(f"Model {model.name!r} has parts of timm's Eva models ({parts}), which timm's "
-                         "VisionTransformer layout cannot hold; writing timm's Eva layout is not built yet. "
-                         "Save it with model.save (a .keras file) meanwhile. Nothing was written.")
     if layout == "transformers" and foreign:
         raise ValueError(f"Model {model.name!r} has parts a transformers ViT lacks: {'; '.join(foreign)}. Write it "
                          "with keras_vit.save_pretrained (a timm repository) instead.")
@@ -193,18 +188,21 @@ def _plain_params(model, layout: str) -> tuple:
 
 
 def timm_state_dict(model) -> Dict[str, np.ndarray]:
-    """`model` as the state dict of timm's `VisionTransformer` (with its head: timm repositories hold one)."""
+    """`model` as the state dict of timm's architecture (without a head where the model has none: timm's
+    `num_classes=0`)."""
     params, n = _plain_params(model, "timm")
-    if not model.include_top:
-        raise ValueError(f"Model {model.name!r} has no head (include_top=False); a timm repository holds one.")
     return _timm_layout(model, params, n)
 
 
 def _timm_layout(model, params: Dict[str, np.ndarray], n: int) -> Dict[str, np.ndarray]:
-    """Official keys -> timm's state dict: its `VisionTransformer`, or its NaFlexVit for a resampled table."""
-    sd = timm_layout.official_to_timm(params, n)
+    """Official keys -> timm's state dict: its `VisionTransformer`, its NaFlexVit for a resampled table, or the
+    registered architecture (`timm_args.registered_architecture`) that has the model's 2026 parts."""
+    if model.variant.timm_writer_lacks():
+        entry = timm_args.registered_architecture(model)[2]
+        return timm_out.official_to_timm(params, n, timm_out.TimmLayout.of(entry))
+    sd = timm_out.official_to_timm(params, n)
     resampling = model.variant.position_resampling
-    return sd if resampling is None else timm_layout.naflex_out(sd, params, resampling.grid)
+    return sd if resampling is None else timm_out.naflex_out(sd, params, resampling.grid)
 
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:

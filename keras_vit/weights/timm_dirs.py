@@ -21,21 +21,10 @@ import numpy as np
 from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
 from keras_vit.vit import timm_table
 from keras_vit.vit.labels import label_set_for
-from keras_vit.weights import safetensors_files
+from keras_vit.weights import safetensors_files, timm_args
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint: its shards beside it
-_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}  # timm's act_layer names
-# model_args that act in training only (dropout, initialisation) or at call time only
-_TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
-                  "dynamic_img_size", "dynamic_img_pad", "fix_init", "patch_drop_rate"}
-_POOLS = {"token": "token", "avg": "gap", "map": "map"}
-# NaFlexVit's position-table arguments -> keras_vit's `position_resampling` fields
-_RESAMPLING = {"pos_embed_grid_size": "grid", "pos_embed_interp_mode": "interpolation",
-               "pos_embed_antialias": "antialias", "pos_embed_align_corners": "align_corners",
-               "pos_embed_ar_preserving": "aspect_preserving"}
-
-
 def is_timm_dir(path: str) -> bool:
     """A directory whose config.json names a timm `architecture`."""
     try:
@@ -60,81 +49,6 @@ def _config(directory: str) -> dict:
     return config
 
 
-def _override(name: str, kw: dict, args: dict) -> dict:
-    """The table's keywords for timm's `name` with the `model_args` it was built with applied (timm merges
-    them over the architecture's own); an argument keras_vit does not build is refused by name."""
-    kw = dict(kw)
-    ratio = kw["mlp_dim"] / kw["hidden_size"]
-    base_class_token = kw["classifier"] == "token" if kw.get("class_token") is None else kw["class_token"]
-    simple = dict(patch_size="patch_size", embed_dim="hidden_size", depth="num_layers", num_heads="num_heads",
-                  reg_tokens="num_register_tokens", qk_norm="qk_norm", qkv_bias="qkv_bias")
-    for key, value in args.items():
-        if key in simple:
-            kw[simple[key]] = value
-        elif key == "mlp_ratio":
-            ratio = float(value)
-        elif key == "img_size":
-            size = (value, value) if isinstance(value, int) else tuple(value)
-            kw["input_shape"] = (int(size[0]), int(size[1]), kw["input_shape"][2])
-        elif key == "in_chans":
-            kw["input_shape"] = (*kw["input_shape"][:2], int(value))
-        elif key == "num_classes":
-            kw.pop("classes", None)
-            kw.pop("include_top", None)
-            if value:
-                kw["classes"] = int(value)
-            else:
-                kw["include_top"] = False
-        elif key == "global_pool" and value in _POOLS:
-            if _POOLS[value] != kw["classifier"] and "fc_norm" not in args:
-                kw["fc_norm"] = value == "avg"  # timm's default: fc_norm with average pooling
-            kw["classifier"] = _POOLS[value]
-        elif key == "act_layer" and value in _ACTIVATIONS:
-            kw["activation"] = _ACTIVATIONS[value]
-        elif key == "num_kv_heads":  # grouped-query attention (timm's Eva): one count or one per block
-            kw["key_value_heads"] = value if value is None or isinstance(value, int) else tuple(value)
-        elif key == "init_values":
-            kw["layer_scale_init"] = float(value) if value else None
-        elif key == "no_embed_class":
-            kw["prefix_position_embedding"] = not value
-        elif key == "pre_norm":
-            kw["pre_norm"], kw["patch_bias"] = bool(value), not value  # timm drops the patch bias with pre-norm
-        elif key == "final_norm":
-            kw["final_norm"] = bool(value)
-        elif key == "fc_norm":
-            kw["fc_norm"] = bool(value) if value is not None else kw["classifier"] == "gap"
-        elif _newer_arg(name, key, value, kw):  # NaFlexVit's position table, differential attention
-            continue
-        elif key == "class_token":
-            continue  # below, once the pooling is known
-        elif key not in _TRAINING_ONLY:
-            raise ValueError(f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
-                             "keras_vit does not build yet; nothing was loaded.")
-    if "embed_dim" in args or "mlp_ratio" in args:  # timm: int(embed_dim * mlp_ratio), truncated
-        kw["mlp_dim"] = int(kw["hidden_size"] * ratio)
-    has_class_token = bool(args.get("class_token", base_class_token))
-    if not has_class_token and kw["classifier"] == "token":
-        raise ValueError(f"{name}: class_token=False with token pooling is not a model timm builds.")
-    kw["class_token"] = None if has_class_token == (kw["classifier"] == "token") else has_class_token
-    return kw
-
-
-def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
-    """Applies one of the 2026 parts' `model_args` to `kw` (True), or leaves it to the caller (False): NaFlexVit's
-    position table (`pos_embed` and its resampling) and timm's differential attention (`attn_layer="diff"`)."""
-    resampling = kw.get("position_resampling")
-    if key in _RESAMPLING and resampling is not None:
-        kw["position_resampling"] = {**resampling, _RESAMPLING[key]: list(value) if key == "pos_embed_grid_size"
-                                     else value}
-    elif key == "pos_embed" and resampling is not None and value in ("learned", "factorized"):
-        kw["position_resampling"] = {**resampling, "factorized": value == "factorized"}
-    elif key == "attn_layer" and value in ("attn", "diff"):
-        kw["differential_attention"] = value == "diff"
-    else:
-        return False
-    return True
-
-
 def architecture(directory: str, config: Optional[dict] = None) -> dict:
     """`VisionTransformer` keywords of a timm repository directory: its `architecture`'s facts (the table,
     `keras_vit.vit.timm_table`) with its `model_args` applied. An architecture keras_vit does not know, or one
@@ -148,7 +62,7 @@ def architecture(directory: str, config: Optional[dict] = None) -> dict:
     args = dict(config.get("model_args") or {})
     if "num_classes" not in args and config.get("num_classes") is not None:
         args["num_classes"] = config["num_classes"]  # timm builds with the config's num_classes by default
-    return _override(name, kw, args)
+    return timm_args.apply_model_args(name, kw, args)
 
 
 def _check_head(directory: str, implied: dict, params: Dict[str, np.ndarray]) -> None:
@@ -205,7 +119,7 @@ def _pretrained_cfg(model) -> dict:
     mean, std = config.for_channels(model.channels)
     return dict(input_size=[model.channels, *model.base_image_size], interpolation=config.interpolation,
                 crop_pct=config.crop_pct, crop_mode=config.crop_mode, mean=list(mean), std=list(std),
-                num_classes=model.classes, first_conv="patch_embed.proj", classifier="head",
+                num_classes=timm_args.head_classes(model), first_conv="patch_embed.proj", classifier="head",
                 fixed_input_size=not model.dynamic_size, custom_load=False)
 
 
@@ -252,7 +166,7 @@ def _model_args(model) -> Tuple[dict, str]:
     pool = {"token": "token", "gap": "avg", "map": "map"}[model.classifier]
     args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
                 depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
-                num_classes=model.classes, in_chans=model.channels, global_pool=pool,
+                num_classes=timm_args.head_classes(model), in_chans=model.channels, global_pool=pool,
                 class_token=model.class_token is not None, act_layer=v.activation, fc_norm=v.fc_norm,
                 init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
                 reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias,
@@ -289,9 +203,12 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         raise ValueError(f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
                          "keras_vit.save_safetensors(model, dir, layout='transformers')).")
     sd = safetensors_files.timm_state_dict(model)
-    args, architecture_name = _model_args(model)
-    config = dict(architecture=architecture_name, num_classes=model.classes, num_features=model.vit_config.hidden_size,
-                  global_pool=args["global_pool"], model_args=args, pretrained_cfg=_pretrained_cfg(model),
+    if model.variant.timm_writer_lacks():  # the 2026 parts: the registered architecture that has them
+        architecture_name, args = timm_args.registered_architecture(model)[:2]
+    else:
+        args, architecture_name = _model_args(model)
+    config = dict(architecture=architecture_name, num_classes=timm_args.head_classes(model), num_features=model.vit_config.hidden_size,
+                  global_pool={"token": "token", "gap": "avg", "map": "map"}[model.classifier], model_args=args, pretrained_cfg=_pretrained_cfg(model),
                   keras_vit=dict(antialias=model.data_config.antialias))
 
     def fill(tmp: str) -> None:
