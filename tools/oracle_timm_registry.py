@@ -12,6 +12,8 @@ per side at its own stride (and a 2x3 grid for the non-square case), every param
 - "dir": the repository directory (`keras_vit.load_model`),
 - "bare": the bare `model.safetensors` under the timm name (`keras_vit.create_model(name, weights=...)`),
 - "dir_2x3": the repository of the non-square instance (timm's `img_size=(h, w)`),
+- "written": what `keras_vit.save_pretrained` writes of the model the "dir" case loaded, read back by timm's own
+  `local-dir:` loader strictly ("refused": the writer refused by name; "error": timm could not load it),
 
 and each outcome is "match" (logits within max(1e-4, twice timm's own float32-vs-float64 error)), "refused" (a
 ValueError naming why, nothing loaded), "wrong" (loaded, other logits: silently wrong) or "error" (any other
@@ -94,6 +96,24 @@ def _outcome(build, x: np.ndarray, ref: np.ndarray, tol: float) -> dict:
     return dict(outcome="match" if gap <= tol else "wrong", gap=gap, tol=tol)
 
 
+def _written(folder: str, out: str, x: np.ndarray, ref: np.ndarray, tol: float) -> dict:
+    """keras_vit writes the repository it read; timm reads ours strictly and must give its own logits."""
+    import keras_vit
+
+    try:
+        keras_vit.save_pretrained(keras_vit.load_model(folder, classifier_activation=None), out)
+    except ValueError as e:
+        return dict(outcome="refused", why=str(e).splitlines()[0][:300])
+    try:
+        model = timm.create_model("local-dir:" + out, pretrained=True).eval()
+        with torch.no_grad():
+            y = model(torch.from_numpy(x).permute(0, 3, 1, 2)).numpy()
+    except Exception as e:  # noqa: BLE001 (timm refusing our file: missing or unexpected keys, shapes)
+        return dict(outcome="error", why=f"{type(e).__name__}: {e}"[:300])
+    gap = float(np.abs(y - ref).max())
+    return dict(outcome="match" if gap <= tol else "wrong", gap=gap, tol=tol)
+
+
 def check(name: str, stride: tuple, seed: int, work: str) -> dict:
     import keras
     import keras_vit
@@ -114,6 +134,7 @@ def check(name: str, stride: tuple, seed: int, work: str) -> dict:
         save_for_hf(model, folder, model_args=dict(depth=depth, img_size=list(size)), safe_serialization=True)
         result[case] = _outcome(lambda: keras_vit.load_model(folder, classifier_activation=None), x, ref, tol)
         if case == "dir":
+            result["written"] = _written(folder, os.path.join(work, f"{name}_written"), x, ref, tol)
             bare = os.path.join(work, f"{name}.safetensors")
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, bare)
             result["bare"] = _outcome(lambda: keras_vit.create_model(
