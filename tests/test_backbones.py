@@ -115,8 +115,8 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
 def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
     with pytest.raises(ValueError, match="MAP head whose MLP width"):
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
-    with pytest.raises(ValueError, match="ConvStem"):
-        keras_vit.create_model("vit_base_mci_224")
+    with pytest.raises(ValueError, match="hybrid CNN stem other than BiT's ResNet"):
+        keras_vit.create_model("vit_small_resnet26d_224")
     with pytest.raises(ValueError, match="ParallelThingsBlock"):
         keras_vit.create_model("vit_small_patch16_18x2_224")
 

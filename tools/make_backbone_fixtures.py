@@ -9,7 +9,8 @@ Each is the architecture timm registers under that name with what `model_args` m
 two blocks, a narrower width, a 2x3 patch grid: a non-square input), every parameter perturbed, and a
 head of 5 classes where the architecture has one. Files per case: `<case>/` (config.json + model.safetensors),
 `<case>_input.npy` (2 images, NHWC, already normalised) and `<case>_logits.npy` (timm's float32 output); for the
-NaFlex cases also `<case>_naflex.npz` (three images, timm's NaFlex batch of them and its logits).
+NaFlex cases also `<case>_naflex.npz` (three images, timm's NaFlex batch of them and its logits). MobileCLIP's
+convolutional stem (`mci_small`) is a bare state dict: its stem's widths are fixed by the architecture's name.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tor
 import numpy as np  # noqa: E402
 import timm  # noqa: E402
 import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
 from timm.models._hub import save_for_hf  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "backbones")
@@ -124,6 +126,39 @@ def _build(name: str, args: dict, size: tuple, seed: int) -> torch.nn.Module:
     return model
 
 
+def _mobileclip_case() -> None:
+    """`mci_small/model.safetensors`: timm's `vit_base_mci_224` (MobileCLIP's ViT-B: a convolutional stem with
+    BatchNorm) built by timm's own hybrid constructor with a narrower stem, (16, 16, 64) channels instead of
+    (192, 192, 768), which the architecture's name fixes and `model_args` cannot change: so a bare state dict,
+    with its BatchNorm statistics perturbed too."""
+    from timm.models.vision_transformer_hybrid import ConvStem, _create_vision_transformer_hybrid
+    from torch import nn
+
+    case, seed, size = "mci_small", sum(map(ord, "mci_small")), (32, 48)
+    torch.manual_seed(seed)
+    stem = ConvStem(channels=(16, 16, 64), stride=(4, 2, 2), kernel_size=(4, 2, 2), padding=0, act_layer=nn.GELU)
+    model = _create_vision_transformer_hybrid(
+        "vit_base_mci_224", backbone=stem, embed_args=dict(proj=False), pretrained=False, img_size=size,
+        embed_dim=64, depth=1, num_heads=2, no_embed_class=True, num_classes=5).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.add_(0.1 * torch.randn(b.shape, generator=g))
+            elif name.endswith("running_var"):
+                b.mul_(torch.exp(0.3 * torch.randn(b.shape, generator=g)))
+    x = np.random.default_rng(seed).uniform(-1, 1, (2, *size, 3)).astype("float32")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x).permute(0, 3, 1, 2)).numpy()
+    os.makedirs(os.path.join(OUT, case), exist_ok=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(OUT, case, "model.safetensors"))
+    np.save(os.path.join(OUT, f"{case}_input.npy"), x)
+    np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
+    print(case, logits.shape, sum(p.numel() for p in model.parameters()))
+
+
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     for case, (name, args) in sorted(CASES.items()):
@@ -143,6 +178,7 @@ def main() -> None:
     for case, (name, args) in sorted(NAFLEX_CASES.items()):
         _naflex_case(case, name, args)
     _naflex_sizes()
+    _mobileclip_case()
 
 
 def _naflex_sizes() -> None:

@@ -53,6 +53,30 @@ def _stem(model):
     return None
 
 
+def _convolutional_stem(model):
+    """MobileCLIP's stem (timm's ConvStem: non-overlapping convolutions, each with BatchNorm (epsilon 1e-5) and the
+    exact GELU, the last one the patch embedding with its bias; no projection after it) as keras_vit's
+    `convolutional_stem` [[channels, size], ...] and the total stride; None for any other backbone."""
+    backbone = getattr(model.patch_embed, "backbone", None)
+    if type(backbone).__name__ != "ConvStem" or not _is_identity(model.patch_embed.proj):
+        return None
+    layers, stride = [], 1
+    for i, unit in enumerate(backbone):
+        conv, last = unit.conv, i == len(backbone) - 1
+        k, s = conv.kernel_size[0], conv.stride[0]
+        if conv.kernel_size != (k, k) or conv.stride != (k, k) or s != k or conv.padding != (0, 0) or conv.groups != 1:
+            return None
+        norm_ok = (_is_identity(unit.bn) or type(unit.bn).__name__ == "Sequential" and not len(unit.bn)) if last else (
+            type(unit.bn).__name__ == "BatchNormAct2d" and unit.bn.eps == 1e-5
+            and type(unit.bn.act).__name__ == "GELU" and unit.bn.act.approximate == "none")
+        if not norm_ok or (conv.bias is not None) != last:
+            return None
+        stride *= k
+        if not last:
+            layers.append([int(conv.out_channels), int(k)])
+    return layers, stride
+
+
 def _naflex_unsupported(model) -> list:
     """What keras_vit does not build yet of a NaFlexVit's embedding, as (bad, words) checks."""
     e = model.embeds
@@ -92,7 +116,7 @@ def _unsupported(model, block) -> list:
         hybrid = type(model.patch_embed).__name__ == "HybridEmbed"
         embedding = [
             (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
-            (hybrid and _stem(model) is None,
+            (hybrid and _stem(model) is None and _convolutional_stem(model) is None,
              f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
             (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
              f"patch embedding {type(model.patch_embed).__name__}"),
@@ -214,7 +238,8 @@ def facts(name: str) -> dict:
                  timm_layout=timm_layout(model))
     if entry["unsupported"]:
         return entry
-    patch = embed.patch_size
+    conv_stem = None if naflex else _convolutional_stem(model)
+    patch = (conv_stem[1],) * 2 if conv_stem else embed.patch_size  # MobileCLIP: the stem's whole stride
     has_class_token = (embed.cls_token if naflex else getattr(model, "cls_token", None)) is not None
     pool = getattr(model, "attn_pool", None)
     block_facts = _block_facts(block)
@@ -230,7 +255,7 @@ def facts(name: str) -> dict:
         distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
         fc_norm=not _is_identity(model.fc_norm),
         final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)),
-        patch_bias=embed.proj.bias is not None,
+        patch_bias=True if conv_stem else embed.proj.bias is not None,
         prefix_position_embedding=not (naflex or getattr(model, "no_embed_class", False)),
         dynamic_image_size=naflex or bool(getattr(model, "dynamic_img_size", False)),
         class_token=True if model.global_pool != "token" and has_class_token else None,
@@ -238,6 +263,8 @@ def facts(name: str) -> dict:
         patch_norm=not naflex and not _is_identity(getattr(embed, "norm", None)))
     if naflex:
         entry.update(_naflex_position(embed))
+    if conv_stem:
+        entry["convolutional_stem"] = conv_stem[0]
     stem = None if naflex else _stem(model)
     if stem is not None:
         width = stem[1]

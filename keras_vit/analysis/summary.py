@@ -27,7 +27,11 @@ def forward_flops(model: keras.Model) -> int:
     shape = (None, *model.image_size, model.channels)
     total = 0
     stem = model.stem
-    if stem is not None:
+    if stem is not None and hasattr(stem, "stem_layers"):  # a convolutional stem (MobileCLIP)
+        for conv in stem.convs:
+            f, shape = _conv_flops(conv, shape)
+            total += f
+    elif stem is not None:
         f, shape = _conv_flops(stem.conv_root, shape)
         total += f
         shape = stem.pool.compute_output_shape(shape)
@@ -40,7 +44,7 @@ def forward_flops(model: keras.Model) -> int:
                 total += f
             shape = s
     c = model.vit_config
-    p, d = c.patch_size, c.hidden_size
+    p, d = model.patch_embedding.patch_size, c.hidden_size  # the embedding's kernel (after any stem)
     total += 2 * model.grid_size[0] * model.grid_size[1] * p * p * shape[-1] * d
     tokens = model.num_tokens
     per_block = 2 * tokens * d * 3 * d + 4 * tokens * tokens * d + 2 * tokens * d * d

@@ -72,6 +72,8 @@ ARGS = """
         (SigLIP 2 NaFlex, RADIO; timm's naflexvit): a dict of `keras_vit.vit.position_resampling.PositionResampling`.
       differential_attention: the Differential Transformer's attention, the difference of two softmax maps per head
         (timm's `dwee` / `dlittle` ViTs).
+      convolutional_stem: ((channels, kernel size), ...) convolutions with BatchNorm and GELU before the patch
+        embedding, which takes the rest of the patch (MobileCLIP's ViT-B: ((192, 4), (192, 2))).
       key_value_heads: grouped-query attention's key/value heads, one count or one per block (Sapiens2).
 
     Returns:

@@ -33,7 +33,7 @@ def ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None, 
              patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
              attention_only_layer_scale: bool = False, key_value_heads=None,
              parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-Ti/16", **locals())
 
 
@@ -56,7 +56,7 @@ def ViT_S16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-S/16", **locals())
 
 
@@ -79,7 +79,7 @@ def ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-S/32", **locals())
 
 
@@ -102,7 +102,7 @@ def ViT_B8(include_top: bool = True, weights=None, input_shape: Shape = None, in
            patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
            attention_only_layer_scale: bool = False, key_value_heads=None,
            parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-B/8", **locals())
 
 
@@ -125,7 +125,7 @@ def ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-B/16", **locals())
 
 
@@ -148,7 +148,7 @@ def ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-B/32", **locals())
 
 
@@ -171,7 +171,7 @@ def ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-L/16", **locals())
 
 
@@ -194,7 +194,7 @@ def ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-L/32", **locals())
 
 
@@ -217,7 +217,7 @@ def ViT_H14(include_top: bool = True, weights=None, input_shape: Shape = None, i
             patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
             attention_only_layer_scale: bool = False, key_value_heads=None,
             parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("ViT-H/14", **locals())
 
 
@@ -241,7 +241,7 @@ def R50_ViT_B16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R50+ViT-B/16", **locals())
 
 
@@ -265,7 +265,7 @@ def R50_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R50+ViT-B/32", **locals())
 
 
@@ -289,7 +289,7 @@ def R50_ViT_L16(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R50+ViT-L/16", **locals())
 
 
@@ -313,7 +313,7 @@ def R50_ViT_L32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R50+ViT-L/32", **locals())
 
 
@@ -337,7 +337,7 @@ def R26_ViT_S32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R26+ViT-S/32", **locals())
 
 
@@ -361,7 +361,7 @@ def R26_ViT_B32(include_top: bool = True, weights=None, input_shape: Shape = Non
                 key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                 post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                 parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R26+ViT-B/32", **locals())
 
 
@@ -384,5 +384,5 @@ def R_ViT_Ti16(include_top: bool = True, weights=None, input_shape: Shape = None
                key_bias: bool = True, rms_norm: bool = False, patch_norm: bool = False, projection_bias: bool = True,
                post_norm: bool = False, attention_only_layer_scale: bool = False, key_value_heads=None,
                parallel_layers: bool = False, position_resampling: Optional[dict] = None,
-        differential_attention: bool = False) -> VisionTransformer:
+        differential_attention: bool = False, convolutional_stem=None) -> VisionTransformer:
     return create_model("R+ViT-Ti/16", **locals())

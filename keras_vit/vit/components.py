@@ -9,6 +9,7 @@ import keras
 
 from keras_vit.nn.rotary import RotaryPositionEmbedding
 from keras_vit.vit.attention_pooling import AttentionPooling
+from keras_vit.vit.convolutional_stem import ConvolutionalStem, embedding_patch
 from keras_vit.nn.initializers import initial
 from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
 from keras_vit.vit.position_embedding import AddPositionEmbedding
@@ -26,9 +27,10 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
     p.preprocessing = ImagePreprocessing(None, preprocessing,
                                          name="preprocessing") if preprocessing is not None else None
     p.stem = (ResNetStem(c.resnet_layers, resnet_width, v.stem_numerics, dtype=policy, name="resnet")
-              if c.is_hybrid else None)
-    p.patch_embedding = PatchEmbedding(c.patch_size, c.hidden_size, use_bias=v.patch_bias, dtype=policy,
-                                       name="embedding")
+              if c.is_hybrid else ConvolutionalStem(v.convolutional_stem, dtype=policy, name="convolutional_stem")
+              if v.convolutional_stem else None)
+    p.patch_embedding = PatchEmbedding(embedding_patch(c.patch_size, v.convolutional_stem, c.is_hybrid), c.hidden_size,
+                                       use_bias=v.patch_bias, dtype=policy, name="embedding")
     p.class_token = ClassToken(dtype=policy, name="cls") if v.has_class_token(classifier) else None
     p.distillation_token = ClassToken(dtype=policy, name="dist") if v.distillation_token else None
     p.register_tokens = (ClassToken(v.num_register_tokens, dtype=policy, name="registers")
@@ -48,8 +50,7 @@ def make_components(c, resnet_width, preprocessing, classifier, grid, options, v
                         options["attention_dropout_rate"], options["drop_path_rate"], None, options["remat"],
                         v.layer_scale_init, final_norm=v.final_norm and not v.fc_norm, activation=v.activation,
                         layer_norm_epsilon=eps, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias, key_bias=v.key_bias,
-                        swiglu=v.swiglu,
-                        mlp_norm=v.mlp_norm, attention_norm=v.attention_norm,
+                        swiglu=v.swiglu, mlp_norm=v.mlp_norm, attention_norm=v.attention_norm,
                         rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
                         mixed_rotary_temperature=(v.rotary_embedding.temperature if v.rotary_embedding is not None
                                                   and v.rotary_embedding.form == "mixed" else None),

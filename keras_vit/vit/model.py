@@ -139,9 +139,9 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
         attention_pooling_heads, pooling_includes_prefix, key_bias, rms_norm, patch_norm, projection_bias,
         post_norm, attention_only_layer_scale, key_value_heads, parallel_layers, position_resampling,
-        differential_attention:
+        differential_attention, convolutional_stem:
         the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
-        DINOv3, Perception Encoder, AIMv2, NaFlex), each defaulting to the paper's model; documented on
+        DINOv3, Perception Encoder, AIMv2, NaFlex, MobileCLIP), each defaulting to the paper's model; documented on
         `keras_vit.vit.variant.Variant`, kept as `model.variant`.
       data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
         crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
@@ -150,7 +150,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
 
     def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
                  resnet_layers: Optional[Sequence[int]] = None, resnet_width: float = 1,
-                 include_top: bool = True, weights: Optional[str] = None, input_tensor=None,
+                 include_top: bool = True, weights: Optional[str] = None, input_tensor=None, convolutional_stem=None,
                  input_shape: Optional[Tuple[int, int, int]] = None, position_resampling: Optional[dict] = None,
                  pooling: Optional[str] = None, classes: Optional[int] = None, differential_attention: bool = False,
                  classifier_activation: Union[str, None] = "softmax", classifier: str = "token",

@@ -21,7 +21,7 @@ _KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", 
              "final_norm", "rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm",
              "attention_pooling_heads", "pooling_includes_prefix", "key_bias", "rms_norm", "patch_norm",
              "projection_bias", "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
-             "position_resampling", "differential_attention")
+             "position_resampling", "differential_attention", "convolutional_stem")
 FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "aimv2", "clip", "siglip", "gap",
             "hybrid", "naflex", "other")
 # listed by pretrained tag rather than by architecture: SigLIP 2's fixed-size towers are timm's SigLIP

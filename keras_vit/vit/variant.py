@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 
 from keras_vit.nn.rotary import Rotary
 from keras_vit.utils import validate
+from keras_vit.vit.convolutional_stem import checked_stem
 from keras_vit.vit.layers import LAYER_NORM_EPSILON
 from keras_vit.vit.mlp import activation_name
 from keras_vit.vit.position_resampling import PositionResampling
@@ -68,6 +69,9 @@ class Variant:
         `keras_vit.vit.position_resampling.PositionResampling` or its dict; None (the paper's table).
       differential_attention: each head the difference of two softmax maps (the Differential Transformer, Ye
         et al. 2024; timm's `DiffAttention`): `keras_vit.vit.differential_attention`.
+      convolutional_stem: convolutions before the patch embedding, ((channels, kernel size = stride), ...), each
+        with BatchNorm and GELU, the embedding taking the rest of the patch (MobileCLIP's ViT-B: ((192, 4),
+        (192, 2)) with 16-pixel patches): `keras_vit.vit.convolutional_stem`; None.
     """
 
     activation: str = "gelu_tanh"
@@ -102,6 +106,7 @@ class Variant:
     parallel_layers: bool = False
     position_resampling: Optional[PositionResampling] = None
     differential_attention: bool = False
+    convolutional_stem: Optional[Tuple[Tuple[int, int], ...]] = None
 
     @classmethod
     def fields(cls) -> tuple:
@@ -132,6 +137,7 @@ class Variant:
                         ("linear", "bicubic"))
         options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
         options["position_resampling"] = PositionResampling.from_config(options.get("position_resampling"))
+        options["convolutional_stem"] = checked_stem(options.get("convolutional_stem"))
         if options["position_resampling"] is not None and (options.get("prefix_position_embedding", True)
                                                            or options.get("absolute_position_embedding") is False):
             raise ValueError("position_resampling is a learned table of the patches' rows alone: it goes with "
@@ -165,6 +171,8 @@ class Variant:
         out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
         out["position_resampling"] = (self.position_resampling.to_config() if self.position_resampling is not None
                                       else None)
+        out["convolutional_stem"] = [list(layer) for layer in self.convolutional_stem] if self.convolutional_stem \
+            else None
         return out
 
     def has_class_token(self, classifier: str) -> bool:
@@ -176,7 +184,8 @@ class Variant:
 
     TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
                  "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers")
+                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
+                 "convolutional_stem")
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
@@ -208,6 +217,7 @@ class Variant:
                  "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
                  "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers",
                  "position_resampling": "a position table resampled per input (NaFlex)",
-                 "differential_attention": "differential attention"}
+                 "differential_attention": "differential attention",
+                 "convolutional_stem": "a convolutional stem"}
         return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
                 if getattr(self, field) != getattr(default, field)]

@@ -94,6 +94,22 @@ def _num_heads(params: Dict[str, np.ndarray], query: str) -> int:
     return int(params[out].shape[0] if out in params else params[query].shape[1])
 
 
+def _refuse_unstated(params: Dict[str, np.ndarray], path: str) -> None:
+    """A ValueError for the sources whose file alone does not state how to build them: NaFlex (its patch size,
+    channel order and resampling rule) and MobileCLIP's convolutional stem (its activation, norm and strides)."""
+    what = None
+    if "embedding/patch_kernel" in params or POSEMB_KEY + "_y" in params or getattr(
+            params.get(POSEMB_KEY), "ndim", 3) == 4:
+        what = ("a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position table resampled per "
+                "input). Its patch size, channel order and resampling rule are")
+    elif "convolutional_stem/conv_0/kernel" in params:
+        what = "a checkpoint with a convolutional stem (timm's ConvStem: MobileCLIP). Its activation, norm and strides are"
+    if what:
+        raise ValueError(f"{path!r} is {what} not in the file: load it by its timm architecture's name "
+                         "(keras_vit.create_model(name, weights=...)) or from its repository directory. Nothing was "
+                         "loaded.")
+
+
 def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint", *,
                           prefix_position_embedding: bool = True) -> dict:
     """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
@@ -104,12 +120,7 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     rows left are a square count, the size every layout without a config trains at; another count cannot be
     read from the file: the source's config states it (`input_shape`), or the caller passes it.
     """
-    if "embedding/patch_kernel" in params or POSEMB_KEY + "_y" in params or getattr(
-            params.get(POSEMB_KEY), "ndim", 3) == 4:
-        raise ValueError(f"{path!r} is a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position "
-                         "table resampled per input). Its patch size, channel order and resampling rule are not in "
-                         "the file: load it by its timm architecture's name (keras_vit.create_model(name, "
-                         "weights=...)) or from its repository directory. Nothing was loaded.")
+    _refuse_unstated(params, path)
     packed = "Transformer/encoderblock_0/MlpBlock_3/Dense_packed/kernel"
     need = ["embedding/kernel", packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
             "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
@@ -156,8 +167,12 @@ def stated_grid(params: Dict[str, np.ndarray], input_shape: Sequence[int], prefi
                 source: str = "checkpoint") -> Tuple[int, int]:
     """The patch grid a source's config states (`input_shape`, its trained size), checked against the rows of
     its position table: a config that disagrees with its own weights is refused, naming both."""
-    arch = architecture_from_npz(params, source, prefix_position_embedding=prefix_position_embedding)
-    stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
+    if "convolutional_stem/conv_0/kernel" in params:  # its repository states the stem; kernels are strides
+        stride = int(params["embedding/kernel"].shape[0]) * int(np.prod(
+            [v.shape[0] for k, v in params.items() if k.startswith("convolutional_stem/conv_")]))
+    else:
+        arch = architecture_from_npz(params, source, prefix_position_embedding=prefix_position_embedding)
+        stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
     h, w = int(input_shape[0]), int(input_shape[1])
     grid = (h // stride, w // stride)
     prefix = posemb_prefix_rows(params, prefix_position_embedding)

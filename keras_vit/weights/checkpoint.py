@@ -54,7 +54,8 @@ class Checkpoint:
         if self.model is not None:
             return {k: v for k, v in self.model.get_config().items() if k not in ("weights", "name")}
         facts = {**self.assumed, **self.implied, **(overrides or {})}
-        if self.implied.get("position_resampling") is not None:  # NaFlex: its repository states the whole model
+        if self.implied.get("position_resampling") is not None or self.implied.get("convolutional_stem"):
+            # NaFlex, MobileCLIP's stem: its repository states the whole model
             arch = {}
         else:
             arch = official.architecture_from_npz(

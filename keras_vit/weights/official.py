@@ -48,6 +48,14 @@ def _check_model(model) -> None:
 
 
 def _stem_map(stem) -> Dict[str, keras.Variable]:
+    if hasattr(stem, "stem_layers"):  # a convolutional stem (MobileCLIP): each conv, its BatchNorm and statistics
+        out = {}
+        for i, (conv, norm) in enumerate(zip(stem.convs, stem.norms)):
+            out[f"convolutional_stem/conv_{i}/kernel"] = conv.kernel
+            for ours, variable in (("scale", norm.gamma), ("bias", norm.beta), ("mean", norm.moving_mean),
+                                   ("var", norm.moving_variance)):
+                out[f"convolutional_stem/norm_{i}/{ours}"] = variable
+        return out
     out = {"conv_root/kernel": stem.conv_root.kernel,
            "gn_root/scale": stem.gn_root.gamma, "gn_root/bias": stem.gn_root.beta}
     for unit in stem.units:

@@ -107,8 +107,8 @@ def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
 
 
 # the modules whose architectures a model with the 2026 parts is written as (timm's Eva; its VisionTransformer's
-# AIMv2, parallel, post-norm and RMSNorm architectures)
-_WRITABLE_MODULES = ("eva", "vision_transformer")
+# AIMv2, parallel, post-norm and RMSNorm architectures; MobileCLIP's convolutional stem)
+_WRITABLE_MODULES = ("eva", "vision_transformer", "vision_transformer_hybrid")
 _POOL_NAMES = {"token": "token", "gap": "avg", "map": "map"}
 
 
@@ -156,7 +156,7 @@ def _differences(model, kw: dict) -> List[str]:
            if getattr(theirs, f) != getattr(model.variant, f)]
     c = model.vit_config
     ours = dict(classifier=model.classifier, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
-                num_layers=c.num_layers, patch_size=c.patch_size)
+                num_layers=c.num_layers, patch_size=c.patch_size, resnet_layers=c.resnet_layers)
     return out + [f"{k}={v!r} (timm: {kw.get(k)!r})" for k, v in ours.items() if kw.get(k) != v]
 
 

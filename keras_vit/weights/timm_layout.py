@@ -1,4 +1,4 @@
-"""timm's `VisionTransformer` / `VisionTransformerDistilled` state dicts <-> the official keys.
+"""timm's `VisionTransformer` / `VisionTransformerDistilled` / `Eva` / `NaFlexVit` state dicts -> the official keys.
 
 Facts (docs/reference.md, "Other layouts"): PyTorch Linear weights are (out, in), convolutions (O, I, kh, kw);
 timm fuses q, k, v into one `qkv` Linear (and k, v into `kv` in the MAP head, `attn_pool`); the class,
@@ -16,6 +16,8 @@ rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) g
 timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first layer with q, k, v in `in_proj`.
 timm's DiffAttention (differential attention) adds `attn.lambda_q1` ... `lambda_k2` and `attn.sub_norm`.
 timm's NaFlexVit (SigLIP 2 NaFlex, RADIO) keeps its patch projection, tokens and position table under `embeds.`.
+MobileCLIP's convolutional stem is timm's ConvStem under `patch_embed.backbone.`, its last convolution the patch
+embedding. The writer, official keys -> timm, is `keras_vit.weights.timm_out`.
 """
 
 from __future__ import annotations
@@ -207,6 +209,21 @@ def _stem_in(g: _Reader, p: Params) -> None:
                 _norm_in(g, p, t + norm, o + our_norm)
 
 
+def _convolutional_stem_in(g: _Reader, p: Params) -> None:
+    """timm's ConvStem (MobileCLIP): `patch_embed.backbone.<i>.conv` with its BatchNorm `bn` (statistics and
+    all), the last convolution (with its bias, no norm) being the patch embedding."""
+    layers = sorted({int(k.split(".")[2]) for k in g.sd if k.startswith(_BACKBONE) and k.endswith(".conv.weight")})
+    *stem, last = layers
+    for i in stem:
+        t, o = f"{_BACKBONE}{i}.", "convolutional_stem/"
+        p[f"{o}conv_{i}/kernel"] = _conv_in(g(t + "conv.weight"))
+        for theirs, ours in (("weight", "scale"), ("bias", "bias"), ("running_mean", "mean"), ("running_var", "var")):
+            p[f"{o}norm_{i}/{ours}"] = g(f"{t}bn.{theirs}")
+        g(t + "bn.num_batches_tracked")  # a training counter, no weight: read so the file is wholly accounted for
+    p["embedding/kernel"] = _conv_in(g(f"{_BACKBONE}{last}.conv.weight"))
+    p["embedding/bias"] = g(f"{_BACKBONE}{last}.conv.bias")
+
+
 def _naflex_embeds_in(g: _Reader, p: Params) -> None:
     """NaFlexVit's embedding (`embeds.*`). A Linear patch projection (D, ph * pw * C) reads patches flattened
     row by row, channels fastest (timm's `batch_patchify`, channels last): kept flat as `embedding/patch_kernel`
@@ -232,12 +249,14 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
         raise ValueError(f"{source} has parts keras_vit's timm reader does not map: {unsupported}.")
     g = _Reader(sd, source)
     p: Params = {}
-    if any(k.startswith(_BACKBONE) for k in sd):
+    if _BACKBONE + "0.conv.weight" in sd:  # MobileCLIP's convolutional stem
+        _convolutional_stem_in(g, p)
+    elif any(k.startswith(_BACKBONE) for k in sd):
         _stem_in(g, p)
     naflex = "embeds." if any(k.startswith("embeds.") for k in sd) else ""  # timm's NaFlexVit
     if naflex:
         _naflex_embeds_in(g, p)
-    else:
+    elif "embedding/kernel" not in p:
         p["embedding/kernel"] = _conv_in(g("patch_embed.proj.weight"))
     if "patch_embed.norm.weight" in sd:  # AIMv2
         _norm_in(g, p, "patch_embed.norm", "embedding_norm")

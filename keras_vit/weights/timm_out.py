@@ -1,5 +1,5 @@
 """Official keys -> timm state dicts: its `VisionTransformer` (with `VisionTransformerDistilled`, the ResNetV2
-hybrids, AIMv2's RMSNorm / SwiGLU / patch norm, ViT-22B's parallel blocks), its `Eva` (EVA-02, DINOv3, PE,
+hybrids and MobileCLIP's convolutional stem, AIMv2's RMSNorm / SwiGLU / patch norm, ViT-22B's parallel blocks), its `Eva` (EVA-02, DINOv3, PE,
 RoPE-ViT) and its `NaFlexVit`, the inverse of `keras_vit.weights.timm_layout`'s reader.
 
 The architecture being written fixes how timm lays a block out (`TimmLayout`, read off the model timm builds by
@@ -184,17 +184,34 @@ def _stem_out(params: Params, sd: Params) -> None:
                 _put(sd, t + norm, params[o + our_norm + "/scale"].reshape(-1), params[o + our_norm + "/bias"].reshape(-1))
 
 
+def _convolutional_stem_out(params: Params, sd: Params) -> None:
+    """MobileCLIP's stem as timm's ConvStem: each conv with its BatchNorm `bn` (the training counter at 0), then
+    the patch embedding as the last conv, with its bias."""
+    n = len({k.split("/")[1] for k in params if k.startswith("convolutional_stem/conv_")})
+    for i in range(n):
+        t, o = f"{_BACKBONE}{i}.", "convolutional_stem/"
+        sd[t + "conv.weight"] = np.ascontiguousarray(params[f"{o}conv_{i}/kernel"].transpose(3, 2, 0, 1))
+        for ours, theirs in (("scale", "weight"), ("bias", "bias"), ("mean", "running_mean"), ("var", "running_var")):
+            sd[f"{t}bn.{theirs}"] = params[f"{o}norm_{i}/{ours}"]
+        sd[t + "bn.num_batches_tracked"] = np.zeros((), "int64")
+    sd[f"{_BACKBONE}{n}.conv.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    sd[f"{_BACKBONE}{n}.conv.bias"] = params["embedding/bias"]
+
+
 def official_to_timm(params: Params, num_layers: int, layout: TimmLayout = TimmLayout()) -> Params:
     """Official keys -> a timm state dict laid out as `layout` says: `VisionTransformer`
     (`VisionTransformerDistilled` with `dist`; a hybrid's stem as timm's ResNetV2 backbone) or `Eva`."""
     sd: Params = {}
-    if "conv_root/kernel" in params:
-        _stem_out(params, sd)
-    sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    if "convolutional_stem/conv_0/kernel" in params:
+        _convolutional_stem_out(params, sd)
+    else:
+        if "conv_root/kernel" in params:
+            _stem_out(params, sd)
+        sd["patch_embed.proj.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+        if "embedding/bias" in params:
+            sd["patch_embed.proj.bias"] = params["embedding/bias"]
     if POSEMB_KEY in params:
         sd["pos_embed"] = params[POSEMB_KEY]
-    if "embedding/bias" in params:
-        sd["patch_embed.proj.bias"] = params["embedding/bias"]
     for theirs, ours in _TOKENS:
         if ours in params:
             sd[theirs] = params[ours]
