@@ -17,6 +17,7 @@ from typing import List, Tuple
 import numpy as np
 
 from keras_vit.vit import timm_table
+from keras_vit.vit.variant import Variant
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}  # timm's act_layer names
 # model_args that act in training only (dropout, initialisation) or at call time only
@@ -104,12 +105,10 @@ def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
     return True
 
 
-
-
 # the modules whose architectures a model with the 2026 parts is written as (timm's Eva; its VisionTransformer's
 # AIMv2, parallel, post-norm and RMSNorm architectures; MobileCLIP's convolutional stem)
 _WRITABLE_MODULES = ("eva", "vision_transformer", "vision_transformer_hybrid")
-_POOL_NAMES = {"token": "token", "gap": "avg", "map": "map"}
+POOL_NAMES = {"token": "token", "gap": "avg", "map": "map"}  # keras_vit's classifier -> timm's global_pool
 
 
 def head_classes(model) -> int:
@@ -148,8 +147,6 @@ def _args_for(model, entry: dict) -> dict:
 
 def _differences(model, kw: dict) -> List[str]:
     """The keywords in which the architecture's (`kw`, its model_args applied) differ from `model`'s."""
-    from keras_vit.vit.variant import Variant
-
     theirs = Variant.for_model(kw["classifier"], None, **{f: kw[f] for f in Variant.fields() if f in kw})
     theirs = dataclasses.replace(theirs, position_interpolation=model.variant.position_interpolation)
     out = [f"{f}={getattr(model.variant, f)!r} (timm: {getattr(theirs, f)!r})" for f in Variant.fields()
@@ -163,8 +160,9 @@ def _differences(model, kw: dict) -> List[str]:
 def registered_architecture(model) -> Tuple[str, dict, dict]:
     """(timm architecture name, `model_args`, its table entry) that timm builds as exactly `model`: the registered
     architecture whose fixed parts (norms, MLP, blocks, rotary embeddings, pooling, tokens) are the model's, fewest
-    other differences first, with `model_args` for its size, depth, input and head. A ValueError names the
-    closest architecture and what differs when none fits."""
+    other differences first (fewest `model_args`, then the nearest width: a fine-tuned checkpoint is written under
+    its own name), with `model_args` for its size, depth, input and head. A ValueError names the closest
+    architecture and what differs when none fits."""
     found, near = [], []
     for name in timm_table.list_timm_models():
         entry = timm_table.facts(name)
@@ -176,7 +174,8 @@ def registered_architecture(model) -> Tuple[str, dict, dict]:
         except ValueError:
             continue
         differences = _differences(model, kw)
-        rank = (len(args), list(model.base_image_size) != entry["image_size"], name)
+        rank = (len(args), abs(model.vit_config.hidden_size - entry["hidden_size"]),
+                list(model.base_image_size) != entry["image_size"], name)
         (near if differences else found).append((len(differences), rank, name, args, entry, differences))
     if found:
         _, _, name, args, entry, _ = min(found, key=lambda t: t[1])

@@ -163,7 +163,7 @@ def _model_args(model) -> Tuple[dict, str]:
     if v.patch_bias == v.pre_norm:
         raise ValueError(f"Model {model.name!r} has pre_norm={v.pre_norm} with patch_bias={v.patch_bias}; timm "
                          "ties the two (a pre-norm model has no patch bias), so it has no timm equivalent.")
-    pool = {"token": "token", "gap": "avg", "map": "map"}[model.classifier]
+    pool = timm_args.POOL_NAMES[model.classifier]
     args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
                 depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
                 num_classes=timm_args.head_classes(model), in_chans=model.channels, global_pool=pool,
@@ -207,8 +207,9 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         architecture_name, args = timm_args.registered_architecture(model)[:2]
     else:
         args, architecture_name = _model_args(model)
-    config = dict(architecture=architecture_name, num_classes=timm_args.head_classes(model), num_features=model.vit_config.hidden_size,
-                  global_pool={"token": "token", "gap": "avg", "map": "map"}[model.classifier], model_args=args, pretrained_cfg=_pretrained_cfg(model),
+    config = dict(architecture=architecture_name, num_classes=timm_args.head_classes(model),
+                  num_features=model.vit_config.hidden_size, global_pool=timm_args.POOL_NAMES[model.classifier],
+                  model_args=args, pretrained_cfg=_pretrained_cfg(model),
                   keras_vit=dict(antialias=model.data_config.antialias))
 
     def fill(tmp: str) -> None:
