@@ -113,6 +113,7 @@ def test_save_pretrained_writes_timms_mobileclip_and_reads_back(tmp_path):
     with open(os.path.join(repo, "config.json")) as f:
         config = json.load(f)
     assert config["architecture"] == "vit_base_mci_224" and config["model_args"]["depth"] == 1
+    assert config["pretrained_cfg"]["first_conv"] == "patch_embed.backbone.0.conv"  # timm's own for this name
     sd = load_file(os.path.join(repo, "model.safetensors"))
     assert sd["patch_embed.backbone.2.conv.weight"].shape == (768, 192, 2, 2)
     assert sd["patch_embed.backbone.0.bn.num_batches_tracked"].dtype == np.int64

@@ -113,13 +113,24 @@ def data_config(directory: str) -> DataConfig:
                       labels=labels if cfg.get("label_offset", 0) == 0 else None)
 
 
+def _first_conv(model) -> str:
+    """The state-dict name of the convolution that reads the pixels (timm adapts it to another `in_chans`)."""
+    if model.variant.position_resampling is not None:
+        return "embeds.proj"
+    if model.variant.convolutional_stem:
+        return "patch_embed.backbone.0.conv"
+    if model.stem is not None:
+        return "patch_embed.backbone.stem.conv" if model.vit_config.resnet_layers else "patch_embed.backbone.conv"
+    return "patch_embed.proj"
+
+
 def _pretrained_cfg(model) -> dict:
     """The model's data config and input in timm's `pretrained_cfg` vocabulary."""
     config = model.data_config
     mean, std = config.for_channels(model.channels)
     return dict(input_size=[model.channels, *model.base_image_size], interpolation=config.interpolation,
                 crop_pct=config.crop_pct, crop_mode=config.crop_mode, mean=list(mean), std=list(std),
-                num_classes=timm_args.head_classes(model), first_conv="patch_embed.proj", classifier="head",
+                num_classes=timm_args.head_classes(model), first_conv=_first_conv(model), classifier="head",
                 fixed_input_size=not model.dynamic_size, custom_load=False)
 
 

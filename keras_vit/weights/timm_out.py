@@ -1,6 +1,7 @@
 """Official keys -> timm state dicts: its `VisionTransformer` (with `VisionTransformerDistilled`, the ResNetV2
-hybrids and MobileCLIP's convolutional stem, AIMv2's RMSNorm / SwiGLU / patch norm, ViT-22B's parallel blocks), its `Eva` (EVA-02, DINOv3, PE,
-RoPE-ViT) and its `NaFlexVit`, the inverse of `keras_vit.weights.timm_layout`'s reader.
+hybrids and MobileCLIP's convolutional stem, AIMv2's RMSNorm / SwiGLU / patch norm, ViT-22B's parallel blocks),
+its `Eva` (EVA-02, DINOv3, PE, RoPE-ViT) and its `NaFlexVit`, the inverse of `keras_vit.weights.timm_layout`'s
+reader.
 
 The architecture being written fixes how timm lays a block out (`TimmLayout`, read off the model timm builds by
 `tools/make_timm_architectures.py`): q, k, v fused in one `qkv` or as three projections; a SwiGLU packed in one
