@@ -95,10 +95,10 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope", "aimv2",
-                                                                         "siglip2", "naflex")}
+                                                                         "siglip2", "naflex", "mobileclip")}
     # timm 1.0.31; SigLIP 2: the SigLIP architectures with v2_webli weights (30 fixed-size towers, 2 NaFlex)
     assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 32,
-                      "naflex": 14}, counts
+                      "naflex": 14, "mobileclip": 1}, counts
     for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
                  "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
                  "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256",

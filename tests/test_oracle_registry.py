@@ -1,8 +1,8 @@
 """The timm oracle (`tools/oracle_timm_registry.py`) as a slow test: every architecture of timm's
 `vision_transformer`, `vision_transformer_hybrid`, `deit`, `eva` and `naflexvit` modules up to 400 M parameters, built
 tiny by timm and written by timm, loads with timm's logits or is refused naming why, as a repository directory, as a
-bare state dict under its timm name and at a non-square size; at least 95 % match. Needs torch and timm
-(`make test-slow`)."""
+bare state dict under its timm name and at a non-square size, and what `save_pretrained` writes of it timm reads
+back strictly with its own logits; at least 95 % match. Needs torch and timm (`make test-slow`)."""
 
 import importlib.util
 import os

@@ -115,8 +115,8 @@ _BY_CANONICAL = {_canonical(n): c for n, c in MODELS.items()}
 def list_models(family: Optional[str] = None) -> list:
     """Model names `create_model` builds. None or "paper": the paper's table, in its order; "timm": every timm
     architecture keras_vit builds; a family ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope",
-    "aimv2", "clip", "siglip", "siglip2", "gap", "hybrid"): the timm architectures of that family
-    (`keras_vit.vit.timm_table`; "siglip2": those with SigLIP 2 weights)."""
+    "aimv2", "clip", "siglip", "siglip2", "gap", "hybrid", "mobileclip", "naflex"): the timm architectures of that
+    family (`keras_vit.vit.timm_table`; "siglip2": those with SigLIP 2 weights)."""
     if family in (None, "paper"):
         return list(MODELS)
     from keras_vit.vit import timm_table

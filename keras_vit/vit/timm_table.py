@@ -23,7 +23,7 @@ _KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", 
              "projection_bias", "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
              "position_resampling", "differential_attention", "convolutional_stem")
 FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "aimv2", "clip", "siglip", "gap",
-            "hybrid", "naflex", "other")
+            "hybrid", "mobileclip", "naflex", "other")
 # listed by pretrained tag rather than by architecture: SigLIP 2's fixed-size towers are timm's SigLIP
 # architectures with `v2_webli` weights
 TAG_FAMILIES = {"siglip2": "v2_webli"}
@@ -59,11 +59,14 @@ def is_timm_name(name) -> bool:
 def family(name: str) -> str:
     """The family of a timm architecture, by its facts and name: "deit" (distilled or not), "deit3", "dinov2",
     "dinov3", "eva02", "pe" (Perception Encoder), "rope" (RoPE-ViT), "aimv2", "clip", "siglip", "gap" (average pooling),
-    "hybrid", "naflex" (timm's naflexvit: SigLIP 2 NaFlex, RADIO), "vit" (the paper's layout) or "other"."""
+    "hybrid", "mobileclip" (its convolutional stem), "naflex" (timm's naflexvit: SigLIP 2 NaFlex, RADIO), "vit" (the
+    paper's layout) or "other"."""
     name = base_name(name)
     entry = _table()["architectures"][name]
     if entry["module"] == "eva":
         return next((family for word, family in _EVA_FAMILIES if word in name), "other")
+    if entry.get("convolutional_stem"):  # MobileCLIP's image tower
+        return "mobileclip"
     if entry["module"] == "naflexvit":  # SigLIP 2 NaFlex, RADIO: position tables resampled per input
         return "naflex"
     for word in ("deit3", "dinov2", "aimv2", "siglip", "clip"):

@@ -103,7 +103,8 @@ def _refuse_unstated(params: Dict[str, np.ndarray], path: str) -> None:
         what = ("a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position table resampled per "
                 "input). Its patch size, channel order and resampling rule are")
     elif "convolutional_stem/conv_0/kernel" in params:
-        what = "a checkpoint with a convolutional stem (timm's ConvStem: MobileCLIP). Its activation, norm and strides are"
+        what = ("a checkpoint with a convolutional stem (timm's ConvStem: MobileCLIP). Its activation, norm and "
+                "strides are")
     if what:
         raise ValueError(f"{path!r} is {what} not in the file: load it by its timm architecture's name "
                          "(keras_vit.create_model(name, weights=...)) or from its repository directory. Nothing was "

@@ -208,8 +208,8 @@ def _timm_layout(model, params: Dict[str, np.ndarray], n: int) -> Dict[str, np.n
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
     """Writes `model` for PyTorch users, atomically: `layout="timm"` a `.safetensors` state dict of timm's
     `VisionTransformer` (its `Eva`, NaFlexVit or other registered architecture for the 2026 parts, laid out as that
-    architecture is: `timm_args.registered_architecture`); `layout="transformers"` a directory (`config.json` + `model.safetensors`) for
-    `ViTForImageClassification.from_pretrained`. Returns the path written."""
+    architecture is: `timm_args.registered_architecture`); `layout="transformers"` a directory (`config.json` +
+    `model.safetensors`) for `ViTForImageClassification.from_pretrained`. Returns the path written."""
     from safetensors.numpy import save_file
 
 
