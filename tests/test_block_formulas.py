@@ -13,9 +13,9 @@ import keras_vit
 from test_backbones import _load, _np, _timm
 
 
-def test_parallel_layers_are_vit_22bs_sum_of_both_branches_on_one_norm():
+def test_parallel_layers_are_vit_22bs_sum_of_both_branches_on_one_norm(tmp_path):
     """x + LS(MSA(LN(x)) + MLP(LN(x))), written out with the block's own sublayers against its call; LoRA,
-    int8, remat and the writers' refusal on a parallel-layer model."""
+    int8, remat and timm's layout written back (tests/test_backbone_writers.py checks it tensor for tensor)."""
     model, x = _load("pwee")
     block = model.encoder.blocks[0]
     tokens = keras.random.normal((2, 7, 64), seed=0)
@@ -31,8 +31,8 @@ def test_parallel_layers_are_vit_22bs_sum_of_both_branches_on_one_norm():
     quantized, _ = _load("pwee")
     quantized.quantize("int8")
     assert np.abs(quantized.predict(x, verbose=0) - logits).max() < 0.1 * np.abs(logits).max()
-    with pytest.raises(ValueError, match="parallel_layers"):
-        keras_vit.save_pretrained(remat, "unused")
+    back = keras_vit.load_model(keras_vit.save_pretrained(remat, str(tmp_path / "repo")), classifier_activation=None)
+    np.testing.assert_allclose(back.predict(x, verbose=0), logits, atol=1e-6)
 
 
 def test_differential_attention_is_the_difference_of_two_softmax_maps_per_head(tmp_path):
