@@ -62,8 +62,8 @@ def read_timm(path: str, num_heads: Optional[int] = None, sharded: bool = False
         first = next((k for k in ("patch_embed.proj.weight", "embeds.proj.weight") if k in sd), None)
         width = sd[first].shape[0] if first else 0
         implied["num_heads"] = _heads_for(width, path, num_heads)
-        if any(k.startswith("patch_embed.backbone.") for k in sd):
-            implied["stem_numerics"] = "timm"  # timm's hybrids standardise and normalise with their own epsilons
+        if any(k.startswith("patch_embed.backbone.") for k in sd) and "patch_embed.backbone.0.conv.weight" not in sd:
+            implied["stem_numerics"] = "timm"  # timm's ResNet hybrids standardise and normalise with their own epsilons
         if "fc_norm.weight" in sd and not any(k.startswith("attn_pool.") for k in sd):
             assumed["classifier"] = "gap"
             if "cls_token" in sd:
