@@ -45,7 +45,7 @@ def stem_stride(layers: Optional[Sequence[Tuple[int, int]]]) -> int:
     return stride
 
 
-def embedding_patch(patch_size: int, layers, hybrid: bool = False) -> int:
+def embedding_patch(patch_size: int, layers: Optional[Sequence[Tuple[int, int]]], hybrid: bool = False) -> int:
     """The patch embedding's kernel after the stem: the part of `patch_size` the stem leaves; a ValueError naming
     both where the stem does not divide the patch, or where a ResNet stem is asked for as well."""
     if layers and hybrid:

@@ -188,8 +188,10 @@ class Variant:
                  "convolutional_stem")
 
     def timm_writer_lacks(self) -> List[str]:
-        """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2) this model
-        has, as `field=value`: what keras_vit's timm writer cannot hold yet."""
+        """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2, parallel
+        layers, MobileCLIP's stem) this model has, as `field=value`: what timm builds from an architecture's name
+        only, so timm's writers write the model as the registered architecture that has them
+        (`keras_vit.weights.timm_args.registered_architecture`). The name is kept from when they were refused."""
         default = Variant()
         return [f"{field}={getattr(self, field)!r}" for field in self.TIMM_WRITER_LACKS
                 if getattr(self, field) != getattr(default, field)]

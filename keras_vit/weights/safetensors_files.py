@@ -187,18 +187,19 @@ def _plain_params(model, layout: str) -> tuple:
     return params, model.vit_config.num_layers
 
 
-def timm_state_dict(model) -> Dict[str, np.ndarray]:
+def timm_state_dict(model, entry: Optional[dict] = None) -> Dict[str, np.ndarray]:
     """`model` as the state dict of timm's architecture (without a head where the model has none: timm's
-    `num_classes=0`)."""
+    `num_classes=0`); `entry`: the table entry of the registered architecture it is written as, where the caller
+    has found it already (`timm_args.registered_architecture`)."""
     params, n = _plain_params(model, "timm")
-    return _timm_layout(model, params, n)
+    return _timm_layout(model, params, n, entry)
 
 
-def _timm_layout(model, params: Dict[str, np.ndarray], n: int) -> Dict[str, np.ndarray]:
+def _timm_layout(model, params: Dict[str, np.ndarray], n: int, entry: Optional[dict] = None) -> Dict[str, np.ndarray]:
     """Official keys -> timm's state dict: its `VisionTransformer`, its NaFlexVit for a resampled table, or the
     registered architecture (`timm_args.registered_architecture`) that has the model's 2026 parts."""
     if model.variant.timm_writer_lacks():
-        entry = timm_args.registered_architecture(model)[2]
+        entry = entry or timm_args.registered_architecture(model)[2]
         return timm_out.official_to_timm(params, n, timm_out.TimmLayout.of(entry))
     sd = timm_out.official_to_timm(params, n)
     resampling = model.variant.position_resampling

@@ -203,9 +203,10 @@ def _model_args(model) -> Tuple[dict, str]:
 def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: bool = False) -> str:
     """Writes `model` as a timm repository directory (`config.json` + `model.safetensors`), what
     `timm.create_model("hf-hub:...")` or `pretrained_cfg_overlay=dict(file=...)` loads strictly, with the
-    model's data config as `pretrained_cfg`. Every family keras_vit builds (no hybrids), with a head and no
-    representation layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it holds nothing
-    but an earlier output of this writer."""
+    model's data config as `pretrained_cfg`. Every family timm registers an architecture for (a model with the 2026
+    parts as the registered architecture that has them; without a head as `num_classes=0`), with no
+    representation layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it
+    holds nothing but an earlier output of this writer."""
     from safetensors.numpy import save_file
 
     from keras_vit.utils import atomic
@@ -213,11 +214,12 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
     if layout != "timm":
         raise ValueError(f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
                          "keras_vit.save_safetensors(model, dir, layout='transformers')).")
-    sd = safetensors_files.timm_state_dict(model)
+    entry = None
     if model.variant.timm_writer_lacks():  # the 2026 parts: the registered architecture that has them
-        architecture_name, args = timm_args.registered_architecture(model)[:2]
+        architecture_name, args, entry = timm_args.registered_architecture(model)
     else:
         args, architecture_name = _model_args(model)
+    sd = safetensors_files.timm_state_dict(model, entry)
     config = dict(architecture=architecture_name, num_classes=timm_args.head_classes(model),
                   num_features=model.vit_config.hidden_size, global_pool=timm_args.POOL_NAMES[model.classifier],
                   model_args=args, pretrained_cfg=_pretrained_cfg(model),

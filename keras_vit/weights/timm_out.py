@@ -18,14 +18,9 @@ import re
 import numpy as np
 
 from keras_vit.weights.layouts import POSEMB_KEY, Params
+from keras_vit.weights.timm_layout import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS
 
-_TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
-_NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"),
-          ("patch_embed.norm", "embedding_norm"))
-_MAP = "MAPHead_0/"
-_BACKBONE = "patch_embed.backbone."
-_UNIT_PARTS = (("conv1", "norm1", "conv1", "gn1"), ("conv2", "norm2", "conv2", "gn2"),
-               ("conv3", "norm3", "conv3", "gn3"), ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj"))
+_NORMS_OUT = _NORMS + (("patch_embed.norm", "embedding_norm"),)  # AIMv2's patch norm too
 _ROTARY = "MultiHeadDotProductAttention_1/rotary_frequencies"
 
 
@@ -182,7 +177,8 @@ def _stem_out(params: Params, sd: Params) -> None:
         for conv, norm, our_conv, our_norm in _UNIT_PARTS:
             if o + our_conv + "/kernel" in params:
                 sd[t + conv + ".weight"] = np.ascontiguousarray(params[o + our_conv + "/kernel"].transpose(3, 2, 0, 1))
-                _put(sd, t + norm, params[o + our_norm + "/scale"].reshape(-1), params[o + our_norm + "/bias"].reshape(-1))
+                _put(sd, t + norm, params[o + our_norm + "/scale"].reshape(-1),
+                     params[o + our_norm + "/bias"].reshape(-1))
 
 
 def _convolutional_stem_out(params: Params, sd: Params) -> None:
@@ -216,7 +212,7 @@ def official_to_timm(params: Params, num_layers: int, layout: TimmLayout = TimmL
     for theirs, ours in _TOKENS:
         if ours in params:
             sd[theirs] = params[ours]
-    for theirs, ours in _NORMS:
+    for theirs, ours in _NORMS_OUT:
         _norm_out(params, sd, ours, theirs)
     for i in range(num_layers):
         _block_out(params, sd, i, layout)
