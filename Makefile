@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-test
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: setup bench-setup demo test test-slow bench clean
+.PHONY: setup bench-setup demo lint test test-slow bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,12 @@ bench-setup: $(BENCH_STAMP)
 demo: setup
 	$(PY) -m recipes.demo
 
-test: setup
+# ruff's formatter and its lint rules (pyproject.toml); `$(VENV)/bin/ruff format .` applies the format
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: setup lint
 	$(PY) -m pytest -q
 
 # everything: the default suite with the torch-backend legs, plus the slow tests (full ViT-B/16 vs timm)

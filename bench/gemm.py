@@ -47,7 +47,8 @@ def rates(batch_dims, m, k, n) -> dict:
     tf_xla = tf.function(lambda: tf.matmul(fa, fb), jit_compile=True)
     ja, jb = jax.device_put(a), jax.device_put(b)
     jmm = jax.jit(lambda x, y: x @ y)
-    best = lambda fn: timed(fn, 10, 3, best=True)
+    def best(fn):
+        return timed(fn, 10, 3, best=True)
     out = {"torch": best(lambda: torch.matmul(ta, tb)), "tf": best(lambda: tf_plain().numpy()),
            "tf_xla": best(lambda: tf_xla().numpy()), "jax": best(lambda: jmm(ja, jb).block_until_ready())}
     return {k: flops / v / 1e9 for k, v in out.items()}

@@ -50,7 +50,7 @@ def rss_gb(field: str = "VmHWM") -> float:
     carry the parent's peak over fork + exec; "VmRSS" for the current size."""
     try:
         with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1e6
+            return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1e6
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 

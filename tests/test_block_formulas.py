@@ -6,7 +6,6 @@ import os
 
 import keras
 import numpy as np
-import pytest
 
 import keras_vit
 

@@ -282,7 +282,6 @@ def test_compute_output_spec_takes_arrays_on_every_layer():
 def test_feature_and_logits_models_check_their_input_like_the_model():
     """`feature_model` / `logits_model` predict with the source model's input check: a wrong size, NCHW or an
     unbatched image is named, not a graph error; saved and reloaded they still run."""
-    import keras
 
     model = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1,
                                         input_shape=(32, 32, 3), classes=3)

@@ -46,7 +46,8 @@ def test_accuracy_equals_manual_pipeline():
     idx = fewshot.select_shots(y, 5, 3, 4)
     xs, ys = x[idx], y[idx]
     mean, std = xs.mean(0), xs.std(0) + 1e-5
-    aug = lambda a: np.concatenate([(a - mean) / std, np.full((len(a), 1), 100.0)], 1)
+    def aug(a):
+        return np.concatenate([(a - mean) / std, np.full((len(a), 1), 100.0)], 1)
     w = Ridge(alpha=1024.0, fit_intercept=False, solver="svd").fit(aug(xs), 2 * np.eye(4)[ys] - 1).coef_.T
     expected = np.mean(np.argmax(aug(xt) @ w, 1) == yt)
     assert fewshot.linear_fewshot_accuracy(x, y, xt, yt, shots=5, seed=3) == pytest.approx(expected)

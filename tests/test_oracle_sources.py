@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import shutil
-import warnings
 
 import numpy as np
 import pytest

@@ -24,7 +24,7 @@ def test_bfloat16_trains_with_float32_variables(tmp_path):
     assert keras.mixed_precision.global_policy().name == "float32"  # restored after the build
     model = keras.models.load_model(summary["model"], compile=False)
     assert {v.dtype for v in model.weights} == {"float32"}
-    block = next(l for l in model._flatten_layers() if type(l).__name__ == "EncoderBlock")
+    block = next(layer for layer in model._flatten_layers() if type(layer).__name__ == "EncoderBlock")
     assert block.dtype_policy.compute_dtype == "bfloat16"
     out = model(np.zeros((1, 32, 32, 3), "float32"))
     assert np.all(np.isfinite(keras.ops.convert_to_numpy(keras.ops.cast(out, "float32"))))

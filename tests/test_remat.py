@@ -52,7 +52,8 @@ def test_remat_gives_the_same_gradients_on_tensorflow(rate, jit):
     assert max(np.abs(a - b).max() for a, b in zip(grads0, grads1)) <= 1e-5
     assert all(np.abs(g).max() > 0 for g in grads1[-4:])  # gradients do reach the last blocks and the head
     # the dropout seed states advanced exactly as without remat (a resumed run draws the same masks)
-    states = lambda m: [np.asarray(v) for v in m.non_trainable_variables if "seed" in v.path]
+    def states(m):
+        return [np.asarray(v) for v in m.non_trainable_variables if "seed" in v.path]
     assert all(np.array_equal(a, b) for a, b in zip(states(kept), states(remat)))
 
 

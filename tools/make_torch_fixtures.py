@@ -91,7 +91,7 @@ def hybrid_fixture(images) -> None:
     params = {}
     for key, value in model.state_dict().items():  # shapes only: the file is written in the official layout
         params[key] = (rng.normal(size=tuple(value.shape)) * 0.2).astype("float32")
-    d, m, h = s["width"], s["mlp"], s["heads"]
+    d, _m, h = s["width"], s["mlp"], s["heads"]
     official = {"conv_root/kernel": params["patch_embed.backbone.conv.weight"].transpose(2, 3, 1, 0),
                 "gn_root/scale": 1 + params["patch_embed.backbone.norm.weight"].reshape(1, 1, 1, -1),
                 "gn_root/bias": params["patch_embed.backbone.norm.bias"].reshape(1, 1, 1, -1),

@@ -117,11 +117,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         layers = [self.query, self.key, self.value]
         heads = [tuple(layer.kernel.shape[1:]) for layer in layers]  # (heads, width) of each projection
         widths = [n * k for n, k in heads]
-        kernel = ops.concatenate([ops.reshape(l.kernel, (-1, n)) for l, n in zip(layers, widths)], axis=-1)
+        kernel = ops.concatenate([ops.reshape(layer.kernel, (-1, n)) for layer, n in zip(layers, widths)], axis=-1)
         qkv = ops.matmul(x, ops.cast(kernel, x.dtype))
         if self.qkv_bias:
-            biases = [ops.reshape(l.bias, (n,)) if l.bias is not None else ops.zeros((n,), l.kernel.dtype)
-                      for l, n in zip(layers, widths)]  # no key bias: zeros (softmax ignores one shared by all keys)
+            biases = [ops.reshape(layer.bias, (n,)) if layer.bias is not None else ops.zeros((n,), layer.kernel.dtype)
+                      for layer, n in zip(layers, widths)]  # no key bias: zeros (softmax ignores one shared by all keys)
             qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
         b, t = ops.shape(x)[0], ops.shape(x)[1]
         q, k, v = qkv[..., :widths[0]], qkv[..., widths[0]:widths[0] + widths[1]], qkv[..., widths[0] + widths[1]:]

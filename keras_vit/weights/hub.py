@@ -44,16 +44,16 @@ def _download(repo: str, name: str, revision: str, handle: str) -> str:
     where = f"{repo}{'@' + revision if revision else ''}"
     try:
         return huggingface_hub.hf_hub_download(repo, name, revision=revision or None)
-    except errors.RevisionNotFoundError as e:
+    except errors.RevisionNotFoundError:
         raise ValueError(f"{handle!r}: the hub has no revision {revision!r} of {repo}.") from None
-    except errors.RepositoryNotFoundError as e:
+    except errors.RepositoryNotFoundError:
         raise ValueError(f"{handle!r}: no hub repository {repo!r} (or it is private: log in with "
                          "`hf auth login`).") from None
-    except errors.LocalEntryNotFoundError as e:  # before EntryNotFoundError: a subclass of it
+    except errors.LocalEntryNotFoundError:  # before EntryNotFoundError: a subclass of it
         offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else " (no network?)"
         raise ValueError(f"{handle!r}: {name} of {where} is not in the hub cache {constants.HF_HUB_CACHE} and "
                          f"cannot be downloaded{offline}.") from None
-    except errors.EntryNotFoundError as e:
+    except errors.EntryNotFoundError:
         pickle = " (it holds pytorch_model.bin, a pickle keras_vit never loads: convert it with timm's " \
                  "save_for_hf(..., safe_serialization=True))" if name == WEIGHTS else ""
         raise ValueError(f"{handle!r}: {where} has no {name}{pickle}.") from None
