@@ -15,8 +15,9 @@ _RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?![a-z]+://|#)([^)\s]+)\)")
 def long_description() -> str:
     with open("README.md", encoding="utf-8") as f:
         text = f.read()
-    return _RELATIVE_LINK.sub(lambda m: m.group(1) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})",
-                              text)
+    return _RELATIVE_LINK.sub(
+        lambda m: m.group(1) if m.group(1) == m.group(2) else f"{m.group(1)} ({m.group(2)})", text
+    )
 
 
 setup(long_description=long_description(), long_description_content_type="text/markdown")

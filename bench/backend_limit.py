@@ -31,6 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.backend_plain import CLIP, EPS, LR, S16, WD, plain_flax, plain_tf  # noqa: E402
+
 ROWS = {"keras JAX": "jax", "plain Flax + optax": "jax", "keras TF (XLA)": "tensorflow", "plain TF (XLA)": "tensorflow"}
 PAIRS = (("keras JAX", "plain Flax + optax"), ("keras TF (XLA)", "plain TF (XLA)"))
 
@@ -54,8 +55,10 @@ def keras_jax(size: int, batch: int):
     engine = JaxEngine(model, opt, None, num_classes=S16["classes"], global_batch_size=batch, clip_norm=CLIP)
     engine.release_variables()  # as `recipes.trainer.jax_run` does before its loop
     rng = np.random.default_rng(0)
-    batch_ = (rng.uniform(-1, 1, (batch, size, size, 3)).astype("float32"),
-              rng.integers(0, S16["classes"], batch).astype("int32"))
+    batch_ = (
+        rng.uniform(-1, 1, (batch, size, size, 3)).astype("float32"),
+        rng.integers(0, S16["classes"], batch).astype("int32"),
+    )
     return lambda: engine(batch_)["loss"].block_until_ready(), model.count_params()
 
 
@@ -69,8 +72,9 @@ def keras_tf(size: int, batch: int):
     model = _keras_model(size)
     opt = keras.optimizers.AdamW(LR, weight_decay=WD, epsilon=EPS)
     opt.build(model.trainable_variables)
-    step = tf_step.build_train_step(model, opt, num_classes=S16["classes"], global_batch_size=batch,
-                                    clip_norm=CLIP, jit_compile=True)
+    step = tf_step.build_train_step(
+        model, opt, num_classes=S16["classes"], global_batch_size=batch, clip_norm=CLIP, jit_compile=True
+    )
     x = tf.random.uniform((batch, size, size, 3), -1, 1)
     y = tf.random.uniform((batch,), 0, S16["classes"], dtype=tf.int32)
     return lambda: step((x, y))["loss"].numpy(), model.count_params()
@@ -97,9 +101,25 @@ def main(argv=None) -> None:
     for r in range(args.rounds):
         for row in rows:
             env = dict(os.environ, KERAS_BACKEND=ROWS[row], PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--_row", row, "--image_size",
-                                   str(args.image_size), "--batch", str(args.batch), "--iters", str(args.iters),
-                                   "--warmup", str(args.warmup)], env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--_row",
+                    row,
+                    "--image_size",
+                    str(args.image_size),
+                    "--batch",
+                    str(args.batch),
+                    "--iters",
+                    str(args.iters),
+                    "--warmup",
+                    str(args.warmup),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
                 raise RuntimeError(f"{row}: {done.stderr[-3000:]}")
             results.setdefault(row, []).append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -110,8 +130,12 @@ def main(argv=None) -> None:
 def _run_row(args) -> None:
     from bench.throughput import rss_gb, timed
 
-    build = {"keras JAX": keras_jax, "plain Flax + optax": plain_flax, "keras TF (XLA)": keras_tf,
-             "plain TF (XLA)": plain_tf}[args._row]
+    build = {
+        "keras JAX": keras_jax,
+        "plain Flax + optax": plain_flax,
+        "keras TF (XLA)": keras_tf,
+        "plain TF (XLA)": plain_tf,
+    }[args._row]
     step, params = build(args.image_size, args.batch)
     built = rss_gb("VmRSS")
     sec = timed(step, args.iters, args.warmup)
@@ -119,18 +143,25 @@ def _run_row(args) -> None:
 
 
 def _report(args, results: dict) -> None:
-    print(f"ViT-S/16 @ {args.image_size}, batch {args.batch}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, {args.rounds} round(s): img/s and peak GB (median over rounds)")
+    print(
+        f"ViT-S/16 @ {args.image_size}, batch {args.batch}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, {args.rounds} round(s): img/s and peak GB (median over rounds)"
+    )
     rate = {row: statistics.median(r["img_s"] for r in rs) for row, rs in results.items()}
     for row, rs in results.items():
-        print(f"  {row:<20} {rate[row]:6.2f} img/s  built {statistics.median(r['built_gb'] for r in rs):5.2f} GB  "
-              f"peak {statistics.median(r['peak_gb'] for r in rs):5.2f} GB  "
-              f"params {rs[0]['params']:,}  rounds: " + ", ".join(f"{r['img_s']:.2f}" for r in rs))
+        print(
+            f"  {row:<20} {rate[row]:6.2f} img/s  built {statistics.median(r['built_gb'] for r in rs):5.2f} GB  "
+            f"peak {statistics.median(r['peak_gb'] for r in rs):5.2f} GB  "
+            f"params {rs[0]['params']:,}  rounds: " + ", ".join(f"{r['img_s']:.2f}" for r in rs)
+        )
     for ours, plain in PAIRS:
         if ours in rate and plain in rate:
             per_round = [a["img_s"] / b["img_s"] for a, b in zip(results[ours], results[plain])]
-            print(f"  {ours} vs {plain}: {rate[ours] / rate[plain]:.3f}x  (per round: "
-                  + ", ".join(f"{x:.3f}" for x in per_round) + ")")
+            print(
+                f"  {ours} vs {plain}: {rate[ours] / rate[plain]:.3f}x  (per round: "
+                + ", ".join(f"{x:.3f}" for x in per_round)
+                + ")"
+            )
     print(json.dumps(results))
 
 

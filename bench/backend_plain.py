@@ -67,6 +67,7 @@ def plain_flax(size: int, batch: int):
     def run():
         value, state[0], state[1] = compiled(*state)
         value.block_until_ready()
+
     return run, sum(a.size for a in jax.tree.leaves(params))
 
 
@@ -76,17 +77,45 @@ def _tf_vit_variables(size: int):
 
     d, h, m, p = S16["hidden"], S16["heads"], S16["mlp"], S16["patch"]
     tokens = (size // p) ** 2 + 1
-    shapes = {"embed/kernel": (p, p, 3, d), "embed/bias": (d,), "cls": (1, 1, d), "pos": (1, tokens, d),
-              "norm/scale": (d,), "norm/bias": (d,), "head/kernel": (d, S16["classes"]), "head/bias": (S16["classes"],)}
+    shapes = {
+        "embed/kernel": (p, p, 3, d),
+        "embed/bias": (d,),
+        "cls": (1, 1, d),
+        "pos": (1, tokens, d),
+        "norm/scale": (d,),
+        "norm/bias": (d,),
+        "head/kernel": (d, S16["classes"]),
+        "head/bias": (S16["classes"],),
+    }
     for i in range(S16["layers"]):
-        shapes.update({f"{i}/ln1/scale": (d,), f"{i}/ln1/bias": (d,), f"{i}/qkv/kernel": (d, 3, h, d // h),
-                       f"{i}/qkv/bias": (3, h, d // h), f"{i}/out/kernel": (h, d // h, d), f"{i}/out/bias": (d,),
-                       f"{i}/ln2/scale": (d,), f"{i}/ln2/bias": (d,), f"{i}/fc1/kernel": (d, m),
-                       f"{i}/fc1/bias": (m,), f"{i}/fc2/kernel": (m, d), f"{i}/fc2/bias": (d,)})
+        shapes.update(
+            {
+                f"{i}/ln1/scale": (d,),
+                f"{i}/ln1/bias": (d,),
+                f"{i}/qkv/kernel": (d, 3, h, d // h),
+                f"{i}/qkv/bias": (3, h, d // h),
+                f"{i}/out/kernel": (h, d // h, d),
+                f"{i}/out/bias": (d,),
+                f"{i}/ln2/scale": (d,),
+                f"{i}/ln2/bias": (d,),
+                f"{i}/fc1/kernel": (d, m),
+                f"{i}/fc1/bias": (m,),
+                f"{i}/fc2/kernel": (m, d),
+                f"{i}/fc2/bias": (d,),
+            }
+        )
     init = tf.random.Generator.from_seed(0)
-    return {k: tf.Variable(tf.ones(s) if k.endswith("scale") else
-                           tf.zeros(s) if k.endswith("bias") or k == "cls" else init.normal(s, stddev=0.02), name=k)
-            for k, s in shapes.items()}
+    return {
+        k: tf.Variable(
+            tf.ones(s)
+            if k.endswith("scale")
+            else tf.zeros(s)
+            if k.endswith("bias") or k == "cls"
+            else init.normal(s, stddev=0.02),
+            name=k,
+        )
+        for k, s in shapes.items()
+    }
 
 
 def _tf_forward(w: dict, x):
@@ -130,7 +159,7 @@ def plain_tf(size: int, batch: int):
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, _tf_forward(w, x)))
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, params), CLIP)
         t.assign_add(1.0)
-        rate = LR * tf.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        rate = LR * tf.sqrt(1 - 0.999**t) / (1 - 0.9**t)
         for v, g, (m1, m2) in zip(params, grads, slots):
             v.assign_sub(LR * WD * v)
             m1.assign(0.9 * m1 + 0.1 * g)

@@ -48,7 +48,8 @@ def make_photos(folder: str, count: int) -> None:
         photo = photo.resize((int(photo.width * scale) + 1, int(photo.height * scale) + 1), Image.BICUBIC)
         left, top = rng.integers(0, photo.width - size[0] + 1), rng.integers(0, photo.height - size[1] + 1)
         photo.crop((left, top, left + size[0], top + size[1])).save(
-            os.path.join(folder, "photos", f"{i:06d}.jpg"), quality=90)
+            os.path.join(folder, "photos", f"{i:06d}.jpg"), quality=90
+        )
     open(marker, "w").close()
 
 
@@ -56,10 +57,12 @@ def make_weights(folder: str, model: str) -> str:
     """timm's random initialisation of `model` as `<model>.pth` and `<model>.safetensors`; the stem."""
     stem = os.path.join(folder, model)
     if not os.path.exists(stem + ".safetensors"):
-        code = ("import sys, torch, timm\nfrom safetensors.torch import save_file\ntorch.manual_seed(0)\n"
-                f"m = timm.create_model({model!r}, pretrained=False)\n"
-                "sd = {k: v.contiguous() for k, v in m.state_dict().items()}\n"
-                f"torch.save(sd, {stem + '.pth'!r}); save_file(sd, {stem + '.safetensors'!r})\n")
+        code = (
+            "import sys, torch, timm\nfrom safetensors.torch import save_file\ntorch.manual_seed(0)\n"
+            f"m = timm.create_model({model!r}, pretrained=False)\n"
+            "sd = {k: v.contiguous() for k, v in m.state_dict().items()}\n"
+            f"torch.save(sd, {stem + '.pth'!r}); save_file(sd, {stem + '.safetensors'!r})\n"
+        )
         subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=STUB))
     return stem
 
@@ -73,19 +76,55 @@ def timed(cmd, env) -> float:
 
 
 def timm_row(args, stem, photos, results) -> float:
-    code = ("import runpy, sys\nimport bench.torchvision_ops\n"
-            f"sys.argv = ['inference.py'] + sys.argv[1:]\nrunpy.run_path({args.timm_inference!r}, run_name='__main__')")
-    cmd = [sys.executable, "-c", code, "--data-dir", photos, "--model", args.model, "--checkpoint", stem + ".pth",
-           "--device", "cpu", "-b", str(args.batch), "-j", str(args.workers), "--topk", "5", "--include-index",
-           "--label-type", "none", "--results-dir", results, "--results-file", "timm", "--no-console-results"]
+    code = (
+        "import runpy, sys\nimport bench.torchvision_ops\n"
+        f"sys.argv = ['inference.py'] + sys.argv[1:]\nrunpy.run_path({args.timm_inference!r}, run_name='__main__')"
+    )
+    cmd = [
+        sys.executable,
+        "-c",
+        code,
+        "--data-dir",
+        photos,
+        "--model",
+        args.model,
+        "--checkpoint",
+        stem + ".pth",
+        "--device",
+        "cpu",
+        "-b",
+        str(args.batch),
+        "-j",
+        str(args.workers),
+        "--topk",
+        "5",
+        "--include-index",
+        "--label-type",
+        "none",
+        "--results-dir",
+        results,
+        "--results-file",
+        "timm",
+        "--no-console-results",
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([args.torchvision, ROOT]), OMP_NUM_THREADS=str(os.cpu_count()))
     return timed(cmd, env)
 
 
 def keras_row(args, backend, stem, photos, results) -> float:
-    cmd = [sys.executable, "-m", "keras_vit.inference", photos, f"--weights={stem}.safetensors",
-           f"--model={args.model}", f"--output={os.path.join(results, backend)}", "--top=5", "--format=csv",
-           f"--batch_size={args.batch}", f"--workers={args.workers}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "keras_vit.inference",
+        photos,
+        f"--weights={stem}.safetensors",
+        f"--model={args.model}",
+        f"--output={os.path.join(results, backend)}",
+        "--top=5",
+        "--format=csv",
+        f"--batch_size={args.batch}",
+        f"--workers={args.workers}",
+    ]
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     return timed(cmd, env)
 
@@ -120,8 +159,10 @@ def main(argv=None) -> None:
             seconds = keras_row(args, backend, stem, photos, results)
             ours = top1(os.path.join(results, backend, "part-00000.csv"), "class_index_1")
             agree = sum(ours.get(k) == v for k, v in theirs.items()) / len(theirs)
-            print(f"{backend:>12} {seconds:>8.1f} {args.images / seconds:>9.2f} {base / seconds:>7.2f}x "
-                  f"{agree:>12.1%}", flush=True)
+            print(
+                f"{backend:>12} {seconds:>8.1f} {args.images / seconds:>9.2f} {base / seconds:>7.2f}x {agree:>12.1%}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -91,15 +91,21 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
     """{row: (command, environment, directory emptied before each run or None)}."""
     rows = {"timm": ([torch_python, "-c", _TIMM.format(stub=STUB, path=path, next=_NEXT)], {}, None)}
     empty, warm = os.path.join(cache, "empty"), os.path.join(cache, "warm")
-    torch_keras = subprocess.run([torch_python, "-c", "import keras"], capture_output=True,
-                                 env=dict(os.environ, KERAS_BACKEND="torch")).returncode == 0
+    torch_keras = (
+        subprocess.run(
+            [torch_python, "-c", "import keras"], capture_output=True, env=dict(os.environ, KERAS_BACKEND="torch")
+        ).returncode
+        == 0
+    )
     for backend in ("tensorflow", "jax", "torch"):
         cases = [("predict", "predict", False, "", None), ("CLI call", "classify", False, "", None)]
         if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
-            cases += [("model(x)", "call", False, "", None),
-                      ("CLI call, empty compilation cache", "classify", False, empty, empty),
-                      ("CLI call, warm compilation cache", "classify", False, warm, None),
-                      ("predict, warm compilation cache", "predict", False, warm, None)]
+            cases += [
+                ("model(x)", "call", False, "", None),
+                ("CLI call, empty compilation cache", "classify", False, empty, empty),
+                ("CLI call, warm compilation cache", "classify", False, warm, None),
+                ("predict, warm compilation cache", "predict", False, warm, None),
+            ]
         if random_init:
             cases.append(("predict, random init", "predict", True, "", None))
         if backend == "torch" and not torch_keras:
@@ -113,8 +119,9 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
 
 
 def _run(command, env) -> dict:
-    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-                                                                           **env), timeout=600)
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env), timeout=600
+    )
     if done.returncode:
         raise RuntimeError(done.stderr[-2000:])
     return eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 (our own child's dict literal)
@@ -141,14 +148,18 @@ def main() -> None:
                     shutil.rmtree(emptied, ignore_errors=True)
                 results[name].append(_run(command, env))
     timm_after = statistics.median(r["build_load"] + r["first_call"] for r in results["timm"])
-    print(f"{'row':52s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
-          f" {'vs timm':>7s} {'next call':>9s}")
+    print(
+        f"{'row':52s} {'import':>7s} {'build+load':>10s} {'first call':>10s} {'total':>6s} {'after import':>12s}"
+        f" {'vs timm':>7s} {'next call':>9s}"
+    )
     for name, runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         after = statistics.median(r["build_load"] + r["first_call"] for r in runs)
         total = statistics.median(r["import"] + r["build_load"] + r["first_call"] for r in runs)
-        print(f"{name:52s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
-              f"{after:12.2f} {after / timm_after:6.2f}x {med['next_call']:9.2f}")
+        print(
+            f"{name:52s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
+            f"{after:12.2f} {after / timm_after:6.2f}x {med['next_call']:9.2f}"
+        )
     print(json.dumps({name: runs for name, runs in results.items()}))
 
 

@@ -26,9 +26,19 @@ RATE = re.compile(r"step (\d+)/\d+ .* ([\d.]+) img/s")
 def run(backend: str, steps: int, log_every: int, flags: list) -> float:
     """Median logged img/s of one trainer run on `backend`, compilation window excluded."""
     with tempfile.TemporaryDirectory() as workdir:
-        cmd = [sys.executable, "-m", "recipes.train", f"--backend={backend}", "--config=recipes/configs/demo.py",
-               f"--workdir={workdir}", f"--config.total_steps={steps}", f"--config.log_every={log_every}",
-               f"--config.checkpoint_every={steps}", "--config.dataset.eval_split=", *flags]
+        cmd = [
+            sys.executable,
+            "-m",
+            "recipes.train",
+            f"--backend={backend}",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={workdir}",
+            f"--config.total_steps={steps}",
+            f"--config.log_every={log_every}",
+            f"--config.checkpoint_every={steps}",
+            "--config.dataset.eval_split=",
+            *flags,
+        ]
         env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if done.returncode:

@@ -62,9 +62,11 @@ def main(argv=None) -> None:
     n = args.classes * args.shots
     solve = solve_seconds(args.classes, args.shots, args.dim)
     extract = extraction_seconds(args.model, n, args.batch, args.image_size)
-    print(f"solve {args.shots} shots x {args.classes} classes at D={args.dim}: {solve:.2f} s; "
-          f"extracting {n} features with {args.model}@{args.image_size}: {extract:.0f} s (estimated from one "
-          f"batch of {args.batch}); solve / extraction = {100 * solve / extract:.3f} %")
+    print(
+        f"solve {args.shots} shots x {args.classes} classes at D={args.dim}: {solve:.2f} s; "
+        f"extracting {n} features with {args.model}@{args.image_size}: {extract:.0f} s (estimated from one "
+        f"batch of {args.batch}); solve / extraction = {100 * solve / extract:.3f} %"
+    )
 
 
 if __name__ == "__main__":

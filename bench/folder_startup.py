@@ -71,8 +71,9 @@ def make_folder(root: str, files: int, classes: int = 10) -> None:
 
 def run(code: str, root: str, workdir: str, steps: int) -> dict:
     env = dict(os.environ, PYTHONPATH=code, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-c", CHILD, root, workdir, str(steps)], env=env, cwd=code,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, root, workdir, str(steps)], env=env, cwd=code, capture_output=True, text=True
+    )
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,8 +92,11 @@ def main(argv=None) -> None:
         with tempfile.TemporaryDirectory() as work:
             first = run(args.code, root, work, 1)
             resume = run(args.code, root, work, 2)
-        print(f"{n:>8} {first['startup']:>14.2f} {resume['startup']:>9.2f} {first['peak_mib']:>10.0f} "
-              f"{resume['peak_mib']:>11.0f}", flush=True)
+        print(
+            f"{n:>8} {first['startup']:>14.2f} {resume['startup']:>9.2f} {first['peak_mib']:>10.0f} "
+            f"{resume['peak_mib']:>11.0f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,14 @@ def shapes(model: str, batch: int, size: int = 224) -> dict:
     c = keras_vit.vit_config(model)
     n = (size // c.patch_size) ** 2 + 1
     m, d, h = batch * n, c.hidden_size, c.num_heads
-    return {"qkv": ((), m, d, 3 * d), "attn out": ((), m, d, d), "mlp in": ((), m, d, c.mlp_dim),
-            "mlp out": ((), m, c.mlp_dim, d), "q k^T": ((batch * h,), n, d // h, n),
-            "probs v": ((batch * h,), n, n, d // h)}
+    return {
+        "qkv": ((), m, d, 3 * d),
+        "attn out": ((), m, d, d),
+        "mlp in": ((), m, d, c.mlp_dim),
+        "mlp out": ((), m, c.mlp_dim, d),
+        "q k^T": ((batch * h,), n, d // h, n),
+        "probs v": ((batch * h,), n, n, d // h),
+    }
 
 
 def rates(batch_dims, m, k, n) -> dict:
@@ -47,10 +52,16 @@ def rates(batch_dims, m, k, n) -> dict:
     tf_xla = tf.function(lambda: tf.matmul(fa, fb), jit_compile=True)
     ja, jb = jax.device_put(a), jax.device_put(b)
     jmm = jax.jit(lambda x, y: x @ y)
+
     def best(fn):
         return timed(fn, 10, 3, best=True)
-    out = {"torch": best(lambda: torch.matmul(ta, tb)), "tf": best(lambda: tf_plain().numpy()),
-           "tf_xla": best(lambda: tf_xla().numpy()), "jax": best(lambda: jmm(ja, jb).block_until_ready())}
+
+    out = {
+        "torch": best(lambda: torch.matmul(ta, tb)),
+        "tf": best(lambda: tf_plain().numpy()),
+        "tf_xla": best(lambda: tf_xla().numpy()),
+        "jax": best(lambda: jmm(ja, jb).block_until_ready()),
+    }
     return {k: flops / v / 1e9 for k, v in out.items()}
 
 
@@ -60,13 +71,18 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=16)
     args = p.parse_args(argv)
     print(f"# {args.model}, batch {args.batch}: fp32 GFLOP/s, best of 10")
-    print(f"{'product':<10} {'shape':<22} {'torch':>7} {'TF':>7} {'TF XLA':>7} {'JAX':>7} {'JAX/torch':>9} "
-          f"{'TF/torch':>8}")
+    print(
+        f"{'product':<10} {'shape':<22} {'torch':>7} {'TF':>7} {'TF XLA':>7} {'JAX':>7} {'JAX/torch':>9} "
+        f"{'TF/torch':>8}"
+    )
     for name, (bd, m, k, n) in shapes(args.model, args.batch).items():
         r = rates(bd, m, k, n)
         shape = ("x".join(map(str, bd)) + "@" if bd else "") + f"{m}x{k}x{n}"
-        print(f"{name:<10} {shape:<22} {r['torch']:>7.1f} {r['tf']:>7.1f} {r['tf_xla']:>7.1f} {r['jax']:>7.1f} "
-              f"{r['jax'] / r['torch']:>8.2f}x {r['tf'] / r['torch']:>7.2f}x", flush=True)
+        print(
+            f"{name:<10} {shape:<22} {r['torch']:>7.1f} {r['tf']:>7.1f} {r['tf_xla']:>7.1f} {r['jax']:>7.1f} "
+            f"{r['jax'] / r['torch']:>8.2f}x {r['tf'] / r['torch']:>7.2f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,9 @@ ROWS = ("jax_einsum", "jax_fused", "timm", "timm_compile")
 def row(kind: str, name: str, mode: str, batch: int, iters: int) -> dict:
     if kind.startswith("jax"):
         cmd = [sys.executable, "-c", _JAX, name, mode, str(batch), kind.split("_")[1], str(iters)]
-        env = dict(os.environ, KERAS_BACKEND="jax",
-                   PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
+        )
     else:
         cmd = [sys.executable, "-c", _TORCH, name, mode, str(batch), "1" if kind == "timm_compile" else "0", str(iters)]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
@@ -118,8 +119,11 @@ def main(argv=None) -> None:
                 r.update(model=name, mode=mode, batch=batch, row=kind)
                 if "ips" in r:
                     r["mfu"] = r["ips"] * flops / (args.peak_tflops * 1e12)
-                    print(f"{name:9} {mode:5} {batch:>5} {kind:13} {r['ips']:>8.1f} {r['peak_gb']:>8.2f} "
-                          f"{100 * r['mfu']:>5.1f}%", flush=True)
+                    print(
+                        f"{name:9} {mode:5} {batch:>5} {kind:13} {r['ips']:>8.1f} {r['peak_gb']:>8.2f} "
+                        f"{100 * r['mfu']:>5.1f}%",
+                        flush=True,
+                    )
                 else:
                     print(f"{name:9} {mode:5} {batch:>5} {kind:13} error: {r['error']}", flush=True)
                 results.append(r)

@@ -23,10 +23,15 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXPORTS = {"onnxruntime fp32": ("onnx", None), "onnxruntime int8": ("onnx", "int8"),
-           "onnxruntime dynamic": ("onnx", "dynamic_range"), "OpenVINO fp32": ("openvino", None),
-           "OpenVINO int8 (NNCF)": ("openvino", "int8"), "OpenVINO dynamic (NNCF)": ("openvino", "dynamic_range"),
-           "LiteRT int8": ("litert", "int8")}
+EXPORTS = {
+    "onnxruntime fp32": ("onnx", None),
+    "onnxruntime int8": ("onnx", "int8"),
+    "onnxruntime dynamic": ("onnx", "dynamic_range"),
+    "OpenVINO fp32": ("openvino", None),
+    "OpenVINO int8 (NNCF)": ("openvino", "int8"),
+    "OpenVINO dynamic (NNCF)": ("openvino", "dynamic_range"),
+    "LiteRT int8": ("litert", "int8"),
+}
 TIMM = ("timm fp32", "timm dynamic int8")
 
 
@@ -42,8 +47,8 @@ def calibration_images(model, count: int = 64):
         h, w = photo.shape[:2]
         s = int(min(h, w) * rng.uniform(0.5, 1.0))
         top, left = rng.integers(0, h - s + 1), rng.integers(0, w - s + 1)
-        crops.append(np.asarray(prepare(photo[None, top:top + s, left:left + s].astype("float32")))[0])
-    return [np.stack(crops[i:i + 16]) for i in range(0, count, 16)]
+        crops.append(np.asarray(prepare(photo[None, top : top + s, left : left + s].astype("float32")))[0])
+    return [np.stack(crops[i : i + 16]) for i in range(0, count, 16)]
 
 
 def write_exports(name: str, size: int, out: str) -> dict:
@@ -57,8 +62,14 @@ def write_exports(name: str, size: int, out: str) -> dict:
     files = {}
     for row, (fmt, quantize) in EXPORTS.items():
         directory = os.path.join(out, row.replace(" ", "_").replace("(", "").replace(")", ""))
-        hub_export.export(model, directory, "classification", format=fmt, quantize=quantize,
-                          representative_images=calibration if quantize == "int8" else None)
+        hub_export.export(
+            model,
+            directory,
+            "classification",
+            format=fmt,
+            quantize=quantize,
+            representative_images=calibration if quantize == "int8" else None,
+        )
         files[row] = hub_export.exported_file(directory)
     return files
 
@@ -91,17 +102,36 @@ def time_timm(name: str, size: int, batch: int, iters: int, warmup: int, int8: b
     def run():
         with torch.no_grad():
             model(x)
+
     return timed(run, iters, warmup)
 
 
 def _row(args, row: str, files: dict, batch: int) -> float:
     """One row in a fresh process; seconds per call."""
     python = args.torch_python if row in TIMM else sys.executable
-    inner = [python, os.path.abspath(__file__), "--_row", row, "--_file", files.get(row, ""),
-             "--model", args.model, "--image_size", str(args.image_size), "--_batch", str(batch),
-             "--iters", str(args.iters if batch == 1 else max(3, args.iters // 4)), "--warmup", str(args.warmup)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tools", "torchvision_stub")]),
-               TF_CPP_MIN_LOG_LEVEL="3")
+    inner = [
+        python,
+        os.path.abspath(__file__),
+        "--_row",
+        row,
+        "--_file",
+        files.get(row, ""),
+        "--model",
+        args.model,
+        "--image_size",
+        str(args.image_size),
+        "--_batch",
+        str(batch),
+        "--iters",
+        str(args.iters if batch == 1 else max(3, args.iters // 4)),
+        "--warmup",
+        str(args.warmup),
+    ]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tools", "torchvision_stub")]),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
     done = subprocess.run(inner, env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{row}, batch {batch}: {done.stderr[-2000:]}")
@@ -129,27 +159,41 @@ def main(argv=None) -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         files = write_exports(args.model, args.image_size, tmp)
-        sizes = {row: sum(os.path.getsize(os.path.join(os.path.dirname(f), n)) for n in os.listdir(os.path.dirname(f))
-                          if n.startswith("model.")) for row, f in files.items()}
+        sizes = {
+            row: sum(
+                os.path.getsize(os.path.join(os.path.dirname(f), n))
+                for n in os.listdir(os.path.dirname(f))
+                if n.startswith("model.")
+            )
+            for row, f in files.items()
+        }
         results, rows = {}, (() if args.no_timm else TIMM) + tuple(EXPORTS)
         for r in range(args.rounds):
             for batch in map(int, args.batch_sizes.split(",")):
                 for row in rows:
                     results.setdefault((row, batch), []).append(_row(args, row, files, batch))
-                    print(f"round {r + 1}: {row}, batch {batch}: {1000 * results[row, batch][-1]:.1f} ms",
-                          file=sys.stderr, flush=True)
-    print(f"{args.model} @ {args.image_size}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"{args.rounds} round(s); ms per call (median over rounds), vs {rows[0]} at the same batch")
+                    print(
+                        f"round {r + 1}: {row}, batch {batch}: {1000 * results[row, batch][-1]:.1f} ms",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    print(
+        f"{args.model} @ {args.image_size}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{args.rounds} round(s); ms per call (median over rounds), vs {rows[0]} at the same batch"
+    )
     for batch in map(int, args.batch_sizes.split(",")):
         base = statistics.median(results[rows[0], batch])
         for row in rows:
             times = results[row, batch]
-            size = f"{sizes[row] / 2 ** 20:7.1f} MiB" if row in sizes else " " * 11
-            print(f"  b{batch:<3} {row:<26} {1000 * statistics.median(times):8.1f} ms  vs first "
-                  f"{base / statistics.median(times):5.2f}x  {size}  rounds: "
-                  + ", ".join(f"{1000 * t:.1f}" for t in times))
-    print(json.dumps({f"{row} b{batch}": [round(1000 * t, 1) for t in times]
-                      for (row, batch), times in results.items()}))
+            size = f"{sizes[row] / 2**20:7.1f} MiB" if row in sizes else " " * 11
+            print(
+                f"  b{batch:<3} {row:<26} {1000 * statistics.median(times):8.1f} ms  vs first "
+                f"{base / statistics.median(times):5.2f}x  {size}  rounds: "
+                + ", ".join(f"{1000 * t:.1f}" for t in times)
+            )
+    print(
+        json.dumps({f"{row} b{batch}": [round(1000 * t, 1) for t in times] for (row, batch), times in results.items()})
+    )
 
 
 if __name__ == "__main__":

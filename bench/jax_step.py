@@ -27,8 +27,11 @@ def adamw_step(model, x, y):
         trainable, slots = opt.stateless_apply(slots, grads, trainable)
         return value, trainable, non_trainable, slots
 
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in opt.variables])
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in opt.variables],
+    )
     with heap.returning_freed_memory():  # as the recipes' first step: what XLA frees goes back to the OS
         compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(*state).compile()
     return compiled, state

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 # also puts the torchvision stand-in on the path
 from bench.throughput import _timm_name, remat_suffix, rss_gb  # noqa: E402
+
 ROWS = {
     "timm": "timm eager (fused SDPA attention: no N x N probabilities kept)",
     "timm_unfused": "timm eager, timm.layers.set_fused_attn(False) (softmax probabilities kept)",
@@ -42,8 +43,9 @@ def _keras_model(name, size, row):
     from keras_vit.vit.attention import MultiHeadDotProductAttention
 
     MultiHeadDotProductAttention.FUSED = "fused" in row
-    return keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,
-                                  remat=remat_suffix(row)[0])
+    return keras_vit.create_model(
+        name, input_shape=(size, size, 3), classifier_activation=None, remat=remat_suffix(row)[0]
+    )
 
 
 def run_row(row: str, name: str, size: int, batch: int) -> dict:
@@ -60,8 +62,11 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
         model = timm.create_model(arch, img_size=size, act_layer="gelu_tanh")
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05)
         for p in model.parameters():  # the slots exist before the first step, as Keras builds them
-            opt.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
-                            "exp_avg_sq": torch.zeros_like(p)}
+            opt.state[p] = {
+                "step": torch.tensor(0.0),
+                "exp_avg": torch.zeros_like(p),
+                "exp_avg_sq": torch.zeros_like(p),
+            }
         out["built"] = rss_gb("VmRSS")
         x, y = torch.rand(batch, 3, size, size) * 2 - 1, torch.randint(0, 1000, (batch,))
         for _ in range(2):
@@ -97,8 +102,9 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
         out["built"] = rss_gb("VmRSS")
         x = tf.random.uniform((batch, size, size, 3), -1, 1)
         y = tf.random.uniform((batch,), 0, 1000, dtype=tf.int32)
-        step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch,
-                                      jit_compile="noxla" not in row)
+        step = steps.build_train_step(
+            model, opt, num_classes=1000, global_batch_size=batch, jit_compile="noxla" not in row
+        )
         for _ in range(2):
             step((x, y))["loss"].numpy()
     out["peak"] = rss_gb()
@@ -110,8 +116,12 @@ def main(argv=None) -> None:
     p.add_argument("--model", default="ViT-S/16")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--rows", default="timm,timm_unfused,keras_tf,keras_tf_fused,keras_tf_noxla,keras_tf_remat,"
-                                     "keras_jax,keras_jax_fused,keras_jax_remat", help=", ".join(ROWS))
+    p.add_argument(
+        "--rows",
+        default="timm,timm_unfused,keras_tf,keras_tf_fused,keras_tf_noxla,keras_tf_remat,"
+        "keras_jax,keras_jax_fused,keras_jax_remat",
+        help=", ".join(ROWS),
+    )
     p.add_argument("--row", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.row:
@@ -122,9 +132,23 @@ def main(argv=None) -> None:
     timm_peak = None
     for row in args.rows.split(","):
         backend = "jax" if row.startswith("keras_jax") else "tensorflow"
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--row", row, "--model", args.model,
-                               "--size", str(args.size), "--batch", str(args.batch)], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2"))
+        done = subprocess.run(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--row",
+                row,
+                "--model",
+                args.model,
+                "--size",
+                str(args.size),
+                "--batch",
+                str(args.batch),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
         if done.returncode:
             print(f"# {row}: exited {done.returncode}: {done.stderr[-300:]}")
             continue
@@ -132,8 +156,11 @@ def main(argv=None) -> None:
         timm_peak = r["peak"] if row == "timm" else timm_peak
         temp = f"{r['xla_temp']:>9.2f}" if "xla_temp" in r else f"{'':>9}"
         ratio = f"{r['peak'] / timm_peak:>7.2f}x" if timm_peak else f"{'':>8}"
-        print(f"{row:<26} {r['runtime']:>8.2f} {r['built']:>7.2f} {r['peak']:>7.2f} {r['peak'] - r['built']:>10.2f} "
-              f"{temp} {ratio}", flush=True)
+        print(
+            f"{row:<26} {r['runtime']:>8.2f} {r['built']:>7.2f} {r['peak']:>7.2f} {r['peak'] - r['built']:>10.2f} "
+            f"{temp} {ratio}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def keras_and_exports(name: str, size: int, iters: int, warmup: int) -> dict:
     rows = {"Keras TF (XLA)": timed(lambda: step(x).numpy(), iters, warmup)}
     with tempfile.TemporaryDirectory() as tmp:
         for label, fmt in (("LiteRT (XNNPACK)", "litert"), ("onnxruntime", "onnx"), ("OpenVINO (f32)", "openvino")):
-            run = formats.runtime_model(hub_export.exported_file(
-                hub_export.export(model, os.path.join(tmp, fmt), "classification", format=fmt)))
+            run = formats.runtime_model(
+                hub_export.exported_file(hub_export.export(model, os.path.join(tmp, fmt), "classification", format=fmt))
+            )
             rows[label] = timed(lambda: run(x), iters, warmup)
     return rows
 
@@ -58,6 +59,7 @@ def timm_eager(name: str, size: int, iters: int, warmup: int) -> dict:
     def run():
         with torch.no_grad():
             model(x)
+
     return {"timm eager": timed(run, iters, warmup)}
 
 
@@ -78,8 +80,10 @@ def main(argv=None) -> None:
         except ImportError as e:
             print(f"(timm row skipped: {e})", file=sys.stderr)
     base = rows.get("Keras TF (XLA)")
-    print(f"{args.model} @ {args.image_size}, batch 1, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"{args.model} @ {args.image_size}, batch 1, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
     for label, seconds in rows.items():
         ratio = f"{base / seconds:5.2f}x" if base else "  -  "
         print(f"  {label:<18} {1000 * seconds:8.1f} ms   vs Keras {ratio}")

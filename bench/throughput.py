@@ -32,7 +32,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-
 def timed(fn, iters: int, warmup: int, best: bool = False) -> float:
     """Median (or fastest, for ceilings) seconds per call after `warmup` calls; `fn` must block."""
     for _ in range(warmup):
@@ -57,25 +56,28 @@ def rss_gb(field: str = "VmHWM") -> float:
 
 # ----------------------------------------------------------------------------- GEMM ceilings
 
+
 def gemm_tf(n: int = 2048) -> float:
     import tensorflow as tf
 
     a = tf.random.normal((n, n))
     f = tf.function(lambda: tf.matmul(a, a))
-    return 2 * n ** 3 / timed(lambda: f().numpy(), 10, 3, best=True) / 1e9
+    return 2 * n**3 / timed(lambda: f().numpy(), 10, 3, best=True) / 1e9
 
 
 def gemm_torch(n: int = 2048) -> float:
     import torch
 
     a = torch.randn(n, n)
-    return 2 * n ** 3 / timed(lambda: a @ a, 10, 3, best=True) / 1e9
+    return 2 * n**3 / timed(lambda: a @ a, 10, 3, best=True) / 1e9
 
 
 # ----------------------------------------------------------------------------- keras_vit (TF)
 
-def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipes", build=None, remat=False,
-             quantize=None):
+
+def keras_tf(
+    name, size, batch, mode, dtype, xla, iters, warmup, variant="recipes", build=None, remat=False, quantize=None
+):
     """keras_vit (or the model `build(name, size)` returns) under the recipes' train step or inference;
     `remat`: the constructor's per-block rematerialization; `quantize`: `model.quantize(mode)` first."""
     import keras
@@ -86,8 +88,7 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bf16" else "float32")
     try:
         if build is None:
-            model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None,
-                                           remat=remat)
+            model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=remat)
         else:
             model = build(name, size)
         if quantize:
@@ -105,8 +106,11 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
             step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch, jit_compile=xla)
             sec = timed(lambda: step((x, y))["loss"].numpy(), iters, warmup)
         else:  # the naive Keras path: compile + train_on_batch
-            model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
-                          keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=xla)
+            model.compile(
+                keras.optimizers.AdamW(1e-4, weight_decay=0.05),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                jit_compile=xla,
+            )
             sec = timed(lambda: model.train_on_batch(x, y), iters, warmup)
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -117,6 +121,7 @@ def keras_tf(name, size, batch, mode, dtype, xla, iters, warmup, variant="recipe
 
 # ----------------------------------------------------------------------------- keras-hub
 
+
 def keras_hub_vit(name: str, size: int):
     """keras_hub.models.ViTBackbone of the same size with a linear head on the class token."""
     import keras
@@ -126,8 +131,13 @@ def keras_hub_vit(name: str, size: int):
 
     c = keras_vit.vit_config(name)
     backbone = keras_hub.models.ViTBackbone(
-        image_shape=(size, size, 3), patch_size=c.patch_size, num_layers=c.num_layers,
-        num_heads=c.num_heads, hidden_dim=c.hidden_size, mlp_dim=c.mlp_dim)
+        image_shape=(size, size, 3),
+        patch_size=c.patch_size,
+        num_layers=c.num_layers,
+        num_heads=c.num_heads,
+        hidden_dim=c.hidden_size,
+        mlp_dim=c.mlp_dim,
+    )
     inputs = keras.Input((size, size, 3))
     logits = keras.layers.Dense(1000)(backbone(inputs)[:, 0])
     return keras.Model(inputs, logits)
@@ -135,9 +145,14 @@ def keras_hub_vit(name: str, size: int):
 
 # ----------------------------------------------------------------------------- timm
 
+
 def _timm_name(name, size):
-    return {"ViT-S/16": "vit_small_patch16_224", "ViT-B/16": "vit_base_patch16_224",
-            "ViT-Ti/16": "vit_tiny_patch16_224", "ViT-L/16": "vit_large_patch16_224"}[name], size
+    return {
+        "ViT-S/16": "vit_small_patch16_224",
+        "ViT-B/16": "vit_base_patch16_224",
+        "ViT-Ti/16": "vit_tiny_patch16_224",
+        "ViT-L/16": "vit_large_patch16_224",
+    }[name], size
 
 
 def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: str = "cpu", int8: bool = False):
@@ -173,6 +188,7 @@ def timm_torch(name, size, batch, mode, dtype, compiled, iters, warmup, device: 
             loss.backward()
             opt.step()
             done()
+
     return batch / timed(run, iters, warmup)
 
 
@@ -217,9 +233,24 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
 
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
-    out = subprocess.run([sys.executable, "-c", _JAX, name, str(size), str(batch), mode, str(iters), str(warmup),
-                          fused, {True: "remat", "attention": "attention"}.get(remat, "keep")],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _JAX,
+            name,
+            str(size),
+            str(batch),
+            mode,
+            str(iters),
+            str(warmup),
+            fused,
+            {True: "remat", "attention": "attention"}.get(remat, "keep"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
     ips, peak = map(float, out.stdout.strip().splitlines()[-1].split())
@@ -248,8 +279,12 @@ def keras_torch(name, size, batch, mode, iters, warmup):
     if mode != "infer":
         raise ValueError("keras_torch rows are inference only")
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-c", _TORCH, name, str(size), str(batch), str(iters), str(warmup)],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _TORCH, name, str(size), str(batch), str(iters), str(warmup)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
     ips, peak, _ = map(float, out.stdout.strip().splitlines()[-1].split())
@@ -257,6 +292,7 @@ def keras_torch(name, size, batch, mode, iters, warmup):
 
 
 # ----------------------------------------------------------------------------- driver
+
 
 def remat_suffix(row: str) -> tuple:
     """(the `remat` a row name asks for, the name without that suffix): `_remat_attention` -> "attention",
@@ -283,8 +319,18 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
             os.environ["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
             f = "keras_tf_noxla"
         if f in ("keras_tf", "keras_tf_noxla"):
-            ips, flops = keras_tf(name, size, batch, mode, dtype, f == "keras_tf", iters, warmup, remat=remat,
-                                  quantize="int8" if int8 else None)
+            ips, flops = keras_tf(
+                name,
+                size,
+                batch,
+                mode,
+                dtype,
+                f == "keras_tf",
+                iters,
+                warmup,
+                remat=remat,
+                quantize="int8" if int8 else None,
+            )
         elif f == "keras_tf_naive":
             if mode == "train":  # inference has no naive variant
                 ips, flops = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, variant="naive")
@@ -308,8 +354,12 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
 
 def measure_isolated(*row):
     """`measure` in a fresh process, so the peak memory is this row's alone."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--row", json.dumps(row)],
-                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--row", json.dumps(row)],
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+    )
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
         return None, None, float("nan"), f"row process exited {out.returncode}: {out.stderr[-300:]}"
@@ -323,20 +373,27 @@ def main(argv=None) -> None:
     p.add_argument("--batch_sizes", default="1,8,32")
     p.add_argument("--modes", default="infer,train")
     p.add_argument("--dtypes", default="fp32")
-    p.add_argument("--frameworks", default="keras_tf,keras_tf_naive,timm",
-                   help="keras_tf (XLA), keras_tf_noxla, keras_tf_fusible (no jit_compile; TF's auto-clustering "
-                        "hands only element-wise ops to XLA), keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
-                        "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
-                        "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
-                        "keras_hub (ViTBackbone + head, same step/XLA), keras_torch (the eager call on the PyTorch backend, "
-                        "inference), timm (eager), timm_compile; suffix _remat "
-                        "(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat=\"attention\") "
-                        "or _int8 (keras_tf, keras_tf_noxla: "
-                        "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8")
+    p.add_argument(
+        "--frameworks",
+        default="keras_tf,keras_tf_naive,timm",
+        help="keras_tf (XLA), keras_tf_noxla, keras_tf_fusible (no jit_compile; TF's auto-clustering "
+        "hands only element-wise ops to XLA), keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
+        "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
+        "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
+        "keras_hub (ViTBackbone + head, same step/XLA), keras_torch (the eager call on the PyTorch backend, "
+        "inference), timm (eager), timm_compile; suffix _remat "
+        '(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat="attention") '
+        "or _int8 (keras_tf, keras_tf_noxla: "
+        "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8",
+    )
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--no-isolate", dest="isolate", action="store_false",
-                   help="measure every row in this process (peak memory then accumulates over rows)")
+    p.add_argument(
+        "--no-isolate",
+        dest="isolate",
+        action="store_false",
+        help="measure every row in this process (peak memory then accumulates over rows)",
+    )
     p.add_argument("--row", help=argparse.SUPPRESS)  # internal: one row as JSON, result as JSON
     args = p.parse_args(argv)
     if args.row:
@@ -346,14 +403,18 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     fw = args.frameworks.split(",")
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, TF {tf.__version__}, "
-          f"Keras {keras.__version__}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, TF {tf.__version__}, "
+        f"Keras {keras.__version__}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}"
+    )
     ceilings = {"tf": gemm_tf()}
     if any(f.startswith("timm") for f in fw):
         ceilings["torch"] = gemm_torch()
     print("# fp32 2048^3 GEMM: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in ceilings.items()))
-    print(f"{'model':<9} {'px':>4} {'mode':<5} {'batch':>5} {'dtype':<5} {'framework':<16} {'img/s':>8} "
-          f"{'ms/batch':>9} {'GFLOP/s':>8} {'%GEMM':>6} {'vs timm':>8} {'peak GB':>7}")
+    print(
+        f"{'model':<9} {'px':>4} {'mode':<5} {'batch':>5} {'dtype':<5} {'framework':<16} {'img/s':>8} "
+        f"{'ms/batch':>9} {'GFLOP/s':>8} {'%GEMM':>6} {'vs timm':>8} {'peak GB':>7}"
+    )
     for name in args.models.split(","):
         for size in map(int, args.image_sizes.split(",")):
             for mode in args.modes.split(","):
@@ -362,8 +423,7 @@ def main(argv=None) -> None:
                         rows, mems, flops = {}, {}, None
                         for f in fw:
                             run = measure_isolated if args.isolate else measure
-                            ips, f_flops, peak, error = run(f, name, size, mode, batch, dtype, args.iters,
-                                                            args.warmup)
+                            ips, f_flops, peak, error = run(f, name, size, mode, batch, dtype, args.iters, args.warmup)
                             if error:  # a framework that cannot run here is reported, not fatal
                                 print(f"# {f} {name} {mode} b{batch} {dtype}: {error}")
                             if ips is not None:
@@ -374,10 +434,13 @@ def main(argv=None) -> None:
                             work = None if flops is None else flops * (3 if mode == "train" else 1)
                             gfs = None if work is None else ips * work / 1e9
                             ceiling = ceilings["torch" if f.startswith("timm") else "tf"]
-                            print(f"{name:<9} {size:>4} {mode:<5} {batch:>5} {dtype:<5} {f:<16} {ips:>8.2f} "
-                                  f"{1000 * batch / ips:>9.0f} {gfs or float('nan'):>8.1f} "
-                                  f"{100 * (gfs or float('nan')) / ceiling:>5.0f}% "
-                                  f"{(ips / ref if ref else float('nan')):>7.2f}x {mems[f]:>7.2f}", flush=True)
+                            print(
+                                f"{name:<9} {size:>4} {mode:<5} {batch:>5} {dtype:<5} {f:<16} {ips:>8.2f} "
+                                f"{1000 * batch / ips:>9.0f} {gfs or float('nan'):>8.1f} "
+                                f"{100 * (gfs or float('nan')) / ceiling:>5.0f}% "
+                                f"{(ips / ref if ref else float('nan')):>7.2f}x {mems[f]:>7.2f}",
+                                flush=True,
+                            )
 
 
 if __name__ == "__main__":

@@ -45,12 +45,19 @@ def main(argv=None) -> int:
     from keras_vit.utils import commands
 
     p = argparse.ArgumentParser(prog=commands.prog("python -m hub_export"), description=__doc__)
-    p.add_argument("--model", default=None,
-                   help="table name, e.g. ViT-B/16: needed for .weights.h5 files and release dataset names; "
-                        "the other sources say what they hold")
-    p.add_argument("--weights", required=True, help="the weight source: a release name, an official .npz, a .keras "
-                   "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
-                   ".weights.h5 file (with --model)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="table name, e.g. ViT-B/16: needed for .weights.h5 files and release dataset names; "
+        "the other sources say what they hold",
+    )
+    p.add_argument(
+        "--weights",
+        required=True,
+        help="the weight source: a release name, an official .npz, a .keras "
+        "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
+        ".weights.h5 file (with --model)",
+    )
     p.add_argument("--image_size", type=int, default=0, help="resolution (default: the file's)")
     p.add_argument("--variant", default="feature_vector", help=f"one of {VARIANTS}")
     p.add_argument("--out", required=True)
@@ -59,8 +66,13 @@ def main(argv=None) -> int:
     p.add_argument("--representation_size", type=int, default=None, help="override (default: the checkpoint's)")
     p.add_argument("--classifier", default=None, choices=["token", "gap"], help="override (default: the checkpoint's)")
     p.add_argument("--format", default="hub", help="hub, saved_model, litert, onnx, openvino or serving")
-    p.add_argument("--quantize", default=None, choices=["int8", "dynamic_range"], help="post-training quantization "
-                   "of litert, onnx or openvino by the runtime's own quantizer; int8 needs --representative")
+    p.add_argument(
+        "--quantize",
+        default=None,
+        choices=["int8", "dynamic_range"],
+        help="post-training quantization "
+        "of litert, onnx or openvino by the runtime's own quantizer; int8 needs --representative",
+    )
     p.add_argument("--representative", default=None, help=".npy of calibration inputs in the model's range")
     p.add_argument("--labels", default=None, help="serving: text file, one label per class")
     p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")
@@ -89,10 +101,18 @@ def main(argv=None) -> int:
             from hub_export.serving import read_labels
 
             labels = read_labels(args.labels, model.classes)
-        path = export(model, args.out, args.variant, format=args.format, overwrite=args.overwrite,
-                      source=args.weights, quantize=args.quantize,
-                      representative_images=[representative] if representative is not None else None,
-                      labels=labels, top_k=args.top_k)
+        path = export(
+            model,
+            args.out,
+            args.variant,
+            format=args.format,
+            overwrite=args.overwrite,
+            source=args.weights,
+            quantize=args.quantize,
+            representative_images=[representative] if representative is not None else None,
+            labels=labels,
+            top_k=args.top_k,
+        )
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -29,13 +29,23 @@ def _output_model(model: keras.Model, variant: str) -> keras.Model:
     if variant == "feature_vector":
         return model.feature_model()
     if not model.include_top:
-        raise ValueError(f"variant='classification' needs a model with a head (include_top=True); "
-                         f"{model.name!r} has none.")
+        raise ValueError(
+            f"variant='classification' needs a model with a head (include_top=True); {model.name!r} has none."
+        )
     return model.logits_model()
 
 
-_EXPORT_FILES = {"metadata.json", "README.md", "model.tflite", "model.onnx", "model.xml", "model.bin",
-                 "saved_model.pb", "fingerprint.pb", "keras_metadata.pb"}
+_EXPORT_FILES = {
+    "metadata.json",
+    "README.md",
+    "model.tflite",
+    "model.onnx",
+    "model.xml",
+    "model.bin",
+    "saved_model.pb",
+    "fingerprint.pb",
+    "keras_metadata.pb",
+}
 _EXPORT_FOLDERS = ("saved_model", "variables", "assets")
 
 
@@ -96,29 +106,55 @@ def check_calibration(model, representative_images) -> list:
             raise ValueError(f"representative_images[{i}] must be a (batch, H, W, C) array, got {batch.shape}.")
         top, bottom = float(batch.max()), float(batch.min())
         if not np.isfinite(batch).all() or top > high + 0.05 * (high - low) or bottom < low - 0.05 * (high - low):
-            raise ValueError(f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
-                             f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels).")
+            raise ValueError(
+                f"representative_images[{i}] holds values in [{bottom:g}, {top:g}]; model "
+                f"{model.name!r} takes [{low:g}, {high:g}] (use model.to_input_range on pixels)."
+            )
     return batches
 
 
 def _metadata(model, net, variant: str, format: str, *, name, source, quantize, top_k: int) -> dict:
     """metadata.json's content: the model card's fields plus, per format, the file and what it takes."""
-    meta = model_card.metadata(name=name or model.vit_config.name, variant=variant, image_size=model.image_size,
-                               output_dim=int(net.output_shape[-1]), source=source, architecture=model.describe())
+    meta = model_card.metadata(
+        name=name or model.vit_config.name,
+        variant=variant,
+        image_size=model.image_size,
+        output_dim=int(net.output_shape[-1]),
+        source=source,
+        architecture=model.describe(),
+    )
     if format == "serving":
-        meta.update(format=format, file="", top_k=top_k,
-                    input="string [batch]: encoded JPEG/PNG/GIF/BMP bytes (8- or 16-bit), any size")
+        meta.update(
+            format=format,
+            file="",
+            top_k=top_k,
+            input="string [batch]: encoded JPEG/PNG/GIF/BMP bytes (8- or 16-bit), any size",
+        )
     elif format != "hub":
         low, high = model.input_range
-        meta.update(format=format, file=formats.FILES[format], quantize=quantize,
-                    input=f"float32 [batch, H, W, {model.channels}] in [{low:g}, {high:g}]")
+        meta.update(
+            format=format,
+            file=formats.FILES[format],
+            quantize=quantize,
+            input=f"float32 [batch, H, W, {model.channels}] in [{low:g}, {high:g}]",
+        )
     return meta
 
 
-def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *, format: str = "hub",
-           overwrite: bool = False, source: Optional[str] = None, name: Optional[str] = None,
-           quantize: Optional[str] = None, representative_images=None, labels: Optional[list] = None,
-           top_k: int = 5) -> str:
+def export(
+    model: keras.Model,
+    out_dir: str,
+    variant: str = "feature_vector",
+    *,
+    format: str = "hub",
+    overwrite: bool = False,
+    source: Optional[str] = None,
+    name: Optional[str] = None,
+    quantize: Optional[str] = None,
+    representative_images=None,
+    labels: Optional[list] = None,
+    top_k: int = 5,
+) -> str:
     """Writes `model` at `out_dir` (+ README.md model card, metadata.json); returns `out_dir`.
 
     Args:
@@ -162,14 +198,21 @@ def export(model: keras.Model, out_dir: str, variant: str = "feature_vector", *,
 
             serving.write(model, tmp, labels, top_k)
         else:
-            formats.write(net, tmp, format, model.channels, quantize=quantize,
-                          representative_images=representative_images,
-                          preprocessing=_preprocessing(model))
+            formats.write(
+                net,
+                tmp,
+                format,
+                model.channels,
+                quantize=quantize,
+                representative_images=representative_images,
+                preprocessing=_preprocessing(model),
+            )
         atomic.write_json(os.path.join(tmp, "metadata.json"), meta)
         atomic.write_file(os.path.join(tmp, "README.md"), model_card.model_card(meta))
 
-    return atomic.write_directory(out_dir, fill, overwrite=overwrite, replaceable=is_our_export,
-                                  legacy=written_by_an_earlier_export)
+    return atomic.write_directory(
+        out_dir, fill, overwrite=overwrite, replaceable=is_our_export, legacy=written_by_an_earlier_export
+    )
 
 
 def exported_file(out_dir: str) -> str:

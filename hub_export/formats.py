@@ -53,7 +53,8 @@ def check_backend(fmt: str, model: keras.Model) -> None:
         f"format={fmt!r} is written by TensorFlow; on the {backend} backend only format='onnx' is. Save the model "
         f"(model.save('model.keras')) and export that file where TensorFlow is installed (pip install "
         f"'keras-vision-transformer[tensorflow,export]'): KERAS_BACKEND=tensorflow keras-vit-export "
-        f"--weights=model.keras --format={fmt} --out=DIR")
+        f"--weights=model.keras --format={fmt} --out=DIR"
+    )
 
 
 def _signature(net: keras.Model):
@@ -62,8 +63,16 @@ def _signature(net: keras.Model):
     return [tf.TensorSpec(onnx_file.input_shape(net), tf.float32, name=onnx_file.INPUT)]
 
 
-def write(net: keras.Model, directory: str, fmt: str, channels: int, *, quantize: Optional[str] = None,
-          representative_images: Optional[Iterable[np.ndarray]] = None, preprocessing=None) -> str:
+def write(
+    net: keras.Model,
+    directory: str,
+    fmt: str,
+    channels: int,
+    *,
+    quantize: Optional[str] = None,
+    representative_images: Optional[Iterable[np.ndarray]] = None,
+    preprocessing=None,
+) -> str:
     """Writes `net` in `fmt` under `directory` (which exists; `check_backend` has passed); returns the model
     file's path. For
     "saved_model", `preprocessing` (the model's `ImagePreprocessing`) adds the endpoint `serve_pixels`: images
@@ -93,8 +102,11 @@ def _saved_model(net, path: str, signature, preprocessing, channels: int) -> Non
     archive = keras.export.ExportArchive()
     archive.track(net)
     archive.add_endpoint("serve", _checked(net, channels), input_signature=signature)
-    archive.add_endpoint("serve_pixels", lambda images: net(preprocessing(images), training=False),
-                         input_signature=[tf.TensorSpec((None, None, None, channels), tf.float32, name="images")])
+    archive.add_endpoint(
+        "serve_pixels",
+        lambda images: net(preprocessing(images), training=False),
+        input_signature=[tf.TensorSpec((None, None, None, channels), tf.float32, name="images")],
+    )
     archive.write_out(path, verbose=False)
 
 
@@ -109,8 +121,13 @@ def _checked(net, channels: int):
     def serve(images):
         if h is not None and w is not None:
             fits = tf.reduce_all(tf.equal(tf.shape(images)[1:], tf.constant([h, w, channels])))
-            check = tf.debugging.Assert(fits, [f"images must be (batch, {h}, {w}, {channels}) for this export "
-                                               "(channels last); got shape", tf.shape(images)])
+            check = tf.debugging.Assert(
+                fits,
+                [
+                    f"images must be (batch, {h}, {w}, {channels}) for this export (channels last); got shape",
+                    tf.shape(images),
+                ],
+            )
             with tf.control_dependencies([check]):
                 images = tf.identity(images)
         return net(images, training=False)
@@ -139,6 +156,7 @@ def runtime_model(path: str):
             interpreter.set_tensor(index, x)
             interpreter.invoke()
             return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
         return run
     if path.endswith(".xml"):
         import openvino

@@ -17,8 +17,11 @@ from __future__ import annotations
 import keras
 
 INPUT = "images"
-NEEDS = {"tensorflow": ("onnx", "tf2onnx", "onnxruntime"), "jax": ("onnx", "jax2onnx", "onnxruntime"),
-         "torch": ("onnx", "onnxscript", "onnxruntime")}  # what writes and checks the file on each backend
+NEEDS = {
+    "tensorflow": ("onnx", "tf2onnx", "onnxruntime"),
+    "jax": ("onnx", "jax2onnx", "onnxruntime"),
+    "torch": ("onnx", "onnxscript", "onnxruntime"),
+}  # what writes and checks the file on each backend
 EXTRAS = {"tensorflow": "onnx", "jax": "onnx-jax", "torch": "onnx"}  # setup.cfg's extra that installs them
 
 
@@ -31,8 +34,10 @@ def check_size(net: keras.Model) -> None:
     """Refuses, before anything is written, an any-size model on a backend whose exporter needs a fixed size."""
     backend = keras.backend.backend()
     if backend != "tensorflow" and None in input_shape(net)[1:3]:
-        raise ValueError(f"format='onnx' on the {backend} backend needs a fixed image size, and the model takes any "
-                         "size: build it with input_shape=(H, W, C), or export it on TensorFlow.")
+        raise ValueError(
+            f"format='onnx' on the {backend} backend needs a fixed image size, and the model takes any "
+            "size: build it with input_shape=(H, W, C), or export it on TensorFlow."
+        )
 
 
 def write(net: keras.Model, path: str) -> None:
@@ -65,7 +70,13 @@ def _torch(net: keras.Model, path: str, shape: tuple) -> None:
             return self.model(images, training=False)
 
     sample = torch.zeros((2,) + tuple(shape[1:]), dtype=torch.float32)
-    program = torch.onnx.export(Images(net).eval(), (sample,), input_names=[INPUT], dynamo=True, verbose=False,
-                                dynamic_shapes=({0: torch.export.Dim("batch", min=1)},))
+    program = torch.onnx.export(
+        Images(net).eval(),
+        (sample,),
+        input_names=[INPUT],
+        dynamo=True,
+        verbose=False,
+        dynamic_shapes=({0: torch.export.Dim("batch", min=1)},),
+    )
     program.optimize()
     program.save(path)

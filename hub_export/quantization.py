@@ -37,14 +37,14 @@ def litert(net, path: str, signature, quantize: str, batches: Sequence[np.ndarra
         converter = tf.lite.TFLiteConverter.from_saved_model(saved)
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if quantize == "int8":
+
             def representative():
                 for batch in batches:
                     for image in batch:
                         yield [image[None]]
 
             converter.representative_dataset = representative
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
-                                                   tf.lite.OpsSet.TFLITE_BUILTINS]
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
         with open(path, "wb") as f:
             f.write(converter.convert())
 
@@ -59,13 +59,22 @@ def onnx(net, path: str, signature, quantize: str, batches: Sequence[np.ndarray]
         # shape inference and graph fusions first, as onnxruntime's quantization guide asks
         q.quant_pre_process(float_path, prepared, skip_symbolic_shape=True)
         if quantize == "dynamic_range":
-            q.quantize_dynamic(prepared, path, weight_type=q.QuantType.QInt8, per_channel=True,
-                               op_types_to_quantize=ONNX_OPS)
+            q.quantize_dynamic(
+                prepared, path, weight_type=q.QuantType.QInt8, per_channel=True, op_types_to_quantize=ONNX_OPS
+            )
             return
         calibration = _OnnxCalibration(onnx_file.INPUT, batches)
-        q.quantize_static(prepared, path, calibration, quant_format=q.QuantFormat.QDQ, per_channel=True,
-                          activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
-                          calibrate_method=q.CalibrationMethod.MinMax, op_types_to_quantize=ONNX_OPS)
+        q.quantize_static(
+            prepared,
+            path,
+            calibration,
+            quant_format=q.QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=q.QuantType.QInt8,
+            weight_type=q.QuantType.QInt8,
+            calibrate_method=q.CalibrationMethod.MinMax,
+            op_types_to_quantize=ONNX_OPS,
+        )
 
 
 class _OnnxCalibration:
@@ -92,14 +101,21 @@ def openvino(net, path: str, signature, quantize: str, batches: Sequence[np.ndar
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
         else:
             images = [image[None] for batch in batches for image in batch]  # NNCF's statistics expect batch 1
-            model = nncf.quantize(model, nncf.Dataset(images), subset_size=len(images),
-                                  model_type=nncf.ModelType.TRANSFORMER, preset=nncf.QuantizationPreset.MIXED)
+            model = nncf.quantize(
+                model,
+                nncf.Dataset(images),
+                subset_size=len(images),
+                model_type=nncf.ModelType.TRANSFORMER,
+                preset=nncf.QuantizationPreset.MIXED,
+            )
         ov.save_model(model, path, compress_to_fp16=False)
 
 
 WRITERS = {"litert": litert, "onnx": onnx, "openvino": openvino}
-NEEDS_IMAGES = ("quantize='int8' needs representative_images (a few hundred inputs in the model's range) to "
-                "calibrate activations; quantize='dynamic_range' needs none.")
+NEEDS_IMAGES = (
+    "quantize='int8' needs representative_images (a few hundred inputs in the model's range) to "
+    "calibrate activations; quantize='dynamic_range' needs none."
+)
 
 
 def check(quantize: Optional[str], fmt: str) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Sequence
 
 
-
-
 def read_labels(path: str, classes: int) -> list:
     """One label per line, exactly `classes` of them."""
     try:
@@ -48,8 +46,11 @@ def write(model, directory: str, labels: Sequence[str], top_k: int = 5) -> str:
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
         def serve(self, images):
-            pixels = tf.map_fn(lambda encoded: preprocessing(decode(encoded, channels))[0], images,
-                               fn_output_signature=tf.TensorSpec([h, w, channels], tf.float32))
+            pixels = tf.map_fn(
+                lambda encoded: preprocessing(decode(encoded, channels))[0],
+                images,
+                fn_output_signature=tf.TensorSpec([h, w, channels], tf.float32),
+            )
             logits = tf.cast(self.net(pixels, training=False), tf.float32)
             scores, classes = tf.math.top_k(tf.nn.softmax(logits), k=top_k)
             return {"classes": classes, "scores": scores, "labels": tf.gather(self.labels, classes)}

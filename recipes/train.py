@@ -17,15 +17,38 @@ from typing import List
 import keras
 
 from recipes.trainer import distribute, lock, train_and_evaluate
-from recipes.trainer.common import (PRECISIONS, TRANSFORMER_FIELDS, build_model, finish,
-                                    init_from_weights, logging_and_callbacks, precision, total_steps, train_stream)
+from recipes.trainer.common import (
+    PRECISIONS,
+    TRANSFORMER_FIELDS,
+    build_model,
+    finish,
+    init_from_weights,
+    logging_and_callbacks,
+    precision,
+    total_steps,
+    train_stream,
+)
 
 SIZE_FIELDS = TRANSFORMER_FIELDS  # the name before 0.3
-__all__ = ["PRECISIONS", "SIZE_FIELDS", "TRANSFORMER_FIELDS", "build_model", "finish", "init_from_weights",
-           "logging_and_callbacks", "main", "precision", "run", "total_steps", "train_and_evaluate", "train_stream"]
+__all__ = [
+    "PRECISIONS",
+    "SIZE_FIELDS",
+    "TRANSFORMER_FIELDS",
+    "build_model",
+    "finish",
+    "init_from_weights",
+    "logging_and_callbacks",
+    "main",
+    "precision",
+    "run",
+    "total_steps",
+    "train_and_evaluate",
+    "train_stream",
+]
 
 
 # ----------------------------------------------------------------------------- CLI
+
 
 def main(argv) -> None:
     from absl import flags
@@ -36,8 +59,10 @@ def main(argv) -> None:
     pylogging.getLogger("recipes").setLevel(pylogging.INFO)
     try:
         if FLAGS.backend != keras.backend.backend():
-            raise ValueError(f"--backend={FLAGS.backend} but Keras was already loaded with the "
-                             f"{keras.backend.backend()} backend; set KERAS_BACKEND={FLAGS.backend} instead.")
+            raise ValueError(
+                f"--backend={FLAGS.backend} but Keras was already loaded with the "
+                f"{keras.backend.backend()} backend; set KERAS_BACKEND={FLAGS.backend} instead."
+            )
         _refuse_other_engines_flags(FLAGS, keras.backend.backend())
         if keras.backend.backend() == "jax":
             from recipes.trainer import jax_run
@@ -56,8 +81,10 @@ def main(argv) -> None:
     print(json.dumps(summary, indent=2))
 
 
-ENGINE_FLAGS = {"tensorflow": ("strategy", "tpu"), "jax": ("distribution", "job_addresses", "num_processes",
-                                                            "process_id")}
+ENGINE_FLAGS = {
+    "tensorflow": ("strategy", "tpu"),
+    "jax": ("distribution", "job_addresses", "num_processes", "process_id"),
+}
 
 
 def _refuse_other_engines_flags(FLAGS, backend: str) -> None:
@@ -67,8 +94,10 @@ def _refuse_other_engines_flags(FLAGS, backend: str) -> None:
         given = [n for n in names if FLAGS[n].present]
         if engine != backend and given and not (given == ["distribution"] and FLAGS.distribution in ("auto", "none")):
             takes = ", ".join(f"--{n}" for n in ENGINE_FLAGS[backend])
-            raise ValueError(f"--{given[0]} is the {engine} engine's flag; this run is on {backend} "
-                             f"(--backend), which takes {takes}.")
+            raise ValueError(
+                f"--{given[0]} is the {engine} engine's flag; this run is on {backend} "
+                f"(--backend), which takes {takes}."
+            )
     if backend == "tensorflow" and FLAGS["tpu"].present and FLAGS.strategy != "tpu":
         raise ValueError(f"--tpu={FLAGS.tpu} is read with --strategy=tpu only (this run: --strategy={FLAGS.strategy}).")
 
@@ -85,20 +114,36 @@ def run() -> None:
 
     from recipes import configs
 
-    config_flags.DEFINE_config_file("config", None, "Experiment config by name, <name>[:<variant>] (finetune:folder; "
-                                    f"shipped: {', '.join(configs.names())}), or a file: <path>.py[:<variant>].",
-                                    lock_config=True)
+    config_flags.DEFINE_config_file(
+        "config",
+        None,
+        "Experiment config by name, <name>[:<variant>] (finetune:folder; "
+        f"shipped: {', '.join(configs.names())}), or a file: <path>.py[:<variant>].",
+        lock_config=True,
+    )
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, TensorBoard logs, the model and summary.json.")
     flags.DEFINE_enum("strategy", "cpu", list(distribute.STRATEGIES), "tf.distribute strategy.")
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address for --strategy=tpu ('local' on a TPU VM).")
-    flags.DEFINE_enum("backend", keras.backend.backend(), ["tensorflow", "jax"],
-                      "Engine: tensorflow (tf.distribute) or jax (keras.distribution). Read before Keras loads.")
-    flags.DEFINE_enum("distribution", "auto", ["auto", "none", "data", "model"],
-                      "JAX engine: DataParallel over every device (data), ModelParallel with keras_vit.layout_map "
-                      "on a (devices/config.model_parallel) x config.model_parallel mesh (model), one device "
-                      "(none); auto: data when there are several devices.")
-    flags.DEFINE_string("job_addresses", None, "JAX multi-process: the coordinator's host:port "
-                        "(keras.distribution.initialize; or $KERAS_DISTRIBUTION_JOB_ADDRESSES).")
+    flags.DEFINE_enum(
+        "backend",
+        keras.backend.backend(),
+        ["tensorflow", "jax"],
+        "Engine: tensorflow (tf.distribute) or jax (keras.distribution). Read before Keras loads.",
+    )
+    flags.DEFINE_enum(
+        "distribution",
+        "auto",
+        ["auto", "none", "data", "model"],
+        "JAX engine: DataParallel over every device (data), ModelParallel with keras_vit.layout_map "
+        "on a (devices/config.model_parallel) x config.model_parallel mesh (model), one device "
+        "(none); auto: data when there are several devices.",
+    )
+    flags.DEFINE_string(
+        "job_addresses",
+        None,
+        "JAX multi-process: the coordinator's host:port "
+        "(keras.distribution.initialize; or $KERAS_DISTRIBUTION_JOB_ADDRESSES).",
+    )
     flags.DEFINE_integer("num_processes", None, "JAX multi-process: how many processes in all.")
     flags.DEFINE_integer("process_id", None, "JAX multi-process: this process's index, 0 the coordinator.")
     flags.mark_flags_as_required(["config", "workdir"])
@@ -111,7 +156,7 @@ def _parse_flags(argv: List[str]) -> List[str]:
 
     from recipes import configs
 
-    argv = [f"--config={configs.resolve(a[len('--config='):])}" if a.startswith("--config=") else a for a in argv]
+    argv = [f"--config={configs.resolve(a[len('--config=') :])}" if a.startswith("--config=") else a for a in argv]
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:
@@ -120,9 +165,12 @@ def _parse_flags(argv: List[str]) -> List[str]:
         given = [a.split("=")[0] for a in argv if a.startswith("--config.") and key in a.split("=")[0].split(".")]
         flag = given[0] if given else f"--config.<...>.{key}"
         hint = re.search(r'Did you mean "([^"]+)"', str(e))
-        print(f"error: {flag}: the config has no field {key!r}"
-              f"{f' (did you mean {hint.group(1)!r}?)' if hint else ''}; every field and its default: "
-              "recipes/configs/base.py.", file=sys.stderr)
+        print(
+            f"error: {flag}: the config has no field {key!r}"
+            f"{f' (did you mean {hint.group(1)!r}?)' if hint else ''}; every field and its default: "
+            "recipes/configs/base.py.",
+            file=sys.stderr,
+        )
         sys.exit(2)
     except flags.Error as e:
         print(f"error: {e}", file=sys.stderr)

@@ -63,9 +63,13 @@ def _family_parts(arch: dict) -> list:
     from keras_vit.vit.variant import Variant
 
     default = Variant()
-    return [f.name for f in dataclasses.fields(Variant)
-            if f.name not in ("activation", "position_interpolation") and f.name in arch
-            and arch[f.name] != getattr(default, f.name)]
+    return [
+        f.name
+        for f in dataclasses.fields(Variant)
+        if f.name not in ("activation", "position_interpolation")
+        and f.name in arch
+        and arch[f.name] != getattr(default, f.name)
+    ]
 
 
 def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
@@ -76,16 +80,21 @@ def _model_fields(checkpoint, model_name: Optional[str]) -> dict:
     arch = checkpoint.architecture()
     v = table.custom_config(**{f: arch[f] for f in table.SIZE_FIELDS if f in arch})
     if model_name and v.model_kwargs() != table.vit_config(model_name).model_kwargs():
-        raise ValueError(f"{checkpoint.source!r} holds {v.name}, not {model_name!r}; leave --model out to take "
-                         "the file's architecture.")
+        raise ValueError(
+            f"{checkpoint.source!r} holds {v.name}, not {model_name!r}; leave --model out to take "
+            "the file's architecture."
+        )
     activation = arch.get("activation") or ("gelu" if arch.get("gelu_approximate") is False else "gelu_tanh")
     if _family_parts(arch) or activation == "quick_gelu" or arch.get("classifier") == "map":
         # DINOv2, CLIP, SigLIP, ...: the trainer builds the source's own architecture (recipes.trainer.family)
         return dict(name="", **{f: 0 for f in TRANSFORMER_FIELDS})
     in_table = v.name in table.MODELS
-    fields = dict(name=v.name if in_table else "", classifier=arch.get("classifier", "token"),
-                  representation_size=arch.get("representation_size") or 0,
-                  gelu_approximate=activation == "gelu_tanh")
+    fields = dict(
+        name=v.name if in_table else "",
+        classifier=arch.get("classifier", "token"),
+        representation_size=arch.get("representation_size") or 0,
+        gelu_approximate=activation == "gelu_tanh",
+    )
     fields.update({f: 0 if in_table else getattr(v, f) for f in TRANSFORMER_FIELDS})
     if v.is_hybrid and not in_table:
         fields.update(resnet_layers=tuple(v.resnet_layers), resnet_width=float(v.resnet_width))
@@ -108,19 +117,39 @@ def run_task(task: Task, args) -> dict:
 
     def train_input(batch, size, training):
         src = data.load_source(task.tfds_name, task.train800val200, data_dir)
-        return data.make_dataset(src, batch, size, True, seed=config.seed, crop_area=(1.0, 1.0), flip=False,
-                                 label_fn=task.label, image_fn=task.image, shuffle_buffer=1000, normalize=normalize)
+        return data.make_dataset(
+            src,
+            batch,
+            size,
+            True,
+            seed=config.seed,
+            crop_area=(1.0, 1.0),
+            flip=False,
+            label_fn=task.label,
+            image_fn=task.image,
+            shuffle_buffer=1000,
+            normalize=normalize,
+        )
 
     def eval_input(batch, size, training):
         src = data.load_source(task.tfds_name, task.test, data_dir)
-        return data.make_dataset(src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image,
-                                 normalize=normalize)
+        return data.make_dataset(
+            src, min(batch, 256), size, False, label_fn=task.label, image_fn=task.image, normalize=normalize
+        )
 
     print(f"{task.name}: fine-tuning {config.total_steps} steps at {config.dataset.image_size} px", flush=True)
-    summary = train_and_evaluate(config, out, train_input=train_input, eval_input=eval_input,
-                                 init_checkpoint=getattr(args, "checkpoint", None))
-    result = dict(task=task.name, group=task.group, accuracy=summary["eval_accuracy"], steps=summary["steps"],
-                  tfds=task.tfds_name, train_split=task.train800val200, test_split=task.test)
+    summary = train_and_evaluate(
+        config, out, train_input=train_input, eval_input=eval_input, init_checkpoint=getattr(args, "checkpoint", None)
+    )
+    result = dict(
+        task=task.name,
+        group=task.group,
+        accuracy=summary["eval_accuracy"],
+        steps=summary["steps"],
+        tfds=task.tfds_name,
+        train_split=task.train800val200,
+        test_split=task.test,
+    )
     atomic.write_json(result_path, result)
     return result
 
@@ -136,8 +165,9 @@ def read_result(path: str, task: str) -> dict:
         raise ValueError(f"{path} is not the result of task {task!r}; delete it to re-run the task.")
     accuracy = result.get("accuracy")
     if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
-        raise ValueError(f"{path}: accuracy must be a fraction in [0, 1], got {accuracy!r}; delete the file to "
-                         f"re-run task {task!r}.")
+        raise ValueError(
+            f"{path}: accuracy must be a fraction in [0, 1], got {accuracy!r}; delete the file to re-run task {task!r}."
+        )
     return result
 
 
@@ -168,10 +198,17 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
     header = ["model"] + [t.name for t in ordered] + list(means)
     row = [label] + [fmt(acc.get(t.name)) for t in ordered] + [fmt(v) for v in means.values()]
     groups_line = ["", *[t.group for t in ordered], *(["means"] * len(means))]
-    md = ["# VTAB-1k results (paper Table 9 layout)", "",
-          f"{len(acc)} of {len(TASKS)} tasks finished; group means over finished tasks.", "",
-          "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-          "| " + " | ".join(groups_line) + " |", "| " + " | ".join(row) + " |", ""]
+    md = [
+        "# VTAB-1k results (paper Table 9 layout)",
+        "",
+        f"{len(acc)} of {len(TASKS)} tasks finished; group means over finished tasks.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        "| " + " | ".join(groups_line) + " |",
+        "| " + " | ".join(row) + " |",
+        "",
+    ]
     atomic.write_atomic(os.path.join(workdir, "vtab_report.md"), "\n".join(md))
     table = io.StringIO(newline="")
     csv.writer(table).writerows([header, groups_line, row])
@@ -195,11 +232,16 @@ def write_report(results: Dict[str, dict], workdir: str, label: str = "model") -
 
 
 def main(argv: Optional[list] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m recipes.vtab", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--weights", default="", help="the source to fine-tune from: a release name, an official "
-                   ".npz, a .keras model, a timm .safetensors file or a transformers directory (each says what "
-                   "model it is), or a .weights.h5 file (with --model)")
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.vtab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--weights",
+        default="",
+        help="the source to fine-tune from: a release name, an official "
+        ".npz, a .keras model, a timm .safetensors file or a transformers directory (each says what "
+        "model it is), or a .weights.h5 file (with --model)",
+    )
     p.add_argument("--model", default="", help="table name (default ViT-B/16 unless the file says otherwise)")
     p.add_argument("--tasks", default="all", help="all, or comma-separated names")
     p.add_argument("--workdir", required=True)

@@ -25,8 +25,8 @@ class Task:
     group: str
     val200: str
     test: str
-    label_fn: Optional[Callable] = None     # example dict -> int label (default: ex["label"])
-    image_fn: Optional[Callable] = None     # example dict -> uint8 HxWxC image (default: ex["image"])
+    label_fn: Optional[Callable] = None  # example dict -> int label (default: ex["label"])
+    image_fn: Optional[Callable] = None  # example dict -> uint8 HxWxC image (default: ex["image"])
     manual_download: bool = False
 
     @property
@@ -77,33 +77,76 @@ def _floor_div(key, div):
     return lambda ex: tf.cast(tf.floor(tf.cast(ex[key], tf.float32) / div), tf.int64)
 
 
-TASKS = {t.name: t for t in (
-    Task("caltech101", "caltech101:3.*.*", 102, "Natural", "train[2754:2954]", "test"),
-    Task("cifar100", "cifar100:3.*.*", 100, "Natural", "train[45000:45200]", "test"),
-    Task("dtd", "dtd:3.*.*", 47, "Natural", "validation[:200]", "test"),
-    Task("flowers102", "oxford_flowers102:2.*.*", 102, "Natural", "validation[:200]", "test"),
-    Task("pets", "oxford_iiit_pet:3.*.*", 37, "Natural", "train[2944:3144]", "test"),
-    Task("sun397", "sun397/tfds:4.*.*", 397, "Natural", "validation[:200]", "test"),
-    Task("svhn", "svhn_cropped:3.*.*", 10, "Natural", "train[65931:66131]", "test"),
-    Task("patch_camelyon", "patch_camelyon:2.*.*", 2, "Specialized", "validation[:200]", "test"),
-    Task("eurosat", "eurosat/rgb:2.*.*", 10, "Specialized", "train[16200:16400]", "train[21600:]"),
-    Task("resisc45", "resisc45:3.*.*", 45, "Specialized", "train[18900:19100]", "train[25200:]",
-         manual_download=True),
-    Task("retinopathy", "diabetic_retinopathy_detection/btgraham-300:3.*.*", 5, "Specialized",
-         "validation[:200]", "test", manual_download=True),
-    Task("clevr_count", "clevr:3.*.*", 8, "Structured", "train[63000:63200]", "validation", _clevr_count),
-    Task("clevr_dist", "clevr:3.*.*", 6, "Structured", "train[63000:63200]", "validation", _clevr_distance),
-    Task("dmlab", "dmlab:2.0.1", 6, "Structured", "validation[:200]", "test"),
-    Task("dsprites_loc", "dsprites:2.*.*", 16, "Structured", "train[589824:590024]", "train[663552:]",
-         _floor_div("label_x_position", 2.0), _dsprites_image),
-    Task("dsprites_ori", "dsprites:2.*.*", 16, "Structured", "train[589824:590024]", "train[663552:]",
-         _floor_div("label_orientation", 2.5), _dsprites_image),
-    Task("kitti_dist", "kitti:3.1.0", 4, "Structured", "validation[:200]", "test", _kitti_distance),
-    Task("smallnorb_azim", "smallnorb:2.*.*", 18, "Structured", "test[:200]", "test[50%:]",
-         lambda ex: ex["label_azimuth"], _tiled),
-    Task("smallnorb_elev", "smallnorb:2.*.*", 9, "Structured", "test[:200]", "test[50%:]",
-         lambda ex: ex["label_elevation"], _tiled),
-)}
+TASKS = {
+    t.name: t
+    for t in (
+        Task("caltech101", "caltech101:3.*.*", 102, "Natural", "train[2754:2954]", "test"),
+        Task("cifar100", "cifar100:3.*.*", 100, "Natural", "train[45000:45200]", "test"),
+        Task("dtd", "dtd:3.*.*", 47, "Natural", "validation[:200]", "test"),
+        Task("flowers102", "oxford_flowers102:2.*.*", 102, "Natural", "validation[:200]", "test"),
+        Task("pets", "oxford_iiit_pet:3.*.*", 37, "Natural", "train[2944:3144]", "test"),
+        Task("sun397", "sun397/tfds:4.*.*", 397, "Natural", "validation[:200]", "test"),
+        Task("svhn", "svhn_cropped:3.*.*", 10, "Natural", "train[65931:66131]", "test"),
+        Task("patch_camelyon", "patch_camelyon:2.*.*", 2, "Specialized", "validation[:200]", "test"),
+        Task("eurosat", "eurosat/rgb:2.*.*", 10, "Specialized", "train[16200:16400]", "train[21600:]"),
+        Task(
+            "resisc45", "resisc45:3.*.*", 45, "Specialized", "train[18900:19100]", "train[25200:]", manual_download=True
+        ),
+        Task(
+            "retinopathy",
+            "diabetic_retinopathy_detection/btgraham-300:3.*.*",
+            5,
+            "Specialized",
+            "validation[:200]",
+            "test",
+            manual_download=True,
+        ),
+        Task("clevr_count", "clevr:3.*.*", 8, "Structured", "train[63000:63200]", "validation", _clevr_count),
+        Task("clevr_dist", "clevr:3.*.*", 6, "Structured", "train[63000:63200]", "validation", _clevr_distance),
+        Task("dmlab", "dmlab:2.0.1", 6, "Structured", "validation[:200]", "test"),
+        Task(
+            "dsprites_loc",
+            "dsprites:2.*.*",
+            16,
+            "Structured",
+            "train[589824:590024]",
+            "train[663552:]",
+            _floor_div("label_x_position", 2.0),
+            _dsprites_image,
+        ),
+        Task(
+            "dsprites_ori",
+            "dsprites:2.*.*",
+            16,
+            "Structured",
+            "train[589824:590024]",
+            "train[663552:]",
+            _floor_div("label_orientation", 2.5),
+            _dsprites_image,
+        ),
+        Task("kitti_dist", "kitti:3.1.0", 4, "Structured", "validation[:200]", "test", _kitti_distance),
+        Task(
+            "smallnorb_azim",
+            "smallnorb:2.*.*",
+            18,
+            "Structured",
+            "test[:200]",
+            "test[50%:]",
+            lambda ex: ex["label_azimuth"],
+            _tiled,
+        ),
+        Task(
+            "smallnorb_elev",
+            "smallnorb:2.*.*",
+            9,
+            "Structured",
+            "test[:200]",
+            "test[50%:]",
+            lambda ex: ex["label_elevation"],
+            _tiled,
+        ),
+    )
+}
 
 
 def get_tasks(spec: str) -> list:

@@ -38,8 +38,9 @@ def run_on_backend(script: str, backend: str, *arguments, timeout: int = 300) ->
 
     pytest.importorskip(backend)
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", script, *arguments], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *arguments], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -54,6 +55,7 @@ def timm_reads_save_pretrained(model, x, directory) -> float:
     np.save(os.path.join(directory, "input.npy"), x)
     np.save(os.path.join(directory, "keras_logits.npy"), model.predict(x, verbose=0))
     keras_vit.save_pretrained(model, os.path.join(directory, "repo"))
-    done = run_with_torch([os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir", str(directory)],
-                          timeout=600)
+    done = run_with_torch(
+        [os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir", str(directory)], timeout=600
+    )
     return float(done.stdout.strip().split()[-1])

@@ -28,18 +28,21 @@ for _name, _row in list(table.MODELS.items()):
 import keras_vit  # noqa: E402  (after the table is narrowed)
 from keras_vit.weights import releases  # noqa: E402
 
-MIRROR = os.environ["KERAS_VIT_BASE_URL"][len("file://"):]
-AUGREG_FILE = ("B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-"
-               "res_384.npz")
+MIRROR = os.environ["KERAS_VIT_BASE_URL"][len("file://") :]
+AUGREG_FILE = "B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0--imagenet2012-steps_20k-lr_0.03-res_384.npz"
 
 
 def _mirror(release) -> None:
-    path = os.path.join(MIRROR, release.url[len("file://") + len(MIRROR) + 1:])
+    path = os.path.join(MIRROR, release.url[len("file://") + len(MIRROR) + 1 :])
     if os.path.exists(path):
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    model = keras_vit.create_model(release.model, input_shape=(release.resolution, release.resolution, 3),
-                                   classes=release.classes or 10, representation_size=release.representation_size)
+    model = keras_vit.create_model(
+        release.model,
+        input_shape=(release.resolution, release.resolution, 3),
+        classes=release.classes or 10,
+        representation_size=release.representation_size,
+    )
     keras_vit.save_npz(model, path)
 
 
@@ -52,9 +55,10 @@ _mirror(releases.parse_augreg(AUGREG_FILE))
 _TIMM_REPO = "vit_base_patch16_224.augreg2_in21k_ft_in1k"
 _FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 # and a small NaFlex repository timm wrote (tests/fixtures/backbones/naflex_siglip), in the cache only
-for _repo, _fixture, _folders in ((_TIMM_REPO, os.path.join(_FIXTURES, "timm_hub", "plain"), (_TIMM_REPO,)),
-                                  ("naflexvit_base_patch16_siglip.v2_webli",
-                                   os.path.join(_FIXTURES, "backbones", "naflex_siglip"), ())):
+for _repo, _fixture, _folders in (
+    (_TIMM_REPO, os.path.join(_FIXTURES, "timm_hub", "plain"), (_TIMM_REPO,)),
+    ("naflexvit_base_patch16_siglip.v2_webli", os.path.join(_FIXTURES, "backbones", "naflex_siglip"), ()),
+):
     for _folder in _folders + (os.path.join("hub_cache", f"models--timm--{_repo}", "snapshots", "0" * 40),):
         os.makedirs(_folder)
         for _name in ("config.json", "model.safetensors"):

@@ -15,15 +15,21 @@ def _digit_images(per_class: int, classes):
     x, y = load_digits(return_X_y=True)
     for label in classes:
         picked = x[y == label][:per_class].reshape(-1, 8, 8) * (255.0 / 16.0)
-        yield label, [Image.fromarray(d.round().astype("uint8")).resize((24 + 4 * (i % 3),) * 2)
-                      for i, d in enumerate(picked)]
+        yield (
+            label,
+            [Image.fromarray(d.round().astype("uint8")).resize((24 + 4 * (i % 3),) * 2) for i, d in enumerate(picked)],
+        )
 
 
 def _photos():
     from skimage import data
 
-    return [Image.fromarray(data.astronaut()).resize((40, 30)), Image.fromarray(data.camera()).resize((30, 44)),
-            Image.fromarray(data.coffee()).resize((36, 36)), Image.fromarray(data.chelsea()).resize((48, 32))]
+    return [
+        Image.fromarray(data.astronaut()).resize((40, 30)),
+        Image.fromarray(data.camera()).resize((30, 44)),
+        Image.fromarray(data.coffee()).resize((36, 36)),
+        Image.fromarray(data.chelsea()).resize((48, 32)),
+    ]
 
 
 def write_folder(root, per_class: int = 34, classes=(0, 1, 2), corrupt: int = 1) -> list:

@@ -26,11 +26,13 @@ def _x(h, w, c=3, seed=1):
     return np.random.default_rng(seed).uniform(-1, 1, (2, h, w, c)).astype("float32")
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(classifier="gap"), dict(resnet_layers=(1,), resnet_width=0.5,
-                                                                     patch_size=1)])
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(classifier="gap"), dict(resnet_layers=(1,), resnet_width=0.5, patch_size=1)]
+)
 def test_any_size_model_equals_fixed_models_with_scipy_resized_weights(kw):
-    dynamic = _random(keras_vit.VisionTransformer(**{**T, **kw}, input_shape=(None, None, 3), classes=3,
-                                                  position_grid=(4, 4)))
+    dynamic = _random(
+        keras_vit.VisionTransformer(**{**T, **kw}, input_shape=(None, None, 3), classes=3, position_grid=(4, 4))
+    )
     assert dynamic.image_size == (None, None) and dynamic.grid_size == (4, 4) and dynamic.dynamic_size
     for h, w in ((16, 16), (24, 32), (8, 40)):
         fixed = keras_vit.VisionTransformer(**{**T, **kw}, input_shape=(h, w, 3), classes=3)
@@ -56,13 +58,21 @@ def test_any_size_saves_reloads_and_names_sizes_that_work(tmp_path):
 
 
 def test_any_size_runs_under_jax_jit():
-    code = ("import numpy as np, keras_vit, keras\n"
-            "m = keras_vit.VisionTransformer(4, 16, 32, 2, 1, input_shape=(None, None, 3), classes=3,"
-            " position_grid=(2, 2))\n"
-            "for hw in ((8, 8), (12, 16)):\n"
-            "    print(keras.backend.backend(), m.predict(np.zeros((1, *hw, 3), 'float32'), verbose=0).shape)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT))
+    code = (
+        "import numpy as np, keras_vit, keras\n"
+        "m = keras_vit.VisionTransformer(4, 16, 32, 2, 1, input_shape=(None, None, 3), classes=3,"
+        " position_grid=(2, 2))\n"
+        "for hw in ((8, 8), (12, 16)):\n"
+        "    print(keras.backend.backend(), m.predict(np.zeros((1, *hw, 3), 'float32'), verbose=0).shape)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["jax", "(1,", "3)", "jax", "(1,", "3)"]
 
@@ -84,8 +94,9 @@ def test_gray_model_from_rgb_weights_equals_rgb_model_on_replicated_gray(tmp_pat
     checkpoints.save_npz(rgb, tmp_path / "rgb.npz")
     gray = keras_vit.VisionTransformer(**T, input_shape=(16, 16, 1), classes=3, weights=str(tmp_path / "rgb.npz"))
     image = _x(16, 16, 1)
-    np.testing.assert_allclose(gray.predict(image, verbose=0),
-                               rgb.predict(np.repeat(image, 3, axis=-1), verbose=0), atol=1e-5)
+    np.testing.assert_allclose(
+        gray.predict(image, verbose=0), rgb.predict(np.repeat(image, 3, axis=-1), verbose=0), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("channels", [2, 4, 7])
@@ -97,12 +108,18 @@ def test_more_channels_follow_timms_rule(channels, tmp_path):
     # timm adapt_input_conv: repeat RGB ceil(C/3) times along the input axis, keep C, multiply by 3/C
     expected = np.concatenate([kernel] * (-(-channels // 3)), axis=2)[:, :, :channels] * (3 / channels)
     np.testing.assert_allclose(np.asarray(model.patch_embedding.kernel), expected, rtol=1e-6)
-    hybrid = _random(keras_vit.VisionTransformer(**{**T, "patch_size": 1}, resnet_layers=(1,), resnet_width=0.5,
-                                                 input_shape=(16, 16, 3), classes=3))
+    hybrid = _random(
+        keras_vit.VisionTransformer(
+            **{**T, "patch_size": 1}, resnet_layers=(1,), resnet_width=0.5, input_shape=(16, 16, 3), classes=3
+        )
+    )
     checkpoints.save_npz(hybrid, tmp_path / "hybrid.npz")
     one = keras_vit.load_model(tmp_path / "hybrid.npz", input_shape=(16, 16, 1))
-    np.testing.assert_allclose(np.asarray(one.stem.conv_root.kernel),
-                               np.asarray(hybrid.stem.conv_root.kernel).sum(axis=2, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(one.stem.conv_root.kernel),
+        np.asarray(hybrid.stem.conv_root.kernel).sum(axis=2, keepdims=True),
+        rtol=1e-6,
+    )
 
 
 def test_any_size_gray_savedmodel_runs_at_two_sizes(tmp_path):
@@ -123,8 +140,18 @@ def test_every_constructor_takes_the_keywords_of_the_class():
     import inspect
 
     own = set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters) - {
-        "self", "kwargs", "patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "resnet_layers",
-        "resnet_width", "dtype", "trainable"}
+        "self",
+        "kwargs",
+        "patch_size",
+        "hidden_size",
+        "mlp_dim",
+        "num_heads",
+        "num_layers",
+        "resnet_layers",
+        "resnet_width",
+        "dtype",
+        "trainable",
+    }
     for name in keras_vit.applications.__dict__:
         if name.startswith(("ViT_", "R50_", "R26_", "R_ViT")):
             assert own <= set(inspect.signature(getattr(keras_vit, name)).parameters), name
@@ -148,6 +175,10 @@ def test_inspection_and_cli_defaults_follow_an_any_size_models_input(tmp_path):
         assert inspect.mean_attention_distance(model, x).shape == (2, 2)
     model.save(tmp_path / "any.keras")
     Image.fromarray(np.full((40, 30, 3), 128, "uint8")).save(tmp_path / "img.png")
-    assert inspect.main([f"--weights={tmp_path / 'any.keras'}", f"--image={tmp_path / 'img.png'}",
-                         f"--out={tmp_path / 'figs'}"]) == 0
+    assert (
+        inspect.main(
+            [f"--weights={tmp_path / 'any.keras'}", f"--image={tmp_path / 'img.png'}", f"--out={tmp_path / 'figs'}"]
+        )
+        == 0
+    )
     assert len(os.listdir(tmp_path / "figs")) == 4

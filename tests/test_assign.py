@@ -15,7 +15,7 @@ def _array(shape, seed=0, offset=0):
     n = int(np.prod(shape)) * 4
     raw = np.empty(n + 128, np.uint8)
     start = (-raw.ctypes.data) % 64 + offset
-    array = raw[start:start + n].view(np.float32).reshape(shape)
+    array = raw[start : start + n].view(np.float32).reshape(shape)
     array[...] = np.random.default_rng(seed).normal(size=shape)
     return array
 
@@ -88,8 +88,9 @@ def test_load_params_refuses_a_non_bool_adopt_and_changes_nothing():
     import keras_vit
     from keras_vit.weights import official
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=3
+    )
     before = [np.array(w) for w in model.get_weights()]
     params = {k: v + 1.0 for k, v in official.model_params(model).items()}
     with pytest.raises(ValueError, match="adopt must be True or False"):

@@ -91,5 +91,13 @@ def test_recomputed_attention_on_tensorflow(tmp_path):
 @pytest.mark.parametrize("value", ["block", 2, None])
 def test_remat_refuses_other_values(value):
     with pytest.raises(ValueError, match="remat must be one of"):
-        keras_vit.VisionTransformer(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=1,
-                                    input_shape=(16, 16, 3), classes=5, remat=value)
+        keras_vit.VisionTransformer(
+            patch_size=4,
+            hidden_size=32,
+            mlp_dim=64,
+            num_heads=4,
+            num_layers=1,
+            input_shape=(16, 16, 3),
+            classes=5,
+            remat=value,
+        )

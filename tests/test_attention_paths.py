@@ -9,8 +9,9 @@ from keras_vit.vit.attention import MultiHeadDotProductAttention
 
 @pytest.mark.parametrize("classifier", ["token", "gap"])
 def test_fused_equals_einsum_and_probabilities_still_come_out(classifier, monkeypatch):
-    model = keras_vit.VisionTransformer(4, 32, 64, 4, 2, input_shape=(32, 32, 3), classes=3, classifier=classifier,
-                                        classifier_activation=None)
+    model = keras_vit.VisionTransformer(
+        4, 32, 64, 4, 2, input_shape=(32, 32, 3), classes=3, classifier=classifier, classifier_activation=None
+    )
     rng = np.random.default_rng(0)
     model.set_weights([(rng.normal(size=w.shape) * 0.3).astype("float32") for w in model.get_weights()])
     x = rng.uniform(-1, 1, (2, 32, 32, 3)).astype("float32")

@@ -39,8 +39,14 @@ def test_save_pretrained_writes_timms_own_state_dict_of_each_backbone(case, tmp_
         theirs = json.load(f)
     assert ours["architecture"] == theirs["architecture"]  # the nearest registered width: the fixture's own
     entry = timm_table.facts(theirs["architecture"])
-    fields = dict(img_size="image_size", depth="num_layers", embed_dim="hidden_size", num_heads="num_heads",
-                  num_classes="classes", num_kv_heads="key_value_heads")
+    fields = dict(
+        img_size="image_size",
+        depth="num_layers",
+        embed_dim="hidden_size",
+        num_heads="num_heads",
+        num_classes="classes",
+        num_kv_heads="key_value_heads",
+    )
     for arg, field in fields.items():  # what each builds: its model_args over the architecture's own
         assert ours["model_args"].get(arg, entry.get(field)) == theirs["model_args"].get(arg, entry.get(field)), arg
     back = keras_vit.load_model(repo, classifier_activation=None)
@@ -57,9 +63,18 @@ def test_save_safetensors_writes_the_bare_state_dict_timm_wrote(case, tmp_path):
 def test_parts_no_registered_architecture_holds_are_refused_by_name_and_write_nothing(tmp_path):
     """Rotary embeddings in parallel layers: timm registers no such architecture."""
     model = keras_vit.VisionTransformer(
-        patch_size=4, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1, input_shape=(8, 8, 3), classes=3,
-        parallel_layers=True, absolute_position_embedding=False, weights=None,
-        rotary_embedding=dict(form="axial", temperature=100.0))
+        patch_size=4,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(8, 8, 3),
+        classes=3,
+        parallel_layers=True,
+        absolute_position_embedding=False,
+        weights=None,
+        rotary_embedding=dict(form="axial", temperature=100.0),
+    )
     with pytest.raises(ValueError, match="no architecture timm .* registers has all of this model's.*closest"):
         keras_vit.save_pretrained(model, str(tmp_path / "repo"))
     with pytest.raises(ValueError, match="rotary_embedding"):

@@ -20,50 +20,139 @@ from conftest import ROOT, run_on_backend
 def _np(x) -> np.ndarray:
     return keras.ops.convert_to_numpy(x)
 
+
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "backbones")
 # case -> the options that make it that family, and its token layout
 CASES = {
-    "eva02_tiny": (dict(swiglu=True, absolute_position_embedding=True, fc_norm=True, class_token=True,
-                        rotary_embedding=dict(form="axial", temperature=10000.0, offset=0.0, axis_order="ij",
-                                              reference_grid=[16, 16], rotate_half=False)),
-                   {"class": (0, 1), "patches": (1, 7)}),
+    "eva02_tiny": (
+        dict(
+            swiglu=True,
+            absolute_position_embedding=True,
+            fc_norm=True,
+            class_token=True,
+            rotary_embedding=dict(
+                form="axial",
+                temperature=10000.0,
+                offset=0.0,
+                axis_order="ij",
+                reference_grid=[16, 16],
+                rotate_half=False,
+            ),
+        ),
+        {"class": (0, 1), "patches": (1, 7)},
+    ),
     "eva02_clip": (dict(swiglu=True, mlp_norm=True, attention_norm=True), {"class": (0, 1), "patches": (1, 7)}),
-    "dinov3_small": (dict(absolute_position_embedding=False, num_register_tokens=4, layer_scale_init=1e-5,
-                          rotary_embedding=dict(form="centered", temperature=100.0, offset=0.0, axis_order="ij",
-                                                reference_grid=None, rotate_half=True)),
-                     {"class": (0, 1), "registers": (1, 5), "patches": (5, 11)}),
-    "pe_core_tiny": (dict(pre_norm=True, patch_bias=False, attention_pooling_heads=8, pooling_includes_prefix=True),
-                     {"class": (0, 1), "patches": (1, 7)}),
-    "rope_ape_small": (dict(absolute_position_embedding=True, layer_scale_init=1e-5), {"class": (0, 1),
-                                                                                      "patches": (1, 7)}),
-    "aimv2_large": (dict(rms_norm=True, patch_norm=True, swiglu=True, projection_bias=False, qkv_bias=False),
-                    {"patches": (0, 6)}),
+    "dinov3_small": (
+        dict(
+            absolute_position_embedding=False,
+            num_register_tokens=4,
+            layer_scale_init=1e-5,
+            rotary_embedding=dict(
+                form="centered", temperature=100.0, offset=0.0, axis_order="ij", reference_grid=None, rotate_half=True
+            ),
+        ),
+        {"class": (0, 1), "registers": (1, 5), "patches": (5, 11)},
+    ),
+    "pe_core_tiny": (
+        dict(pre_norm=True, patch_bias=False, attention_pooling_heads=8, pooling_includes_prefix=True),
+        {"class": (0, 1), "patches": (1, 7)},
+    ),
+    "rope_ape_small": (
+        dict(absolute_position_embedding=True, layer_scale_init=1e-5),
+        {"class": (0, 1), "patches": (1, 7)},
+    ),
+    "aimv2_large": (
+        dict(rms_norm=True, patch_norm=True, swiglu=True, projection_bias=False, qkv_bias=False),
+        {"patches": (0, 6)},
+    ),
     "beit3_base": (dict(attention_norm=True, mlp_norm=True, swiglu=False), {"class": (0, 1), "patches": (1, 7)}),
-    "sapiens2_base": (dict(rms_norm=True, qk_norm=True, key_value_heads=(4, 2), attention_only_layer_scale=True,
-                           num_register_tokens=8), {"class": (0, 1), "registers": (1, 9), "patches": (9, 15)}),
+    "sapiens2_base": (
+        dict(
+            rms_norm=True, qk_norm=True, key_value_heads=(4, 2), attention_only_layer_scale=True, num_register_tokens=8
+        ),
+        {"class": (0, 1), "registers": (1, 9), "patches": (9, 15)},
+    ),
     "rpn_base": (dict(post_norm=True, layer_scale_init=None, fc_norm=True), {"patches": (0, 6)}),
-    "rope_mixed_small": (dict(absolute_position_embedding=False, rotary_embedding=dict(
-        form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False)),
-                         {"class": (0, 1), "patches": (1, 7)}),
-    "xp_base": (dict(parallel_layers=True, rms_norm=True, qk_norm=True, qkv_bias=False,
-                     prefix_position_embedding=False), {"class": (0, 1), "patches": (1, 7)}),
-    "pwee": (dict(parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1, qkv_bias=True),
-             {"registers": (0, 1), "patches": (1, 7)}),
+    "rope_mixed_small": (
+        dict(
+            absolute_position_embedding=False,
+            rotary_embedding=dict(
+                form="mixed", temperature=10.0, offset=0.0, axis_order="xy", reference_grid=None, rotate_half=False
+            ),
+        ),
+        {"class": (0, 1), "patches": (1, 7)},
+    ),
+    "xp_base": (
+        dict(parallel_layers=True, rms_norm=True, qk_norm=True, qkv_bias=False, prefix_position_embedding=False),
+        {"class": (0, 1), "patches": (1, 7)},
+    ),
+    "pwee": (
+        dict(parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1, qkv_bias=True),
+        {"registers": (0, 1), "patches": (1, 7)},
+    ),
     # differential attention (the Differential Transformer) in three blocks, each with its own lambda_init
-    "dwee": (dict(differential_attention=True, layer_scale_init=1e-5, num_register_tokens=1,
-                  prefix_position_embedding=False), {"registers": (0, 1), "patches": (1, 7)}),
-    "dpwee": (dict(differential_attention=True, parallel_layers=True, layer_scale_init=1e-5, num_register_tokens=1,
-                   prefix_position_embedding=False), {"registers": (0, 1), "patches": (1, 7)}),
+    "dwee": (
+        dict(
+            differential_attention=True, layer_scale_init=1e-5, num_register_tokens=1, prefix_position_embedding=False
+        ),
+        {"registers": (0, 1), "patches": (1, 7)},
+    ),
+    "dpwee": (
+        dict(
+            differential_attention=True,
+            parallel_layers=True,
+            layer_scale_init=1e-5,
+            num_register_tokens=1,
+            prefix_position_embedding=False,
+        ),
+        {"registers": (0, 1), "patches": (1, 7)},
+    ),
     # NaFlex (timm's naflexvit; tests/test_naflex.py checks their variable-resolution batches)
-    "naflex_siglip": (dict(prefix_position_embedding=False, activation="gelu_tanh", position_resampling=dict(
-        grid=[16, 16], factorized=False, interpolation="bilinear", antialias=True, align_corners=False,
-        aspect_preserving=False)), {"patches": (0, 6)}),
-    "naflex_parfac": (dict(num_register_tokens=4, fc_norm=True, position_resampling=dict(
-        grid=[16, 16], factorized=True, interpolation="bicubic", antialias=True, align_corners=False,
-        aspect_preserving=True)), {"registers": (0, 4), "patches": (4, 10)}),
-    "radio_v3": (dict(num_register_tokens=7, final_norm=False, position_resampling=dict(
-        grid=[12, 12], factorized=False, interpolation="bilinear", antialias=False, align_corners=True,
-        aspect_preserving=True)), {"class": (0, 1), "registers": (1, 8), "patches": (8, 14)}),
+    "naflex_siglip": (
+        dict(
+            prefix_position_embedding=False,
+            activation="gelu_tanh",
+            position_resampling=dict(
+                grid=[16, 16],
+                factorized=False,
+                interpolation="bilinear",
+                antialias=True,
+                align_corners=False,
+                aspect_preserving=False,
+            ),
+        ),
+        {"patches": (0, 6)},
+    ),
+    "naflex_parfac": (
+        dict(
+            num_register_tokens=4,
+            fc_norm=True,
+            position_resampling=dict(
+                grid=[16, 16],
+                factorized=True,
+                interpolation="bicubic",
+                antialias=True,
+                align_corners=False,
+                aspect_preserving=True,
+            ),
+        ),
+        {"registers": (0, 4), "patches": (4, 10)},
+    ),
+    "radio_v3": (
+        dict(
+            num_register_tokens=7,
+            final_norm=False,
+            position_resampling=dict(
+                grid=[12, 12],
+                factorized=False,
+                interpolation="bilinear",
+                antialias=False,
+                align_corners=True,
+                aspect_preserving=True,
+            ),
+        ),
+        {"class": (0, 1), "registers": (1, 8), "patches": (8, 14)},
+    ),
 }
 
 
@@ -94,16 +183,37 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
 
 
 def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
-    counts = {family: len(keras_vit.list_models(family)) for family in ("eva02", "dinov3", "pe", "rope", "aimv2",
-                                                                         "siglip2", "naflex", "mobileclip")}
+    counts = {
+        family: len(keras_vit.list_models(family))
+        for family in ("eva02", "dinov3", "pe", "rope", "aimv2", "siglip2", "naflex", "mobileclip")
+    }
     # timm 1.0.31; SigLIP 2: the SigLIP architectures with v2_webli weights (30 fixed-size towers, 2 NaFlex)
-    assert counts == {"eva02": 12, "dinov3": 16, "pe": 11, "rope": 16, "aimv2": 12, "siglip2": 32,
-                      "naflex": 14, "mobileclip": 1}, counts
-    for name in ("eva02_tiny_patch14_224", "vit_small_patch16_dinov3", "vit_pe_core_tiny_patch16_384",
-                 "vit_small_patch16_rope_224", "vit_small_plus_patch16_dinov3", "vit_small_patch16_rope_mixed_224",
-                 "aimv2_large_patch14_224", "vit_base_patch16_sapiens2", "vit_pwee_patch16_reg1_gap_256",
-                 "naflexvit_base_patch16_siglip", "naflexvit_base_patch16_parfac_gap", "naflexvit_base_patch16_radio_v3",
-                 "vit_dwee_patch16_reg1_gap_256", "vit_dlittle_patch16_reg1_gap_256"):
+    assert counts == {
+        "eva02": 12,
+        "dinov3": 16,
+        "pe": 11,
+        "rope": 16,
+        "aimv2": 12,
+        "siglip2": 32,
+        "naflex": 14,
+        "mobileclip": 1,
+    }, counts
+    for name in (
+        "eva02_tiny_patch14_224",
+        "vit_small_patch16_dinov3",
+        "vit_pe_core_tiny_patch16_384",
+        "vit_small_patch16_rope_224",
+        "vit_small_plus_patch16_dinov3",
+        "vit_small_patch16_rope_mixed_224",
+        "aimv2_large_patch14_224",
+        "vit_base_patch16_sapiens2",
+        "vit_pwee_patch16_reg1_gap_256",
+        "naflexvit_base_patch16_siglip",
+        "naflexvit_base_patch16_parfac_gap",
+        "naflexvit_base_patch16_radio_v3",
+        "vit_dwee_patch16_reg1_gap_256",
+        "vit_dlittle_patch16_reg1_gap_256",
+    ):
         model = keras_vit.create_model(name)
         assert model.count_params() == keras_vit.vit.timm_table.parameter_count(name), name
     # timm's DiffParallelScalingBlock has one output projection (one bias) over both branches; keras_vit keeps the
@@ -127,7 +237,7 @@ def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bo
     d = x.shape[-1]
     n = d // 4
     freqs = scale / temperature ** (np.arange(n) / n)
-    angles = np.concatenate([positions[:, a:a + 1] * freqs for a in range(2)], axis=-1)  # (tokens, d/2)
+    angles = np.concatenate([positions[:, a : a + 1] * freqs for a in range(2)], axis=-1)  # (tokens, d/2)
     out = x.astype("float64").copy()
     for j in range(d // 2):
         a, b = (j, j + d // 2) if half else (2 * j, 2 * j + 1)
@@ -140,8 +250,9 @@ def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bo
 @pytest.mark.parametrize("form,half,order", [("axial", False, "ij"), ("axial", False, "xy"), ("centered", True, "ij")])
 def test_rotary_embeddings_are_roformers_rotation_of_each_patch_by_its_grid_position(form, half, order):
     rows, cols, d, prefix = 3, 5, 16, 2
-    rotary = Rotary(form=form, temperature=100.0, offset=0.5 if form == "axial" else 0.0, axis_order=order,
-                    rotate_half=half)
+    rotary = Rotary(
+        form=form, temperature=100.0, offset=0.5 if form == "axial" else 0.0, axis_order=order, rotate_half=half
+    )
     table = _np(RotaryPositionEmbedding(rotary, d, 8, prefix)(np.zeros((1, rows * 8, cols * 8, 3), "float32")))
     x = np.random.default_rng(0).normal(size=(1, prefix + rows * cols, 2, d)).astype("float32")
     y = _np(apply_rotary(keras.ops.convert_to_tensor(x), table, rotation_matrix(d, half)))
@@ -206,8 +317,20 @@ def test_a_packed_gated_mlp_is_refused_where_its_activation_is_not_stated(tmp_pa
     bare = os.path.join(FIXTURES, "eva02_tiny", "model.safetensors")
     with pytest.raises(ValueError, match="packed gated MLP"):
         keras_vit.load_model(bare, num_heads=3, input_shape=(28, 42, 3))
-    model = keras_vit.VisionTransformer(14, 96, 256, 3, 2, input_shape=(28, 42, 3), classes=5, classifier="gap",
-                                        fc_norm=True, class_token=True, activation="gelu", key_bias=False)
+    model = keras_vit.VisionTransformer(
+        14,
+        96,
+        256,
+        3,
+        2,
+        input_shape=(28, 42, 3),
+        classes=5,
+        classifier="gap",
+        fc_norm=True,
+        class_token=True,
+        activation="gelu",
+        key_bias=False,
+    )
     before = [np.array(v) for v in model.weights]
     with pytest.raises(ValueError, match="packed gated MLP"):
         keras_vit.load_weights(model, bare)
@@ -234,8 +357,9 @@ print(json.dumps(out))
 def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
     pairs) share the one-block-function cache on JAX without taking each other's function."""
-    gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base",
-                          "radio_v3", "dwee")
+    gaps = run_on_backend(
+        _ON_BACKEND, backend, FIXTURES, "eva02_clip", "dinov3_small", "pe_core_tiny", "xp_base", "radio_v3", "dwee"
+    )
     assert max(max(g) for g in gaps.values()) <= 1e-4, gaps
 
 
@@ -279,13 +403,21 @@ def test_a_sharded_hub_repository_resolves_offline_through_the_cache(tmp_path):
     _shard(os.path.join(FIXTURES, "dinov3_small"), tmp_path / "sharded")
     files = {p.name: str(p) for p in (tmp_path / "sharded").iterdir()}
     _hub_cache(tmp_path / "hub", "timm/vit_test.dinov3", "main", "c" * 40, files)
-    script = ("import sys, numpy as np, keras_vit; m = keras_vit.load_model('hf-hub:timm/vit_test.dinov3', "
-              "classifier_activation=None); np.save(sys.argv[2], m.predict(np.load(sys.argv[1]), verbose=0))")
-    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=ROOT)
+    script = (
+        "import sys, numpy as np, keras_vit; m = keras_vit.load_model('hf-hub:timm/vit_test.dinov3', "
+        "classifier_activation=None); np.save(sys.argv[2], m.predict(np.load(sys.argv[1]), verbose=0))"
+    )
+    env = dict(
+        os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT
+    )
     out = str(tmp_path / "logits.npy")
-    done = subprocess.run([sys.executable, "-c", script, os.path.join(FIXTURES, "dinov3_small_input.npy"), out],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, os.path.join(FIXTURES, "dinov3_small_input.npy"), out],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert np.abs(np.load(out) - _timm("dinov3_small")).max() <= 1e-4
 
@@ -310,7 +442,8 @@ def test_layout_map_splits_the_swiglu_like_the_paper_mlp():
     model, _ = _load("eva02_clip")
     split = {v.path for v in model.weights for pattern in MEGATRON if re.fullmatch(pattern, v.path)}
     assert {p for p in split if "/gate/" in p} == {p for p in split if "/Dense_0/" in p}.__class__(
-        p.replace("/Dense_0/", "/gate/") for p in split if "/Dense_0/" in p)
+        p.replace("/Dense_0/", "/gate/") for p in split if "/Dense_0/" in p
+    )
     assert any("/gate/kernel" in p for p in split)
 
 
@@ -324,8 +457,13 @@ def test_recipes_fine_tune_a_rotary_backbone_from_its_repository(tmp_path):
 
     c = demo.get_config("pretrain")
     c.model.update(name="", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0)
-    c.update(batch_size=8, total_steps=2, log_every=1, checkpoint_every=2,
-             init_weights=os.path.join(FIXTURES, "dinov3_small"))
+    c.update(
+        batch_size=8,
+        total_steps=2,
+        log_every=1,
+        checkpoint_every=2,
+        init_weights=os.path.join(FIXTURES, "dinov3_small"),
+    )
     c.dataset.update(eval_split="", image_size=32)
     summary = train.train_and_evaluate(c, str(tmp_path))
     assert np.isfinite(summary["final_train"]["loss"])

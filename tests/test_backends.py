@@ -12,10 +12,27 @@ import pytest
 import keras_vit
 
 SPECS = {
-    "vit": dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
-                input_shape=(32, 32, 3), classes=5, representation_size=16),
-    "hybrid": dict(patch_size=1, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1,
-                   resnet_layers=(1, 1), resnet_width=0.5, input_shape=(64, 64, 3), classes=5),
+    "vit": dict(
+        patch_size=8,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=4,
+        num_layers=2,
+        input_shape=(32, 32, 3),
+        classes=5,
+        representation_size=16,
+    ),
+    "hybrid": dict(
+        patch_size=1,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=2,
+        num_layers=1,
+        resnet_layers=(1, 1),
+        resnet_width=0.5,
+        input_shape=(64, 64, 3),
+        classes=5,
+    ),
 }
 
 _RUN = """
@@ -46,8 +63,13 @@ def test_backends_agree_with_tensorflow(tmp_path, backend, kind):
     model.save_weights(str(weights))
     np.save(inputs, x)
     env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _RUN, json.dumps(spec), str(weights), str(inputs), str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, json.dumps(spec), str(weights), str(inputs), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == backend
     np.testing.assert_allclose(np.load(out), expected, atol=1e-5)

@@ -18,8 +18,10 @@ from keras_vit.analysis import image_sources, inference, shards
 from keras_vit.analysis.predict import classify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NO_TENSORFLOW = ("import sys\nfor name in ('tensorflow', 'tensorflow_datasets', 'tensorflow_hub', 'tf_keras'):\n"
-                 "    sys.modules[name] = None\n")  # `import tensorflow` fails, as on an install without it
+NO_TENSORFLOW = (
+    "import sys\nfor name in ('tensorflow', 'tensorflow_datasets', 'tensorflow_hub', 'tf_keras'):\n"
+    "    sys.modules[name] = None\n"
+)  # `import tensorflow` fails, as on an install without it
 
 
 def _photos(folder):
@@ -47,8 +49,9 @@ def _photos(folder):
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inference")
     keras.utils.set_random_seed(0)
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(32, 48, 3), classes=1000)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 48, 3), classes=1000
+    )
     path = str(tmp / "tiny.keras")
     model.save(path)
     _photos(str(tmp / "photos"))
@@ -57,8 +60,9 @@ def setup(tmp_path_factory):
 
 def test_top_k_equals_the_predict_path_and_the_unreadable_file_is_listed(setup):
     tmp, model, _ = setup
-    manifest = inference.run_inference(model, str(tmp / "photos"), str(tmp / "top"), top=3, batch_size=4,
-                                       shard_size=5, progress=False)
+    manifest = inference.run_inference(
+        model, str(tmp / "photos"), str(tmp / "top"), top=3, batch_size=4, shard_size=5, progress=False
+    )
     out = shards.read_output(str(tmp / "top"))
     assert manifest["complete"] and [s["rows"] for s in manifest["shards"]] == [5, 4, 3]  # 13 files, one bad
     assert out["bad"][0]["file"] == "nested/broken.jpg" and "not a readable image" in out["bad"][0]["error"]
@@ -85,24 +89,32 @@ def test_images_are_read_as_pil_and_timm_read_them(setup):
 
 
 def _cli(*args, backend="tensorflow", before=""):
-    code = f"{before}import sys\nsys.argv = ['keras_vit.inference'] + {list(args)!r}\n" \
-           "from keras_vit.analysis.inference import main\nraise SystemExit(main())\n"
+    code = (
+        f"{before}import sys\nsys.argv = ['keras_vit.inference'] + {list(args)!r}\n"
+        "from keras_vit.analysis.inference import main\nraise SystemExit(main())\n"
+    )
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 KILL_AT_SECOND_MANIFEST = (  # SIGKILL the run after shard 1 is written but before the manifest records it
     "import os, signal\nfrom keras_vit.analysis import shards\n_write, _calls = shards.write_manifest, [0]\n"
     "def _kill(directory, manifest):\n    _calls[0] += 1\n"
     "    if _calls[0] == 2:\n        os.kill(os.getpid(), signal.SIGKILL)\n    _write(directory, manifest)\n"
-    "shards.write_manifest = _kill\n")
+    "shards.write_manifest = _kill\n"
+)
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_output(setup):
     tmp, _, path = setup
-    common = [str(tmp / "photos"), f"--weights={path}", "--shard_size=4", "--batch_size=3", "--features=pooled",
-              "--format=parquet"]
+    common = [
+        str(tmp / "photos"),
+        f"--weights={path}",
+        "--shard_size=4",
+        "--batch_size=3",
+        "--features=pooled",
+        "--format=parquet",
+    ]
     whole = _cli(*common, f"--output={tmp / 'whole'}")
     assert whole.returncode == 0, whole.stderr[-2000:]
     killed = _cli(*common, f"--output={tmp / 'resumed'}", before=KILL_AT_SECOND_MANIFEST)
@@ -122,17 +134,28 @@ def test_a_killed_run_resumes_to_the_uninterrupted_output(setup):
 def test_other_settings_or_a_foreign_folder_are_refused_and_left_alone(setup):
     tmp, model, _ = setup
     out = tmp / "refuse"
-    inference.run_inference(model, str(tmp / "photos"), str(out), features="pooled", fmt="npy", shard_size=8,
-                            progress=False)
+    inference.run_inference(
+        model, str(tmp / "photos"), str(out), features="pooled", fmt="npy", shard_size=8, progress=False
+    )
     before = {n: (out / n).read_bytes() for n in os.listdir(out)}
     with pytest.raises(ValueError, match="holds a run with other l2_normalize"):
-        inference.run_inference(model, str(tmp / "photos"), str(out), features="pooled", fmt="npy", shard_size=8,
-                                l2_normalize=True, progress=False)
-    other = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(32, 48, 3), classes=1000)
+        inference.run_inference(
+            model,
+            str(tmp / "photos"),
+            str(out),
+            features="pooled",
+            fmt="npy",
+            shard_size=8,
+            l2_normalize=True,
+            progress=False,
+        )
+    other = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 48, 3), classes=1000
+    )
     with pytest.raises(ValueError, match="other weights_sha256"):
-        inference.run_inference(other, str(tmp / "photos"), str(out), features="pooled", fmt="npy", shard_size=8,
-                                progress=False)
+        inference.run_inference(
+            other, str(tmp / "photos"), str(out), features="pooled", fmt="npy", shard_size=8, progress=False
+        )
     assert {n: (out / n).read_bytes() for n in os.listdir(out)} == before
     (tmp / "mine").mkdir()
     (tmp / "mine" / "notes.txt").write_text("mine")
@@ -141,8 +164,9 @@ def test_other_settings_or_a_foreign_folder_are_refused_and_left_alone(setup):
     with pytest.raises(ValueError, match="holds feature arrays only"):
         inference.run_inference(model, str(tmp / "photos"), str(tmp / "x"), fmt="npy", progress=False)
     with pytest.raises(ValueError, match="one vector per image"):
-        inference.run_inference(model, str(tmp / "photos"), str(tmp / "x"), features="patches", fmt="csv",
-                                progress=False)
+        inference.run_inference(
+            model, str(tmp / "photos"), str(tmp / "x"), features="patches", fmt="csv", progress=False
+        )
     assert os.listdir(tmp / "mine") == ["notes.txt"] and not (tmp / "x").exists()
 
 
@@ -152,13 +176,22 @@ def test_jax_and_torch_without_tensorflow_give_tensorflows_features(setup, backe
         pytest.importorskip("torch")
     tmp, model, path = setup
     out = tmp / f"features_{backend}"
-    run = _cli(str(tmp / "photos"), f"--weights={path}", f"--output={out}", "--features=patches", "--format=npy",
-               "--batch_size=4", backend=backend, before=NO_TENSORFLOW)
+    run = _cli(
+        str(tmp / "photos"),
+        f"--weights={path}",
+        f"--output={out}",
+        "--features=patches",
+        "--format=npy",
+        "--batch_size=4",
+        backend=backend,
+        before=NO_TENSORFLOW,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     theirs = shards.read_output(str(out))
     ours_dir = tmp / "features_tf"
-    inference.run_inference(model, str(tmp / "photos"), str(ours_dir), features="patches", fmt="npy",
-                            batch_size=4, progress=False)
+    inference.run_inference(
+        model, str(tmp / "photos"), str(ours_dir), features="patches", fmt="npy", batch_size=4, progress=False
+    )
     ours = shards.read_output(str(ours_dir))
     assert theirs["embedding"].shape == (12, 24, 16)  # a 4x6 grid of patches, prefix tokens left out
     np.testing.assert_allclose(theirs["embedding"], ours["embedding"], atol=2e-5)
@@ -176,8 +209,15 @@ def test_a_tfds_split_is_read_in_order_from_a_resume_point(setup, tmp_path):
         VERSION = tfds.core.Version("1.0.0")
 
         def _info(self):
-            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
-                {"image": tfds.features.Image(shape=(None, None, 3)), "label": tfds.features.ClassLabel(num_classes=3)}))
+            return tfds.core.DatasetInfo(
+                builder=self,
+                features=tfds.features.FeaturesDict(
+                    {
+                        "image": tfds.features.Image(shape=(None, None, 3)),
+                        "label": tfds.features.ClassLabel(num_classes=3),
+                    }
+                ),
+            )
 
         def _split_generators(self, dl_manager):
             return {"test": self._generate_examples()}
@@ -190,8 +230,7 @@ def test_a_tfds_split_is_read_in_order_from_a_resume_point(setup, tmp_path):
     builder.download_and_prepare()
     labels = [int(ex["label"]) for ex in tfds.as_numpy(builder.as_dataset(split="test", shuffle_files=False))]
     _, model, _ = setup
-    kw = dict(features="pooled", fmt="npy", shard_size=4, batch_size=3, data_dir=str(tmp_path / "tfds"),
-              progress=False)
+    kw = dict(features="pooled", fmt="npy", shard_size=4, batch_size=3, data_dir=str(tmp_path / "tfds"), progress=False)
     write, calls = shards.write_shard, []
 
     def fail_second(*args):
@@ -209,8 +248,9 @@ def test_a_tfds_split_is_read_in_order_from_a_resume_point(setup, tmp_path):
     manifest = inference.run_inference(model, "tfds:keras_vit_test_photos:test", str(tmp_path / "out"), **kw)
     out = shards.read_output(str(tmp_path / "out"))
     assert manifest["settings"]["source"]["kind"] == "tfds" and out["file"].tolist() == [f"test/{i}" for i in range(9)]
-    inference.run_inference(model, _list(tmp_path, photos), str(tmp_path / "direct"), features="pooled", fmt="npy",
-                            progress=False)
+    inference.run_inference(
+        model, _list(tmp_path, photos), str(tmp_path / "direct"), features="pooled", fmt="npy", progress=False
+    )
     direct = shards.read_output(str(tmp_path / "direct"))["embedding"]  # the photos in list order: 0, 1, 2, ...
     np.testing.assert_allclose(out["embedding"], direct[labels], atol=1e-5)  # TFDS's order, photo = label
 
@@ -235,10 +275,12 @@ def test_per_patch_shards_default_to_a_bounded_size():
 
 def test_bad_settings_are_named_before_anything_is_read_or_written(setup, tmp_path):
     _, model, _ = setup
-    for kwargs, message in ((dict(dtype="bfloat16"), "dtype must be one of float32, float16"),
-                            (dict(top=0), "top must be an integer >= 1"),
-                            (dict(shard_size=2.5), "shard_size must be an integer >= 1"),
-                            (dict(features="cls"), "features must be None")):
+    for kwargs, message in (
+        (dict(dtype="bfloat16"), "dtype must be one of float32, float16"),
+        (dict(top=0), "top must be an integer >= 1"),
+        (dict(shard_size=2.5), "shard_size must be an integer >= 1"),
+        (dict(features="cls"), "features must be None"),
+    ):
         with pytest.raises(ValueError, match=message):
             inference.run_inference(model, str(tmp_path / "no_such_folder"), str(tmp_path / "out"), **kwargs)
     assert not (tmp_path / "out").exists()

@@ -20,39 +20,110 @@ def _run(*args):
 
 
 def test_throughput_smoke():
-    out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
-               "--frameworks", "keras_tf,keras_tf_naive", "--iters", "1", "--warmup", "1")
+    out = _run(
+        "bench/throughput.py",
+        "--models",
+        "ViT-Ti/16",
+        "--image_sizes",
+        "32",
+        "--batch_sizes",
+        "2",
+        "--frameworks",
+        "keras_tf,keras_tf_naive",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+    )
     assert "GEMM" in out and out.count("ViT-Ti/16") == 3  # infer keras_tf; train keras_tf + naive
 
 
 def test_pipeline_and_fewshot_smoke():
-    out = _run("bench/pipeline.py", "--image_sizes", "32", "--model", "ViT-Ti/16", "--batch", "4",
-               "--batches", "2", "--iters", "1")
+    out = _run(
+        "bench/pipeline.py",
+        "--image_sizes",
+        "32",
+        "--model",
+        "ViT-Ti/16",
+        "--batch",
+        "4",
+        "--batches",
+        "2",
+        "--iters",
+        "1",
+    )
     assert "pipeline img/s" in out
-    out = _run("bench/fewshot.py", "--classes", "10", "--shots", "2", "--dim", "16", "--model", "ViT-Ti/16",
-               "--image_size", "32", "--batch", "2")
+    out = _run(
+        "bench/fewshot.py",
+        "--classes",
+        "10",
+        "--shots",
+        "2",
+        "--dim",
+        "16",
+        "--model",
+        "ViT-Ti/16",
+        "--image_size",
+        "32",
+        "--batch",
+        "2",
+    )
     assert "solve / extraction" in out
 
 
 def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
-    out = _run("bench/throughput.py", "--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2",
-               "--frameworks", "keras_tf_int8,keras_tf_remat,keras_jax_step", "--iters", "1", "--warmup", "1")
+    out = _run(
+        "bench/throughput.py",
+        "--models",
+        "ViT-Ti/16",
+        "--image_sizes",
+        "32",
+        "--batch_sizes",
+        "2",
+        "--frameworks",
+        "keras_tf_int8,keras_tf_remat,keras_jax_step",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+    )
     rows = [line for line in out.splitlines() if line.startswith("ViT-Ti/16")]
     # infer: int8 + remat + the jitted forward; train: remat + the bare step (int8 rows are inference only)
     assert len(rows) == 5, out
 
 
 def test_memory_smoke():
-    out = _run("bench/memory.py", "--model", "ViT-Ti/16", "--size", "32", "--batch", "2",
-               "--rows", "keras_tf,keras_tf_remat,keras_jax")
+    out = _run(
+        "bench/memory.py",
+        "--model",
+        "ViT-Ti/16",
+        "--size",
+        "32",
+        "--batch",
+        "2",
+        "--rows",
+        "keras_tf,keras_tf_remat,keras_jax",
+    )
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("keras_")}
     assert set(rows) == {"keras_tf", "keras_tf_remat", "keras_jax"}, out
     assert len(rows["keras_jax"]) == 6  # runtime, built, peak, step-built and XLA's own temp size
 
 
 def test_int8_serving_smoke():
-    out = _run("bench/int8_serving.py", "--model", "ViT-Ti/16", "--image_size", "32", "--batch_sizes", "2",
-               "--iters", "1", "--warmup", "1", "--no_timm")
+    out = _run(
+        "bench/int8_serving.py",
+        "--model",
+        "ViT-Ti/16",
+        "--image_size",
+        "32",
+        "--batch_sizes",
+        "2",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+        "--no_timm",
+    )
     rows = [line for line in out.splitlines() if line.startswith("  b2 ")]
     assert len(rows) == 7 and all("MiB" in line for line in rows), out
 

@@ -43,8 +43,10 @@ def test_differential_attention_is_the_difference_of_two_softmax_maps_per_head(t
     model, x = _load("dwee")
     att = model.encoder.blocks[1].attention
     t = np.random.default_rng(0).normal(size=(1, 5, 64)).astype("float32")
-    q, k, v = (np.einsum("btd,dhk->bthk", t, _np(getattr(att, n).kernel)) + _np(getattr(att, n).bias)
-               for n in ("query", "key", "value"))
+    q, k, v = (
+        np.einsum("btd,dhk->bthk", t, _np(getattr(att, n).kernel)) + _np(getattr(att, n).bias)
+        for n in ("query", "key", "value")
+    )
     s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(16)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
@@ -52,7 +54,7 @@ def test_differential_attention_is_the_difference_of_two_softmax_maps_per_head(t
     lam = np.exp(_np(att.lambda_q1) @ _np(att.lambda_k1)) - np.exp(_np(att.lambda_q2) @ _np(att.lambda_k2)) + init
     a = p[:, 0::2] - lam * p[:, 1::2]
     y = np.einsum("bhqk,bkhd->bqhd", a, v)
-    y = y / np.sqrt((y ** 2).mean(-1, keepdims=True) + 1e-5) * _np(att.sub_norm.scale) * (1 - init)
+    y = y / np.sqrt((y**2).mean(-1, keepdims=True) + 1e-5) * _np(att.sub_norm.scale) * (1 - init)
     want = np.einsum("bthk,hkd->btd", y, _np(att.out.kernel)) + _np(att.out.bias)
     np.testing.assert_allclose(_np(att(t)), want, atol=1e-5)
     logits = model.predict(x, verbose=0)

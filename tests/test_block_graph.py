@@ -8,12 +8,22 @@ import pytest
 
 import keras
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() not in ("tensorflow", "jax"),
-                                reason="PyTorch runs eagerly by design: no block function there")
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() not in ("tensorflow", "jax"),
+    reason="PyTorch runs eagerly by design: no block function there",
+)
 TF = keras.backend.backend() == "tensorflow"
 
-T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=5,
-         classifier_activation=None)
+T = dict(
+    patch_size=4,
+    hidden_size=16,
+    mlp_dim=32,
+    num_heads=2,
+    num_layers=3,
+    input_shape=(16, 16, 3),
+    classes=5,
+    classifier_activation=None,
+)
 
 
 def _model(seed=0, **kw):
@@ -21,8 +31,9 @@ def _model(seed=0, **kw):
 
     model = keras_vit.VisionTransformer(**{**T, **kw})
     rng = np.random.default_rng(seed)
-    model.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) if w.dtype.kind == "f" else w
-                       for w in model.get_weights()])
+    model.set_weights(
+        [rng.normal(0, 0.2, w.shape).astype(w.dtype) if w.dtype.kind == "f" else w for w in model.get_weights()]
+    )
     return model
 
 
@@ -31,7 +42,7 @@ def _x(n=2, seed=1):
 
 
 def _traces(block_graph) -> int:
-    (function, _), = block_graph._FUNCTIONS.values()
+    ((function, _),) = block_graph._FUNCTIONS.values()
     return function.experimental_get_tracing_count() if TF else function._cache_size()
 
 
@@ -131,8 +142,9 @@ def test_stateless_call_runs_the_blocks_with_the_values_it_is_given(monkeypatch)
     trainable = [np.asarray(v) * 1.1 for v in model.trainable_variables]
     other = [np.asarray(v) for v in model.non_trainable_variables]
     got = np.asarray(model.stateless_call(trainable, other, x, training=False)[0])
-    want = _eager_block_by_block(monkeypatch, lambda: np.asarray(
-        model.stateless_call(trainable, other, x, training=False)[0]))
+    want = _eager_block_by_block(
+        monkeypatch, lambda: np.asarray(model.stateless_call(trainable, other, x, training=False)[0])
+    )
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert np.abs(got - np.asarray(model(x))).max() > 1e-2
 
@@ -142,7 +154,9 @@ def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
 
     calls = []
     real = block_graph.run_blocks
-    monkeypatch.setattr(block_graph, "run_blocks", lambda encoder, x, rotary=None: calls.append(1) or real(encoder, x, rotary))
+    monkeypatch.setattr(
+        block_graph, "run_blocks", lambda encoder, x, rotary=None: calls.append(1) or real(encoder, x, rotary)
+    )
     model, x = _model(dropout_rate=0.1), _x()
     model(x, training=True)
     tokens = np.random.default_rng(2).normal(size=(2, 17, 16)).astype("float32")

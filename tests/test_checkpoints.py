@@ -18,11 +18,19 @@ from conftest import FLAX_FIXTURES
 def _flax_case(name):
     d = os.path.join(FLAX_FIXTURES, name)
     c = json.load(open(os.path.join(d, "config.json")))
-    kwargs = dict(patch_size=c["patches"][0], hidden_size=c["hidden_size"], mlp_dim=c["mlp_dim"],
-                  num_heads=c["num_heads"], num_layers=c["num_layers"], resnet_layers=c["resnet_num_layers"],
-                  resnet_width=c["resnet_width_factor"] or 1, classifier=c["classifier"],
-                  representation_size=c["representation_size"], classes=c["num_classes"],
-                  classifier_activation=None)
+    kwargs = dict(
+        patch_size=c["patches"][0],
+        hidden_size=c["hidden_size"],
+        mlp_dim=c["mlp_dim"],
+        num_heads=c["num_heads"],
+        num_layers=c["num_layers"],
+        resnet_layers=c["resnet_num_layers"],
+        resnet_width=c["resnet_width_factor"] or 1,
+        classifier=c["classifier"],
+        representation_size=c["representation_size"],
+        classes=c["num_classes"],
+        classifier_activation=None,
+    )
     return d, kwargs, tuple(c["image_size"]) + (3,)
 
 
@@ -89,8 +97,16 @@ def test_head_rules(caplog):
     d, _, shape = _flax_case("vit_tiny_rep_gap")
     path = os.path.join(d, "weights.npz")
     ckpt = np.load(path)
-    base = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, classifier="gap",
-                input_shape=shape, classifier_activation=None)
+    base = dict(
+        patch_size=8,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=4,
+        num_layers=2,
+        classifier="gap",
+        input_shape=shape,
+        classifier_activation=None,
+    )
     # different classes -> zero head + log line; no representation layer -> pre_logits dropped
     model = keras_vit.VisionTransformer(classes=3, **base)
     with caplog.at_level(logging.WARNING, logger="keras_vit"), pytest.warns(UserWarning, match="zero-initialised"):
@@ -110,8 +126,9 @@ def test_head_rules(caplog):
     with pytest.raises(ValueError, match="head has 5 classes, the model 3 \\(reset_head=False\\)"):
         keras_vit.load_npz(small, path, reset_head=False, old_grid=(4, 6))
     # without a top, the head is simply not needed
-    keras_vit.load_npz(keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path,
-                       old_grid=(4, 6))
+    keras_vit.load_npz(
+        keras_vit.VisionTransformer(include_top=False, representation_size=16, **base), path, old_grid=(4, 6)
+    )
 
 
 def test_save_npz_round_trip_is_exact(tmp_path):
@@ -141,8 +158,11 @@ def test_old_hybrid_groupnorm_shapes_and_big_vision_layout(tmp_path):
     d, model = _build("vit_tiny")
     x = np.load(os.path.join(d, "input.npy"))
     expected = np.load(os.path.join(d, "logits.npy"))
-    for name, layout in (("bv", _big_vision(d, scan=False)), ("bv_scan", _big_vision(d, scan=True)),
-                         ("opt", {"opt/target/" + k: v for k, v in np.load(os.path.join(d, "weights.npz")).items()})):
+    for name, layout in (
+        ("bv", _big_vision(d, scan=False)),
+        ("bv_scan", _big_vision(d, scan=True)),
+        ("opt", {"opt/target/" + k: v for k, v in np.load(os.path.join(d, "weights.npz")).items()}),
+    ):
         np.savez(tmp_path / f"{name}.npz", **layout)
         model.set_weights([np.zeros_like(w) for w in model.get_weights()])
         keras_vit.load_npz(model, str(tmp_path / f"{name}.npz"))
@@ -161,8 +181,11 @@ def _big_vision(d, scan: bool) -> dict:
     flat["pos_embedding"] = posemb[:, 1:]
     out = {}
     for k, v in flat.items():
-        for a, b in (("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"),
-                     ("LayerNorm_2", "LayerNorm_1"), ("MlpBlock_3", "MlpBlock_0")):
+        for a, b in (
+            ("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"),
+            ("LayerNorm_2", "LayerNorm_1"),
+            ("MlpBlock_3", "MlpBlock_0"),
+        ):
             k = k.replace(a, b)
         out[k] = v
     if scan:
@@ -170,7 +193,8 @@ def _big_vision(d, scan: bool) -> dict:
         rests = {k.split("/", 2)[2] for k in out if k.startswith("Transformer/encoderblock_")}
         for rest in rests:
             out[f"Transformer/encoderblock/{rest}"] = np.stack(
-                [out.pop(f"Transformer/encoderblock_{i}/{rest}") for i in blocks])
+                [out.pop(f"Transformer/encoderblock_{i}/{rest}") for i in blocks]
+            )
     return {"params/" + k: v for k, v in out.items()}
 
 
@@ -187,12 +211,16 @@ def test_bad_checkpoints_leave_model_unchanged(tmp_path):
     params = dict(np.load(os.path.join(d, "weights.npz")))
     missing = {k: v for k, v in params.items() if "encoderblock_1" not in k}
     np.savez(tmp_path / "missing.npz", **missing)
-    _expect_unchanged(model, str(tmp_path / "missing.npz"),
-                      r"lacks 16 weight\(s\).*Transformer/encoderblock_1/.*\.\.\.")
+    _expect_unchanged(
+        model, str(tmp_path / "missing.npz"), r"lacks 16 weight\(s\).*Transformer/encoderblock_1/.*\.\.\."
+    )
     wrong = dict(params, **{"Transformer/encoder_norm/scale": np.ones(31, "float32")})
     np.savez(tmp_path / "shape.npz", **wrong)
-    _expect_unchanged(model, str(tmp_path / "shape.npz"),
-                      r"Transformer/encoder_norm/scale: checkpoint shape \(31,\), model expects \(32,\)")
+    _expect_unchanged(
+        model,
+        str(tmp_path / "shape.npz"),
+        r"Transformer/encoder_norm/scale: checkpoint shape \(31,\), model expects \(32,\)",
+    )
     _, hybrid = _build("hybrid_tiny")
     _expect_unchanged(hybrid, os.path.join(d, "weights.npz"), "family mismatch")
     raw = open(os.path.join(d, "weights.npz"), "rb").read()
@@ -219,14 +247,16 @@ def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
     d, kwargs, shape = _flax_case("vit_tiny")
     src = os.path.join(d, "weights.npz")
     digest = hashlib.sha256(open(src, "rb").read()).hexdigest()
-    releases.register_release(releases.Release(
-        "tiny/test", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), digest))
+    releases.register_release(
+        releases.Release("tiny/test", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), digest)
+    )
     model = keras_vit.VisionTransformer(input_shape=shape, weights="tiny/test", **kwargs)
     logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
     assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
     assert os.path.exists(tmp_path / "keras_home" / "keras_vit" / "tiny_test.npz")
-    releases.register_release(releases.Release(
-        "tiny/badhash", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), "0" * 64))
+    releases.register_release(
+        releases.Release("tiny/badhash", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), "0" * 64)
+    )
     with pytest.raises(ValueError, match="hash"):
         keras_vit.VisionTransformer(input_shape=shape, weights="tiny/badhash", **kwargs)
     with pytest.raises(ValueError, match="No 'imagenet21k' checkpoint is released for model 'ViT-Ti/16'"):

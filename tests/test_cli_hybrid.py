@@ -22,8 +22,9 @@ from recipes.configs import demo
 @pytest.fixture(scope="module")
 def hybrid_file(tmp_path_factory):
     root = tmp_path_factory.mktemp("hybrid")
-    model = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
-                                        input_shape=(32, 32, 3), classes=10)
+    model = keras_vit.VisionTransformer(
+        1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5, input_shape=(32, 32, 3), classes=10
+    )
     path = str(root / "hybrid.keras")
     model.save(path)
     return path
@@ -32,20 +33,38 @@ def hybrid_file(tmp_path_factory):
 def test_inspect_cli(hybrid_file, tmp_path):
     pixels = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
     Image.fromarray(pixels).save(tmp_path / "x.png")
-    done = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect", f"--weights={hybrid_file}",
-                           f"--image={tmp_path / 'x.png'}", f"--out={tmp_path / 'figs'}"], cwd=ROOT,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_vit.analysis.inspect",
+            f"--weights={hybrid_file}",
+            f"--image={tmp_path / 'x.png'}",
+            f"--out={tmp_path / 'figs'}",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     # a hybrid's patch embedding sees ResNet features, so no RGB filter figure: 3 figures, not 4
-    assert sorted(os.listdir(tmp_path / "figs")) == ["attention_distance.png", "attention_rollout.png",
-                                                     "position_embedding_similarity.png"]
+    assert sorted(os.listdir(tmp_path / "figs")) == [
+        "attention_distance.png",
+        "attention_rollout.png",
+        "position_embedding_similarity.png",
+    ]
 
 
 def test_fewshot_cli(hybrid_file, tmp_path):
     out = tmp_path / "fs.json"
-    assert fewshot_cli.main(["--weights", hybrid_file, "--datasets", "mnist5k", "--shots", "10", "--seeds", "1",
-                             "--out", str(out)]) == 0
+    assert (
+        fewshot_cli.main(
+            ["--weights", hybrid_file, "--datasets", "mnist5k", "--shots", "10", "--seeds", "1", "--out", str(out)]
+        )
+        == 0
+    )
     assert 0.1 < json.loads(out.read_text())["mnist5k_10shot"]["mean"] <= 1.0
 
 

@@ -24,20 +24,39 @@ print(json.dumps({"code": code, "hits": len(hits)}))
 
 
 def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(32, 32, 3), classes=5)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3), classes=5
+    )
     model.save(tmp_path / "tiny.keras")
     from PIL import Image
     from skimage import data
 
     Image.fromarray(data.chelsea()).save(tmp_path / "cat.png")
-    env = dict(os.environ, KERAS_BACKEND="jax", KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT,
-               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="jax",
+        KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=ROOT,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        CUDA_VISIBLE_DEVICES="",
+    )
 
     def run(*flags):
-        done = subprocess.run([sys.executable, "-c", _RUN, str(tmp_path / "cat.png"),
-                               f"--weights={tmp_path / 'tiny.keras'}", "--json", *flags], env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _RUN,
+                str(tmp_path / "cat.png"),
+                f"--weights={tmp_path / 'tiny.keras'}",
+                "--json",
+                *flags,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -46,7 +65,6 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
     assert any(name.startswith("jit_vit_forward") for name in os.listdir(cache))  # the CLI's jitted call
     again = run()
     assert again["code"] == 0 and again["hits"] >= 1
-
 
 
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="the other backends' answer")

@@ -20,9 +20,19 @@ from conftest import ROOT, run_on_backend
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "backbones")
 BARE = os.path.join(FIXTURES, "mci_small", "model.safetensors")
 # the fixture's model: timm's MobileCLIP layout at width 64, one block, a 2x3 grid of 16-pixel patches
-KEYWORDS = dict(patch_size=16, hidden_size=64, mlp_dim=256, num_heads=2, num_layers=1, input_shape=(32, 48, 3),
-                classes=5, convolutional_stem=[[16, 4], [16, 2]], activation="gelu", prefix_position_embedding=False,
-                classifier_activation=None)
+KEYWORDS = dict(
+    patch_size=16,
+    hidden_size=64,
+    mlp_dim=256,
+    num_heads=2,
+    num_layers=1,
+    input_shape=(32, 48, 3),
+    classes=5,
+    convolutional_stem=[[16, 4], [16, 2]],
+    activation="gelu",
+    prefix_position_embedding=False,
+    classifier_activation=None,
+)
 
 
 def _fixture_model(**overrides):
@@ -51,8 +61,9 @@ def test_the_stem_is_non_overlapping_convolutions_batchnorm_and_the_exact_gelu()
         b, h, w, c = want.shape
         cells = want.reshape(b, h // k, k, w // k, k, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, h // k, w // k, -1)
         y = cells @ keras.ops.convert_to_numpy(conv.kernel).reshape(-1, conv.filters)
-        mean, var, gamma, beta = (keras.ops.convert_to_numpy(v) for v in (norm.moving_mean, norm.moving_variance,
-                                                                         norm.gamma, norm.beta))
+        mean, var, gamma, beta = (
+            keras.ops.convert_to_numpy(v) for v in (norm.moving_mean, norm.moving_variance, norm.gamma, norm.beta)
+        )
         y = (y - mean) / np.sqrt(var + 1e-5) * gamma + beta
         want = y * 0.5 * (1 + erf(y / np.sqrt(2)))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(stem(x)), want, atol=2e-5)
@@ -75,8 +86,9 @@ def test_mobileclip_gives_timms_logits_and_keeps_its_stem_through_keras_files(tm
 
 def test_the_stems_flops_are_its_convolutions():
     model = keras_vit.VisionTransformer(**{**KEYWORDS, "input_shape": (64, 64, 3)}, weights=None)
-    plain = keras_vit.VisionTransformer(**{**KEYWORDS, "input_shape": (64, 64, 3), "convolutional_stem": None},
-                                        weights=None)
+    plain = keras_vit.VisionTransformer(
+        **{**KEYWORDS, "input_shape": (64, 64, 3), "convolutional_stem": None}, weights=None
+    )
     stem = 2 * 16 * 16 * (4 * 4 * 3) * 16 + 2 * 8 * 8 * (2 * 2 * 16) * 16  # two convolutions' multiply-adds
     embedding = 2 * 4 * 4 * (2 * 2 * 16) * 64 - 2 * 4 * 4 * (16 * 16 * 3) * 64  # the 2x2 embedding vs a 16x16 one
     assert summary.forward_flops(model) - summary.forward_flops(plain) == stem + embedding
@@ -106,8 +118,9 @@ def test_save_pretrained_writes_timms_mobileclip_and_reads_back(tmp_path):
     convolution, BatchNorm's counter; read back with the same logits."""
     from safetensors.numpy import load_file
 
-    model = keras_vit.create_model("vit_base_mci_224", num_layers=1, input_shape=(32, 48, 3), classes=3,
-                                   classifier_activation=None)
+    model = keras_vit.create_model(
+        "vit_base_mci_224", num_layers=1, input_shape=(32, 48, 3), classes=3, classifier_activation=None
+    )
     x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 48, 3)).astype("float32")
     repo = keras_vit.save_pretrained(model, str(tmp_path / "repo"))
     with open(os.path.join(repo, "config.json")) as f:
@@ -153,8 +166,9 @@ def test_mobileclip_gives_timms_logits_on_jax_and_pytorch(backend):
 def test_timm_loads_our_save_pretrained_of_mobileclip_strictly(tmp_path):
     from conftest import timm_reads_save_pretrained
 
-    model = keras_vit.create_model("vit_base_mci_224", num_layers=1, input_shape=(32, 48, 3), classes=3,
-                                   classifier_activation=None)
+    model = keras_vit.create_model(
+        "vit_base_mci_224", num_layers=1, input_shape=(32, 48, 3), classes=3, classifier_activation=None
+    )
     rng = np.random.default_rng(0)
     for variable in model.weights:  # non-trivial statistics and weights, so a dropped or swapped tensor shows
         shape = tuple(variable.shape)

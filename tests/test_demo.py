@@ -10,8 +10,13 @@ from conftest import ROOT
 
 def test_demo_end_to_end(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(["timeout", "-k", "5", "900", sys.executable, "-m", "recipes.demo",
-                           f"--workdir={tmp_path}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["timeout", "-k", "5", "900", sys.executable, "-m", "recipes.demo", f"--workdir={tmp_path}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "outputs in" in done.stdout and "fine-tune test accuracy (48 px)" in done.stdout
     s = json.loads((tmp_path / "demo_summary.json").read_text())
@@ -22,7 +27,10 @@ def test_demo_end_to_end(tmp_path):
     assert s["finetune_test_accuracy"] >= 0.92
     assert s["lora_test_accuracy"] >= 0.92  # from the same start, training 6 % of the parameters
     assert s["trainable_parameters"]["lora"] < 0.1 * s["trainable_parameters"]["full"]
-    assert len(os.listdir(tmp_path / "digits" / "train")) == 10 and (tmp_path / "finetune_lora" / "adapters.lora.h5").exists()
+    assert (
+        len(os.listdir(tmp_path / "digits" / "train")) == 10
+        and (tmp_path / "finetune_lora" / "adapters.lora.h5").exists()
+    )
     assert s["hub_max_abs_diff"] <= 1e-5
     assert (tmp_path / "hub_feature_vector" / "saved_model.pb").exists()
     r = s["runtimes"]  # each export scored in its own runtime on the 1,000 held-out digits

@@ -17,8 +17,9 @@ from conftest import ROOT
 NO_RUN = "<!-- no-run:"
 # docs/own-data.md runs in tests/test_docs_own_data.py (it needs image folders and stand-in training lengths);
 # README.md's blocks run in tests/test_wheel.py, with the installed wheel (run_blocks below, the same stand-ins)
-PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
-               if not p.endswith("own-data.md"))
+PAGES = sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")) if not p.endswith("own-data.md")
+)
 # (page, first line of the block): the Python blocks that are shown, not run, and why is in the marker
 EXPECTED_NO_RUN = set()
 
@@ -31,7 +32,7 @@ def _python_blocks(page: str):
     for i, line in enumerate(lines):
         if line.strip() == "```python":
             end = lines.index("```", i + 1)
-            out.append(("\n".join(lines[i + 1:end]), i > 0 and lines[i - 1].startswith(NO_RUN)))
+            out.append(("\n".join(lines[i + 1 : end]), i > 0 and lines[i - 1].startswith(NO_RUN)))
     return out
 
 
@@ -57,14 +58,31 @@ def run_blocks(python: str, code: list, tmp_path, pythonpath: list, env: Optiona
     the environment to start from (default: this process's)."""
     (tmp_path / "mirror").mkdir(parents=True)
     (tmp_path / "blocks.py").write_text("\n#----block----\n".join(code))
-    env = dict(env or os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
-               KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
-               PYTHONPATH=os.pathsep.join(pythonpath))
+    env = dict(
+        env or os.environ,
+        KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
+        KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONPATH=os.pathsep.join(pythonpath),
+    )
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run([python, "-c", _RUNNER, os.path.join(ROOT, "tests"),
-                           os.path.join(ROOT, "tests", "doc_prelude.py"), str(tmp_path / "blocks.py")],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            python,
+            "-c",
+            _RUNNER,
+            os.path.join(ROOT, "tests"),
+            os.path.join(ROOT, "tests", "doc_prelude.py"),
+            str(tmp_path / "blocks.py"),
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-5000:]
     assert done.stdout.strip().splitlines()[-1] == f"ran {len(code)}"
     return done.stdout
@@ -83,8 +101,12 @@ def test_every_python_block_runs(page, tmp_path):
 
 
 def test_no_run_blocks_are_marked_and_listed():
-    found = {(page, code.split("\n")[0]) for page in PAGES + ["README.md", "docs/own-data.md"]
-             for code, no_run in _python_blocks(page) if no_run}
+    found = {
+        (page, code.split("\n")[0])
+        for page in PAGES + ["README.md", "docs/own-data.md"]
+        for code, no_run in _python_blocks(page)
+        if no_run
+    }
     print("blocks shown but not run:", sorted(found))
     assert found == EXPECTED_NO_RUN
 
@@ -97,7 +119,17 @@ def test_readme_fits_on_a_few_screens():
 def test_mkdocs_builds_strict(tmp_path):
     if shutil.which("mkdocs", path=os.path.dirname(sys.executable)) is None:
         pytest.fail("mkdocs is a test dependency (pip install -e '.[test]')")
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "mkdocs"), "build", "--strict",
-                           "--site-dir", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "mkdocs"),
+            "build",
+            "--strict",
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -32,23 +32,35 @@ def stand_ins(tmp_path_factory):
 
 
 def test_the_page_has_the_blocks_this_test_runs():
-    assert [lang for lang, _ in blocks(DOC) if lang in ("bash", "python")] == ["bash", "python", "python", "python", "bash"]
+    assert [lang for lang, _ in blocks(DOC) if lang in ("bash", "python")] == [
+        "bash",
+        "python",
+        "python",
+        "python",
+        "bash",
+    ]
 
 
 def test_recipes_command_runs(stand_ins):
     tmp, npz = stand_ins
     code = [code for lang, code in blocks(DOC) if lang == "bash"][0]
     tiny = " ".join(f"--config.model.{k}={v}" for k, v in TINY.items())
-    code = substitute(code, {
-        "python -m": f"{sys.executable} -m", "folder:photos": f"folder:{tmp / 'photos'}",
-        "--config.model.name=ViT-B/16": f"--config.model.name= {tiny}",
-        "--config.init_weights=augreg_in21k": f"--config.init_weights={npz} --config.dataset.image_size=32 "
-                                              "--config.batch_size=8 --config.total_steps=2 "
-                                              "--config.optimizer.warmup_steps=1 --config.log_every=1",
-        "--workdir=runs/photos": f"--workdir={tmp / 'runs' / 'photos'}"})
+    code = substitute(
+        code,
+        {
+            "python -m": f"{sys.executable} -m",
+            "folder:photos": f"folder:{tmp / 'photos'}",
+            "--config.model.name=ViT-B/16": f"--config.model.name= {tiny}",
+            "--config.init_weights=augreg_in21k": f"--config.init_weights={npz} --config.dataset.image_size=32 "
+            "--config.batch_size=8 --config.total_steps=2 "
+            "--config.optimizer.warmup_steps=1 --config.log_every=1",
+            "--workdir=runs/photos": f"--workdir={tmp / 'runs' / 'photos'}",
+        },
+    )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(shlex.split(code.replace("\\\n", " ")), cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        shlex.split(code.replace("\\\n", " ")), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp / "runs" / "photos"
     assert (run / "class_names.txt").read_text().split() == ["digit_0", "digit_1", "digit_2"]
@@ -59,11 +71,15 @@ def test_fit_and_lora_snippets_run(stand_ins, monkeypatch):
     tmp, npz = stand_ins
     monkeypatch.chdir(tmp)
     model_line = 'keras_vit.ViT_B16(weights="augreg_in21k", '
-    tiny = f'keras_vit.VisionTransformer(**{TINY!r}, input_shape=(32, 32, 3), weights={npz!r}, '
+    tiny = f"keras_vit.VisionTransformer(**{TINY!r}, input_shape=(32, 32, 3), weights={npz!r}, "
     namespace = {}
     fit, lora, reload = [code for lang, code in blocks(DOC) if lang == "python"]
-    exec(substitute(fit, {model_line: tiny, "image_size=(224, 224)": "image_size=(32, 32)",
-                          "epochs = 10": "epochs = 2"}), namespace)
+    exec(
+        substitute(
+            fit, {model_line: tiny, "image_size=(224, 224)": "image_size=(32, 32)", "epochs = 10": "epochs = 2"}
+        ),
+        namespace,
+    )
     assert len(namespace["history"].history["loss"]) == 2
     exec(substitute(lora, {model_line: tiny}), namespace)
     adapted = namespace["model"]
@@ -83,10 +99,16 @@ def test_inference_commands_run(stand_ins):
     if not model.exists():  # the recipes test writes it; alone, this test makes its own
         model.parent.mkdir(parents=True, exist_ok=True)
         keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3).save(str(model))
-    code = substitute(code, {"python -m": f"{sys.executable} -m", " photos ": f" {tmp / 'photos'} ",
-                             "runs/photos/": f"{tmp / 'runs' / 'photos'}/",
-                             "--weights=augreg_in21k --model=ViT-B/16": f"--weights={npz}",
-                             "--output=embeddings": f"--output={tmp / 'embeddings'}"})
+    code = substitute(
+        code,
+        {
+            "python -m": f"{sys.executable} -m",
+            " photos ": f" {tmp / 'photos'} ",
+            "runs/photos/": f"{tmp / 'runs' / 'photos'}/",
+            "--weights=augreg_in21k --model=ViT-B/16": f"--weights={npz}",
+            "--output=embeddings": f"--output={tmp / 'embeddings'}",
+        },
+    )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
     for command in code.replace("\\\n", " ").strip().splitlines():
         done = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

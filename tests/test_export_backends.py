@@ -72,6 +72,8 @@ print(json.dumps({"refusal": None}))
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_an_any_size_model_is_refused_by_name_for_onnx_without_tensorflow(backend, tmp_path):
     result = run_on_backend(ANY_SIZE, backend, str(tmp_path), timeout=600)
-    assert result["refusal"] == (f"format='onnx' on the {backend} backend needs a fixed image size, and the model "
-                                 "takes any size: build it with input_shape=(H, W, C), or export it on TensorFlow.")
+    assert result["refusal"] == (
+        f"format='onnx' on the {backend} backend needs a fixed image size, and the model "
+        "takes any size: build it with input_shape=(H, W, C), or export it on TensorFlow."
+    )
     assert os.listdir(tmp_path) == []

@@ -18,8 +18,11 @@ from hub_export import export, formats, serving
 from hub_export.export import exported_file
 
 T = dict(hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classes=3, classifier_activation=None)
-MODELS = {"plain": dict(patch_size=4), "gap": dict(patch_size=4, classifier="gap"),
-          "hybrid": dict(patch_size=1, resnet_layers=(1,), resnet_width=0.5)}
+MODELS = {
+    "plain": dict(patch_size=4),
+    "gap": dict(patch_size=4, classifier="gap"),
+    "hybrid": dict(patch_size=1, resnet_layers=(1,), resnet_width=0.5),
+}
 RUNTIMES = ("saved_model", "litert", "onnx", "openvino")
 
 
@@ -39,8 +42,10 @@ def models():
 def test_each_format_in_its_own_runtime(models, tmp_path, fmt, kind):
     model = models[kind]
     x = np.random.default_rng(1).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
-    for variant, reference in (("classification", model.predict(x, verbose=0)),
-                               ("feature_vector", model.feature_model().predict(x, verbose=0))):
+    for variant, reference in (
+        ("classification", model.predict(x, verbose=0)),
+        ("feature_vector", model.feature_model().predict(x, verbose=0)),
+    ):
         out = export(model, tmp_path / variant, variant, format=fmt)
         meta = json.loads((tmp_path / variant / "metadata.json").read_text())
         assert meta["format"] == fmt and meta["input"].endswith("in [-1, 1]")
@@ -60,8 +65,9 @@ def test_any_size_exports_run_at_two_sizes(tmp_path, fmt):
 def test_litert_quantization_int8_and_dynamic_range(models, tmp_path):
     model = models["plain"]
     calibration = [np.random.default_rng(2).uniform(-1, 1, (32, 16, 16, 3)).astype("float32")]
-    int8 = export(model, tmp_path / "int8", "classification", format="litert", quantize="int8",
-                  representative_images=calibration)
+    int8 = export(
+        model, tmp_path / "int8", "classification", format="litert", quantize="int8", representative_images=calibration
+    )
     dynamic = export(model, tmp_path / "dr", "classification", format="litert", quantize="dynamic_range")
     x = calibration[0][:4]
     for out in (int8, dynamic):
@@ -82,14 +88,19 @@ def _int8_parts(path: str) -> dict:
         import onnx
 
         graph = onnx.load(path).graph
-        return {"int8 tensors": sum(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer),
-                "quantize nodes": sum(n.op_type == "QuantizeLinear" for n in graph.node)}
+        return {
+            "int8 tensors": sum(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer),
+            "quantize nodes": sum(n.op_type == "QuantizeLinear" for n in graph.node),
+        }
     import openvino
 
     ops = openvino.Core().read_model(path).get_ops()
-    return {"int8 tensors": sum(op.get_type_name() == "Constant" and op.get_element_type().get_type_name() in
-                                ("i8", "u8") for op in ops),
-            "quantize nodes": sum(op.get_type_name() == "FakeQuantize" for op in ops)}
+    return {
+        "int8 tensors": sum(
+            op.get_type_name() == "Constant" and op.get_element_type().get_type_name() in ("i8", "u8") for op in ops
+        ),
+        "quantize nodes": sum(op.get_type_name() == "FakeQuantize" for op in ops),
+    }
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "openvino"])
@@ -102,8 +113,14 @@ def test_onnx_and_openvino_int8_by_their_own_quantizers(models, tmp_path, fmt):
     x = rng.uniform(-1, 1, (8, 16, 16, 3)).astype("float32")
     want = model.predict(x, verbose=0)
     for quantize in ("int8", "dynamic_range"):
-        out = export(model, tmp_path / quantize, "classification", format=fmt, quantize=quantize,
-                     representative_images=calibration if quantize == "int8" else None)
+        out = export(
+            model,
+            tmp_path / quantize,
+            "classification",
+            format=fmt,
+            quantize=quantize,
+            representative_images=calibration if quantize == "int8" else None,
+        )
         assert json.loads((tmp_path / quantize / "metadata.json").read_text())["quantize"] == quantize
         parts = _int8_parts(exported_file(out))
         assert parts["int8 tensors"] >= 2 * T["num_layers"], parts  # the blocks' kernels at least
@@ -116,8 +133,14 @@ def test_onnx_and_openvino_int8_by_their_own_quantizers(models, tmp_path, fmt):
         got = formats.runtime_model(exported_file(out))(x)
         assert np.abs(got - want).max() < 0.25 * np.ptp(want), (quantize, np.abs(got - want).max(), np.ptp(want))
     with pytest.raises(ValueError, match=r"representative_images\[0\] holds values in \[0, 255\]"):
-        export(model, tmp_path / "pixels", "classification", format=fmt, quantize="int8",
-               representative_images=[np.linspace(0, 255, 16 * 16 * 16 * 3).reshape(16, 16, 16, 3)])
+        export(
+            model,
+            tmp_path / "pixels",
+            "classification",
+            format=fmt,
+            quantize="int8",
+            representative_images=[np.linspace(0, 255, 16 * 16 * 16 * 3).reshape(16, 16, 16, 3)],
+        )
     assert not (tmp_path / "pixels").exists()
 
 
@@ -140,8 +163,9 @@ def _photos():
 def test_serving_signature_on_real_photos(tmp_path):
     model = _random(keras_vit.VisionTransformer(**{**T, "classes": 10}, patch_size=8, input_shape=(32, 32, 3)), 3)
     labels = [f"digit {i}" for i in range(10)]
-    loaded = tf.saved_model.load(export(model, tmp_path / "serve", "classification", format="serving",
-                                        labels=labels, top_k=3))
+    loaded = tf.saved_model.load(
+        export(model, tmp_path / "serve", "classification", format="serving", labels=labels, top_k=3)
+    )
     photos = _photos()
     result = loaded.signatures["serving_default"](images=tf.constant(list(photos.values())))
     assert result["classes"].shape == (len(photos), 3)
@@ -162,8 +186,14 @@ def test_cli_formats_labels_and_bad_input(models, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", *args],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     done = cli("--format=onnx", "--variant=classification", f"--out={tmp_path / 'onnx'}")
     assert done.returncode == 0, done.stderr[-2000:]

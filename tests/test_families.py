@@ -21,23 +21,29 @@ FAMILIES = {
     "plain": ({"class": (0, 1), "patches": (1, 17)}, dict(activation="gelu")),
     "deit": ({"class": (0, 1), "distillation": (1, 2), "patches": (2, 18)}, dict(distillation_token=True)),
     "deit3": ({"class": (0, 1), "patches": (1, 17)}, dict(layer_scale_init=1e-6, prefix_position_embedding=False)),
-    "dinov2": ({"class": (0, 1), "registers": (1, 5), "patches": (5, 21)},
-               dict(num_register_tokens=4, layer_scale_init=1e-5, prefix_position_embedding=False)),
+    "dinov2": (
+        {"class": (0, 1), "registers": (1, 5), "patches": (5, 21)},
+        dict(num_register_tokens=4, layer_scale_init=1e-5, prefix_position_embedding=False),
+    ),
     "clip": ({"class": (0, 1), "patches": (1, 17)}, dict(pre_norm=True, patch_bias=False, layer_norm_epsilon=1e-5)),
     "clip_quickgelu": ({"class": (0, 1), "patches": (1, 17)}, dict(activation="quick_gelu", pre_norm=True)),
     "siglip": ({"patches": (0, 16)}, dict(activation="gelu")),
     "gap_fc_norm": ({"patches": (0, 16)}, dict(fc_norm=True)),
     "qk_norm": ({"class": (0, 1), "patches": (1, 17)}, dict(qk_norm=True, qkv_bias=False)),
     "hybrid_root": ({"class": (0, 1), "patches": (1, 65)}, dict(stem_numerics="timm")),
-    "no_final_norm": ({"class": (0, 1), "registers": (1, 8), "patches": (8, 24)},
-                      dict(final_norm=False, num_register_tokens=7)),
+    "no_final_norm": (
+        {"class": (0, 1), "registers": (1, 8), "patches": (8, 24)},
+        dict(final_norm=False, num_register_tokens=7),
+    ),
 }
 CLASSIFIERS = {"siglip": "map", "gap_fc_norm": "gap"}
 
 
 def _load(case: str, **kwargs):
     folder = os.path.join(FIXTURES, case)
-    return keras_vit.load_model(folder, classifier_activation=None, **kwargs), np.load(os.path.join(folder, "input.npy"))
+    return keras_vit.load_model(folder, classifier_activation=None, **kwargs), np.load(
+        os.path.join(folder, "input.npy")
+    )
 
 
 def _timm_logits(case: str) -> np.ndarray:
@@ -64,8 +70,13 @@ def test_each_family_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
     assert again.variant == model.variant
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c in ("dinov2", "deit", "siglip", "hybrid_root")
-                                                 else [pytest.mark.slow]) for c in sorted(FAMILIES)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=[] if c in ("dinov2", "deit", "siglip", "hybrid_root") else [pytest.mark.slow])
+        for c in sorted(FAMILIES)
+    ],
+)
 def test_features_and_taps_separate_prefix_tokens_from_patches(case):
     model, x = _load(case)
     n = model.token_layout["patches"][1]
@@ -114,9 +125,17 @@ def test_one_familys_checkpoint_in_anothers_model_is_refused_and_changes_nothing
     assert dinov2.variant.num_register_tokens == 4
 
 
-@pytest.mark.parametrize("case, part", [("hybrid_root", "ResNet-stem numerics"), ("dinov2", "register tokens"), ("deit", "distillation token"),
-                                        ("clip", "LayerNorm after the embeddings"), ("qk_norm", "qk-norm"),
-                                        ("gap_fc_norm", "LayerNorm after pooling")])
+@pytest.mark.parametrize(
+    "case, part",
+    [
+        ("hybrid_root", "ResNet-stem numerics"),
+        ("dinov2", "register tokens"),
+        ("deit", "distillation token"),
+        ("clip", "LayerNorm after the embeddings"),
+        ("qk_norm", "qk-norm"),
+        ("gap_fc_norm", "LayerNorm after pooling"),
+    ],
+)
 def test_official_and_transformers_writers_refuse_parts_they_cannot_hold(case, part, tmp_path):
     model, _ = _load(case)
     with pytest.raises(ValueError, match=part):
@@ -128,8 +147,14 @@ def test_official_and_transformers_writers_refuse_parts_they_cannot_hold(case, p
 
 def test_timm_names_build_with_timms_parameter_counts():
     """A few names per family (the slow breadth test walks all of them); counts recorded by timm itself."""
-    for name in ("deit_tiny_distilled_patch16_224", "deit3_small_patch16_224", "vit_small_patch14_reg4_dinov2",
-                 "vit_medium_patch16_gap_256", "vit_base_patch32_clip_quickgelu_224", "vit_tiny_patch16_224"):
+    for name in (
+        "deit_tiny_distilled_patch16_224",
+        "deit3_small_patch16_224",
+        "vit_small_patch14_reg4_dinov2",
+        "vit_medium_patch16_gap_256",
+        "vit_base_patch32_clip_quickgelu_224",
+        "vit_tiny_patch16_224",
+    ):
         model = keras_vit.create_model(name)
         assert model.count_params() == timm_table.parameter_count(name), name
     assert "vit_small_patch14_reg4_dinov2" in keras_vit.list_models("dinov2")
@@ -197,8 +222,9 @@ def _finetune_config(case: str):
     return c
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c == "dinov2" else [pytest.mark.slow])
-                                  for c in sorted(FAMILIES)])
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=[] if c == "dinov2" else [pytest.mark.slow]) for c in sorted(FAMILIES)]
+)
 def test_recipes_fine_tune_each_family_from_its_repository(case, tmp_path):
     from recipes import train
 
@@ -228,11 +254,13 @@ def test_a_timm_model_at_another_size_gives_timms_logits_at_that_size(case):
     fixed = keras_vit.load_model(folder, classifier_activation=None, input_shape=(48, 48, 3))
     assert fixed.variant.position_interpolation == "bicubic"
     assert np.abs(fixed.predict(x, verbose=0) - want).max() <= 1e-4  # measured 9e-8
-    any_size = keras_vit.load_model(folder, classifier_activation=None, input_shape=(None, None, 3),
-                                    position_grid=(4, 4))
+    any_size = keras_vit.load_model(
+        folder, classifier_activation=None, input_shape=(None, None, 3), position_grid=(4, 4)
+    )
     assert np.abs(any_size.predict(x, verbose=0) - want).max() <= 1e-4
-    linear = keras_vit.load_model(folder, classifier_activation=None, input_shape=(48, 48, 3),
-                                  position_interpolation="linear")
+    linear = keras_vit.load_model(
+        folder, classifier_activation=None, input_shape=(48, 48, 3), position_interpolation="linear"
+    )
     assert np.abs(linear.predict(x, verbose=0) - want).max() > 1e-4  # the original code's rule is another one
 
 
@@ -272,8 +300,11 @@ def test_a_big_vision_map_head_checkpoint_loads(tmp_path):
     from keras_vit.weights.official import model_params
 
     model, x = _load("siglip")
-    renames = (("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"), ("LayerNorm_2", "LayerNorm_1"),
-               ("MlpBlock_3", "MlpBlock_0"))
+    renames = (
+        ("MultiHeadDotProductAttention_1", "MultiHeadDotProductAttention_0"),
+        ("LayerNorm_2", "LayerNorm_1"),
+        ("MlpBlock_3", "MlpBlock_0"),
+    )
     arrays = {}
     for key, value in model_params(model).items():
         if key.startswith("Transformer/encoderblock_"):

@@ -20,8 +20,11 @@ TINY = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
 
 
 def _tree(path):
-    return {os.path.relpath(os.path.join(d, f), path): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
-            for d, _, files in os.walk(path) for f in files}
+    return {
+        os.path.relpath(os.path.join(d, f), path): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+        for d, _, files in os.walk(path)
+        for f in files
+    }
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +34,15 @@ def saved(tmp_path_factory):
     return d / "m.keras"
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--shots", "2.7"], "--shots[0] must be a whole number, got 2.7"),
-    (["--shots", "0,5"], "--shots[0] must be >= 1"),
-    (["--shots", "a,b"], "--shots='a,b' must be comma-separated whole numbers"),
-    (["--seeds", "0"], "--seeds must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--shots", "2.7"], "--shots[0] must be a whole number, got 2.7"),
+        (["--shots", "0,5"], "--shots[0] must be >= 1"),
+        (["--shots", "a,b"], "--shots='a,b' must be comma-separated whole numbers"),
+        (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+    ],
+)
 def test_fewshot_cli_refuses_before_work(saved, tmp_path, capsys, flags, message):
     out = tmp_path / "r.json"
     assert fewshot_cli.main(["--weights", str(saved), "--datasets", "mnist5k", "--out", str(out), *flags]) == 2
@@ -47,26 +53,42 @@ def test_fewshot_cli_refuses_before_work(saved, tmp_path, capsys, flags, message
 def test_fewshot_cli_unwritable_out_is_reported_before_work(saved, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    assert fewshot_cli.main(["--weights", str(saved), "--datasets", "mnist5k", "--out",
-                             str(blocker / "r.json")]) == 2
+    assert fewshot_cli.main(["--weights", str(saved), "--datasets", "mnist5k", "--out", str(blocker / "r.json")]) == 2
     assert f"{blocker} is a file, not a directory" in capsys.readouterr().err
     assert blocker.read_text() == "x"
 
 
-@pytest.mark.parametrize("kw,message", [(dict(shots=2.7), "shots must be a whole number"),
-                                        (dict(l2_reg=-1.0), "l2_reg must be > 0"),
-                                        (dict(seed=-1), "seed must be >= 0"),
-                                        (dict(shots=True), "shots must be an integer")])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(shots=2.7), "shots must be a whole number"),
+        (dict(l2_reg=-1.0), "l2_reg must be > 0"),
+        (dict(seed=-1), "seed must be >= 0"),
+        (dict(shots=True), "shots must be an integer"),
+    ],
+)
 def test_probe_refuses_coercions(kw, message):
     rng = np.random.default_rng(0)
-    args = dict(train_features=rng.normal(size=(30, 4)), train_labels=np.repeat([0, 1, 2], 10),
-                test_features=rng.normal(size=(6, 4)), test_labels=np.repeat([0, 1, 2], 2), shots=2, seed=0)
+    args = dict(
+        train_features=rng.normal(size=(30, 4)),
+        train_labels=np.repeat([0, 1, 2], 10),
+        test_features=rng.normal(size=(6, 4)),
+        test_labels=np.repeat([0, 1, 2], 2),
+        shots=2,
+        seed=0,
+    )
     with pytest.raises(ValueError, match=message):
         fewshot.linear_fewshot_accuracy(**{**args, **kw})
 
 
-@pytest.mark.parametrize("kw,message", [(dict(seeds=0), "seeds must be >= 1"), (dict(shots=[1, 2.5]), r"shots\[1\]"),
-                                        (dict(l2_reg=0.0), "l2_reg must be > 0")])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(seeds=0), "seeds must be >= 1"),
+        (dict(shots=[1, 2.5]), r"shots\[1\]"),
+        (dict(l2_reg=0.0), "l2_reg must be > 0"),
+    ],
+)
 def test_evaluator_refuses_what_would_give_nan(kw, message):
     data = {"d": (np.zeros((4, 32, 32, 3)), np.arange(4) % 2, np.zeros((2, 32, 32, 3)), np.arange(2))}
     with pytest.raises(ValueError, match=message):
@@ -111,12 +133,15 @@ def test_inspect_cli_bad_image_and_unwritable_out(saved, tmp_path, capsys):
     assert not (tmp_path / "o").exists() and (tmp_path / "file").read_text() == "x"
 
 
-@pytest.mark.parametrize("content,message", [
-    ('{"task": "eurosat", "accuracy": 1.7}', "accuracy must be a fraction in [0, 1], got 1.7"),
-    ('{"task": "eurosat", "accuracy": true}', "accuracy must be a fraction"),
-    ('{"task": "dtd", "accuracy": 0.5}', "not the result of task 'eurosat'"),
-    ('{"task": "eurosat", "acc', "is not a readable result.json"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ('{"task": "eurosat", "accuracy": 1.7}', "accuracy must be a fraction in [0, 1], got 1.7"),
+        ('{"task": "eurosat", "accuracy": true}', "accuracy must be a fraction"),
+        ('{"task": "dtd", "accuracy": 0.5}', "not the result of task 'eurosat'"),
+        ('{"task": "eurosat", "acc', "is not a readable result.json"),
+    ],
+)
 def test_vtab_refuses_a_damaged_result_before_any_work(tmp_path, capsys, content, message):
     (tmp_path / "eurosat").mkdir()
     (tmp_path / "eurosat" / "result.json").write_text(content)
@@ -145,11 +170,27 @@ def test_a_failed_download_names_the_url_and_where_to_place_the_file(tmp_path):
     from PIL import Image
 
     Image.new("RGB", (20, 20)).save(tmp_path / "photo.png")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
-               KERAS_VIT_BASE_URL=f"file://{tmp_path / 'no-such-mirror'}")
-    done = subprocess.run([sys.executable, "-m", "keras_vit.predict", str(tmp_path / "photo.png"),
-                           "--weights=augreg_in21k_ft_in1k", "--model=ViT-Ti/16"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=ROOT,
+        KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
+        KERAS_VIT_BASE_URL=f"file://{tmp_path / 'no-such-mirror'}",
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_vit.predict",
+            str(tmp_path / "photo.png"),
+            "--weights=augreg_in21k_ft_in1k",
+            "--model=ViT-Ti/16",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
     assert "no-such-mirror/augreg/" in line and str(tmp_path / "cache" / "keras_vit") in line

@@ -9,40 +9,44 @@ import keras_vit
 TINY = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, input_shape=(16, 16, 3))
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("classes", 5.7, "classes must be a whole number, got 5.7"),
-    ("classes", True, r"classes must be an integer >= 1 or None, got True \(bool\)"),
-    ("classes", "10", r"classes must be an integer .* got '10' \(str\)"),
-    ("num_layers", -1, "num_layers must be >= 1, got -1"),
-    ("num_layers", 0, "num_layers must be >= 1, got 0"),
-    ("hidden_size", 0, "hidden_size must be >= 1"),
-    ("patch_size", 0, "patch_size must be >= 1"),
-    ("patch_size", 2.5, "patch_size must be a whole number"),
-    ("num_heads", 3, "hidden_size 16 must be divisible by num_heads 3"),
-    ("representation_size", 16.9, "representation_size must be a whole number, got 16.9"),
-    ("representation_size", True, r"representation_size must be an integer >= 1 or None, got True"),
-    ("input_shape", "224", r"input_shape must be a tuple \(height, width, channels\).*got '224' \(str\)"),
-    ("input_shape", 224, r"input_shape must be a tuple .*got 224 \(int\)"),
-    ("input_shape", (16, 16), r"got \(16, 16\)"),
-    ("input_shape", (16, 16.5, 3), r"input_shape\[1\] must be a whole number"),
-    ("input_shape", (0, 16, 3), r"input_shape\[0\] must be >= 1"),
-    ("dropout_rate", True, r"dropout_rate must be a number in \[0, 1\), got True \(bool\)"),
-    ("drop_path_rate", -0.1, r"drop_path_rate must be a number in \[0, 1\)"),
-    ("include_top", "yes", r"include_top must be True or False, got 'yes'"),
-    ("include_preprocessing", 1, r"include_preprocessing must be True or False, got 1 \(int\)"),
-    ("resnet_layers", (3, 0), r"resnet_layers\[1\] must be >= 1"),
-    ("resnet_layers", "349", r"resnet_layers must be a non-empty list of integers"),
-    ("resnet_width", 0, "resnet_width must be > 0"),
-    ("classifier", "cls", "classifier='cls' is not one of 'token', 'gap'"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("classes", 5.7, "classes must be a whole number, got 5.7"),
+        ("classes", True, r"classes must be an integer >= 1 or None, got True \(bool\)"),
+        ("classes", "10", r"classes must be an integer .* got '10' \(str\)"),
+        ("num_layers", -1, "num_layers must be >= 1, got -1"),
+        ("num_layers", 0, "num_layers must be >= 1, got 0"),
+        ("hidden_size", 0, "hidden_size must be >= 1"),
+        ("patch_size", 0, "patch_size must be >= 1"),
+        ("patch_size", 2.5, "patch_size must be a whole number"),
+        ("num_heads", 3, "hidden_size 16 must be divisible by num_heads 3"),
+        ("representation_size", 16.9, "representation_size must be a whole number, got 16.9"),
+        ("representation_size", True, r"representation_size must be an integer >= 1 or None, got True"),
+        ("input_shape", "224", r"input_shape must be a tuple \(height, width, channels\).*got '224' \(str\)"),
+        ("input_shape", 224, r"input_shape must be a tuple .*got 224 \(int\)"),
+        ("input_shape", (16, 16), r"got \(16, 16\)"),
+        ("input_shape", (16, 16.5, 3), r"input_shape\[1\] must be a whole number"),
+        ("input_shape", (0, 16, 3), r"input_shape\[0\] must be >= 1"),
+        ("dropout_rate", True, r"dropout_rate must be a number in \[0, 1\), got True \(bool\)"),
+        ("drop_path_rate", -0.1, r"drop_path_rate must be a number in \[0, 1\)"),
+        ("include_top", "yes", r"include_top must be True or False, got 'yes'"),
+        ("include_preprocessing", 1, r"include_preprocessing must be True or False, got 1 \(int\)"),
+        ("resnet_layers", (3, 0), r"resnet_layers\[1\] must be >= 1"),
+        ("resnet_layers", "349", r"resnet_layers must be a non-empty list of integers"),
+        ("resnet_width", 0, "resnet_width must be > 0"),
+        ("classifier", "cls", "classifier='cls' is not one of 'token', 'gap'"),
+    ],
+)
 def test_constructor_refuses_and_names_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         keras_vit.VisionTransformer(**{**TINY, field: value})
 
 
 def test_integral_floats_and_numpy_ints_are_accepted():
-    model = keras_vit.VisionTransformer(**{**TINY, "hidden_size": np.int64(16), "num_layers": 2.0}, classes=3.0,
-                                        include_top=np.True_)
+    model = keras_vit.VisionTransformer(
+        **{**TINY, "hidden_size": np.int64(16), "num_layers": 2.0}, classes=3.0, include_top=np.True_
+    )
     assert model.vit_config.num_layers == 2 and model.classes == 3 and isinstance(model.classes, int)
 
 
@@ -66,8 +70,11 @@ def test_empty_or_corrupt_keras_file_is_named(model, tmp_path, content, message)
     path = tmp_path / "model.keras"
     path.write_bytes(content)
     before = [w.copy() for w in model.get_weights()]
-    for load in (lambda: keras_vit.load_model(path), lambda: keras_vit.load_weights(model, path),
-                 lambda: keras_vit.VisionTransformer(**TINY, weights=str(path))):
+    for load in (
+        lambda: keras_vit.load_model(path),
+        lambda: keras_vit.load_weights(model, path),
+        lambda: keras_vit.VisionTransformer(**TINY, weights=str(path)),
+    ):
         with pytest.raises(ValueError, match=rf"model\.keras' is not a \.keras file: {message}"):
             load()
     for a, b in zip(before, model.get_weights()):
@@ -88,8 +95,9 @@ def test_keras_file_of_a_transposed_grid_is_resized_not_copied(tmp_path):
     expected = scipy.ndimage.zoom(posemb[0, 1:].reshape(8, 2, 16), (2 / 8, 8 / 2, 1), order=1).reshape(16, 16)
     got = np.asarray(wide.position_embedding.pos_embedding)[0]
     np.testing.assert_allclose(got[1:], expected, atol=1e-6)
-    also = keras_vit.VisionTransformer(**{**TINY, "input_shape": (8, 32, 3)}, classes=3,
-                                       weights=str(tmp_path / "tall.keras"))
+    also = keras_vit.VisionTransformer(
+        **{**TINY, "input_shape": (8, 32, 3)}, classes=3, weights=str(tmp_path / "tall.keras")
+    )
     np.testing.assert_allclose(np.asarray(also.position_embedding.pos_embedding)[0, 1:], expected, atol=1e-6)
 
 
@@ -144,7 +152,9 @@ def _poison_h5(path):
 
     with h5py.File(path, "r+") as f:
         datasets = []
-        f.visititems(lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) and obj.ndim == 2 else None)
+        f.visititems(
+            lambda name, obj: datasets.append(obj) if isinstance(obj, h5py.Dataset) and obj.ndim == 2 else None
+        )
         values = datasets[0][()]
         values.flat[0] = np.inf
         datasets[0][...] = values
@@ -205,18 +215,23 @@ def test_bools_are_not_counts():
         model.intermediates(np.zeros((1, 16, 16, 3), "float32"), blocks=True)
     with pytest.raises(ValueError, match="top_k must be an integer in \\[1, 3\\], got True"):
         serving.write(model, "unused", ["a", "b", "c"], top_k=True)
-    for helper in (lambda: inspect.embedding_filter_components(model, n=-1),
-                   lambda: inspect.principal_components(np.ones((4, 3)), n=0)):
+    for helper in (
+        lambda: inspect.embedding_filter_components(model, n=-1),
+        lambda: inspect.principal_components(np.ones((4, 3)), n=0),
+    ):
         with pytest.raises(ValueError, match="n must be >= 1"):
             helper()
 
 
-@pytest.mark.parametrize("shape, message", [
-    ((2, 32, 32, 3), r"images must be \(batch, 16, 16, 3\)"),
-    ((2, 3, 16, 16), "channels first"),
-    ((2, 16, 16, 1), r"images must be \(batch, 16, 16, 3\)"),
-    ((16, 16, 3), "add a batch axis"),
-])
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ((2, 32, 32, 3), r"images must be \(batch, 16, 16, 3\)"),
+        ((2, 3, 16, 16), "channels first"),
+        ((2, 16, 16, 1), r"images must be \(batch, 16, 16, 3\)"),
+        ((16, 16, 3), "add a batch axis"),
+    ],
+)
 def test_predict_and_predict_on_batch_check_their_input_like_a_call(shape, message):
     model = keras_vit.VisionTransformer(**TINY, classes=3)
     for entry in (model.predict, model.predict_on_batch):
@@ -248,10 +263,15 @@ def test_a_dtype_policy_map_reaches_every_sublayer_and_saves(tmp_path):
     policies = keras.dtype_policies.DTypePolicyMap(default_policy="float32")
     policies["Transformer/encoderblock_0/.*"] = keras.dtype_policies.DTypePolicy("bfloat16")
     model = keras_vit.VisionTransformer(**TINY, classes=3, dtype=policies)
-    inside = [layer for layer in model._flatten_layers() if (layer.path or "").startswith("Transformer/encoderblock_0/")]
+    inside = [
+        layer for layer in model._flatten_layers() if (layer.path or "").startswith("Transformer/encoderblock_0/")
+    ]
     assert inside and {layer.compute_dtype for layer in inside} == {"bfloat16"}
-    assert {layer.compute_dtype for layer in model._flatten_layers()
-            if (layer.path or "").startswith("Transformer/encoderblock_1/")} == {"float32"}
+    assert {
+        layer.compute_dtype
+        for layer in model._flatten_layers()
+        if (layer.path or "").startswith("Transformer/encoderblock_1/")
+    } == {"float32"}
     x = np.random.default_rng(0).uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
     out = model.predict(x, verbose=0)
     model.save(tmp_path / "m.keras")
@@ -267,29 +287,49 @@ def test_compute_output_spec_takes_arrays_on_every_layer():
     model = keras_vit.VisionTransformer(**TINY, classes=3)
     images = np.zeros((2, 16, 16, 3), "float32")
     tokens = np.zeros((2, 17, 16), "float32")
-    cases = [(model, images, (2, 3)), (model.patch_embedding, images, (2, 16, 16)),
-             (model.class_token, np.zeros((2, 16, 16), "float32"), (2, 17, 16)),
-             (model.position_embedding, tokens, (2, 17, 16)), (model.encoder, tokens, (2, 17, 16)),
-             (model.encoder.blocks[0], tokens, (2, 17, 16)), (model.token_pooling, tokens, (2, 16)),
-             (model.preprocessor(), np.zeros((2, 40, 30, 3), "uint8"), (2, 16, 16, 3))]
+    cases = [
+        (model, images, (2, 3)),
+        (model.patch_embedding, images, (2, 16, 16)),
+        (model.class_token, np.zeros((2, 16, 16), "float32"), (2, 17, 16)),
+        (model.position_embedding, tokens, (2, 17, 16)),
+        (model.encoder, tokens, (2, 17, 16)),
+        (model.encoder.blocks[0], tokens, (2, 17, 16)),
+        (model.token_pooling, tokens, (2, 16)),
+        (model.preprocessor(), np.zeros((2, 40, 30, 3), "uint8"), (2, 16, 16, 3)),
+    ]
     for layer, x, shape in cases:
         assert tuple(layer.compute_output_spec(x).shape) == shape, layer.name
-    hybrid = keras_vit.VisionTransformer(patch_size=1, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
-                                         resnet_layers=(1,), resnet_width=0.5, input_shape=(32, 32, 3))
-    assert tuple(hybrid.stem.compute_output_spec(np.zeros((1, 32, 32, 3), "float32")).shape)[:3] == (1, 8, 8)  # root: stride 4
+    hybrid = keras_vit.VisionTransformer(
+        patch_size=1,
+        hidden_size=16,
+        mlp_dim=16,
+        num_heads=2,
+        num_layers=1,
+        resnet_layers=(1,),
+        resnet_width=0.5,
+        input_shape=(32, 32, 3),
+    )
+    assert tuple(hybrid.stem.compute_output_spec(np.zeros((1, 32, 32, 3), "float32")).shape)[:3] == (
+        1,
+        8,
+        8,
+    )  # root: stride 4
 
 
 def test_feature_and_logits_models_check_their_input_like_the_model():
     """`feature_model` / `logits_model` predict with the source model's input check: a wrong size, NCHW or an
     unbatched image is named, not a graph error; saved and reloaded they still run."""
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1,
-                                        input_shape=(32, 32, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1, input_shape=(32, 32, 3), classes=3
+    )
     for derived in (model.feature_model("sequence"), model.logits_model()):
         assert derived.predict(np.zeros((2, 32, 32, 3), "float32"), verbose=0).shape[0] == 2
-        for bad, message in ((np.zeros((2, 48, 48, 3), "float32"), r"images must be \(batch, 32, 32, 3\)"),
-                             (np.zeros((2, 3, 32, 32), "float32"), "channels first"),
-                             (np.zeros((32, 32, 3), "float32"), "add a batch axis")):
+        for bad, message in (
+            (np.zeros((2, 48, 48, 3), "float32"), r"images must be \(batch, 32, 32, 3\)"),
+            (np.zeros((2, 3, 32, 32), "float32"), "channels first"),
+            (np.zeros((32, 32, 3), "float32"), "add a batch axis"),
+        ):
             with pytest.raises(ValueError, match=message):
                 derived.predict(bad, verbose=0)
         with pytest.raises(ValueError, match="images must be"):

@@ -92,16 +92,25 @@ def _cli(*flags, env_backend=None):
     env.pop("KERAS_BACKEND", None)
     if env_backend:
         env["KERAS_BACKEND"] = env_backend
-    return subprocess.run([sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py", *flags],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py", *flags],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-@pytest.mark.parametrize("flags, message", [
-    (("--backend=jax", "--strategy=tpu"), "--strategy is the tensorflow engine's flag; this run is on jax"),
-    (("--backend=tensorflow", "--num_processes=2"), "--num_processes is the jax engine's flag"),
-    (("--tpu=local",), "--tpu=local is read with --strategy=tpu only"),
-    (("--backend=tf",), "--backend"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--backend=jax", "--strategy=tpu"), "--strategy is the tensorflow engine's flag; this run is on jax"),
+        (("--backend=tensorflow", "--num_processes=2"), "--num_processes is the jax engine's flag"),
+        (("--tpu=local",), "--tpu=local is read with --strategy=tpu only"),
+        (("--backend=tf",), "--backend"),
+    ],
+)
 def test_flags_of_the_other_engine_are_refused_in_one_line(tmp_path, flags, message):
     done = _cli(f"--workdir={tmp_path / 'w'}", *flags)
     assert done.returncode != 0 and message in done.stderr, done.stderr[-2000:]
@@ -112,8 +121,15 @@ def test_flags_of_the_other_engine_are_refused_in_one_line(tmp_path, flags, mess
 @pytest.mark.slow
 def test_the_jax_engine_refuses_another_config_without_renaming_good_checkpoints(tmp_path):
     pytest.importorskip("jax")
-    small = ["--config.model.num_layers=1", "--config.total_steps=4", "--config.checkpoint_every=2",
-             "--config.dataset.eval_split=", "--config.log_every=2", f"--workdir={tmp_path}", "--backend=jax"]
+    small = [
+        "--config.model.num_layers=1",
+        "--config.total_steps=4",
+        "--config.checkpoint_every=2",
+        "--config.dataset.eval_split=",
+        "--config.log_every=2",
+        f"--workdir={tmp_path}",
+        "--backend=jax",
+    ]
     first = _cli(*small, env_backend="jax")
     assert first.returncode == 0, first.stderr[-3000:]
     (tmp_path / "model.keras").unlink()

@@ -25,8 +25,7 @@ def _config(**overrides):
     c = demo.get_config("pretrain")
     c.model.update(hidden_size=16, mlp_dim=32, num_layers=1, num_heads=2, patch_size=8)
     c.dataset.update(eval_split="", image_size=16)
-    c.update(batch_size=8, total_steps=40, checkpoint_every=10, log_every=10, keep_checkpoints=5,
-             deterministic=True)
+    c.update(batch_size=8, total_steps=40, checkpoint_every=10, log_every=10, keep_checkpoints=5, deterministic=True)
     c.optimizer.warmup_steps = 5
     for key, value in overrides.items():
         group, _, field = key.rpartition(".")
@@ -44,6 +43,7 @@ def _input(nan_from=None):
 
     def make(global_batch, image_size, training):
         return tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+
     return make
 
 
@@ -66,6 +66,7 @@ def _all_finite(directory):
 
 def _final_weights(workdir):
     import keras
+
     return [np.asarray(w) for w in keras.models.load_model(workdir / "model.keras", compile=False).get_weights()]
 
 
@@ -81,10 +82,20 @@ def test_nan_mid_run_stops_before_writing_and_keeps_good_checkpoints(tmp_path):
 
 def test_nan_run_exits_nonzero_with_one_line(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    cmd = [sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py", f"--workdir={tmp_path}",
-           "--config.optimizer.learning_rate=1e30", "--config.optimizer.warmup_steps=0",
-           "--config.optimizer.clip_norm=0", "--config.total_steps=20", "--config.checkpoint_every=1",
-           "--config.dataset.eval_split=", "--config.model.num_layers=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "recipes.train",
+        "--config=recipes/configs/demo.py",
+        f"--workdir={tmp_path}",
+        "--config.optimizer.learning_rate=1e30",
+        "--config.optimizer.warmup_steps=0",
+        "--config.optimizer.clip_norm=0",
+        "--config.total_steps=20",
+        "--config.checkpoint_every=1",
+        "--config.dataset.eval_split=",
+        "--config.model.num_layers=1",
+    ]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2, run.stderr[-2000:]
     assert "error: Training diverged" in run.stderr and "Traceback" not in run.stderr
@@ -100,7 +111,7 @@ def _damage(path, how):
         path.write_bytes(raw[: len(raw) // 2])
     else:  # one bit flipped in the middle of the arrays
         i = len(raw) // 2
-        path.write_bytes(raw[:i] + bytes([raw[i] ^ 0x10]) + raw[i + 1:])
+        path.write_bytes(raw[:i] + bytes([raw[i] ^ 0x10]) + raw[i + 1 :])
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +130,16 @@ def _copy_checkpoints(source, ckpts, steps):
     (ckpts.parent / "run_config.json").write_bytes((source / "run_config.json").read_bytes())
 
 
-@pytest.mark.parametrize("part,how", [("index", "zero-byte"), ("index", "truncated"), ("data", "zero-byte"),
-                                      ("data", "truncated"), ("data", "bit-flipped")])
+@pytest.mark.parametrize(
+    "part,how",
+    [
+        ("index", "zero-byte"),
+        ("index", "truncated"),
+        ("data", "zero-byte"),
+        ("data", "truncated"),
+        ("data", "bit-flipped"),
+    ],
+)
 def test_damaged_newest_checkpoint_falls_back_to_the_previous(uninterrupted, tmp_path, part, how, caplog):
     ckpts = tmp_path / "checkpoints"
     _copy_checkpoints(uninterrupted, ckpts, (20, 30))
@@ -149,16 +168,25 @@ def test_restore_is_all_or_nothing_and_refuses_another_config(tmp_path):
     manager = CheckpointManager(str(tmp_path), {"model": v})
     manager.save(1)
     w = [keras.Variable(np.full((2, 3), 7, "float32"), name="a"), keras.Variable(np.zeros((5,), "float32"), name="b")]
-    with pytest.raises(ValueError, match=r"ckpt-1 does not fit this run: model variable 'b' is \(5,\) here, "
-                                         r"\(4,\) in the file"):
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt-1 does not fit this run: model variable 'b' is \(5,\) here, "
+        r"\(4,\) in the file",
+    ):
         CheckpointManager(str(tmp_path), {"model": w}).restore()
     assert (w[0].numpy() == 7).all(), "a failed restore changed a variable"
     assert os.path.exists(manager.path(1) + ".index"), "a checkpoint of another config must not be moved aside"
-    renamed = [keras.Variable(np.full((2, 3), 7, "float32"), name="a"), keras.Variable(np.zeros((4,), "float32"), name="c")]
+    renamed = [
+        keras.Variable(np.full((2, 3), 7, "float32"), name="a"),
+        keras.Variable(np.zeros((4,), "float32"), name="c"),
+    ]
     with pytest.raises(ValueError, match=r"ckpt-1 does not fit this run: it has no model variable 'c'"):
         CheckpointManager(str(tmp_path), {"model": renamed}).restore()
     # keyed by path, not position: the same variables in another order restore exactly
-    swapped = [keras.Variable(np.zeros((4,), "float32"), name="b"), keras.Variable(np.zeros((2, 3), "float32"), name="a")]
+    swapped = [
+        keras.Variable(np.zeros((4,), "float32"), name="b"),
+        keras.Variable(np.zeros((2, 3), "float32"), name="a"),
+    ]
     assert CheckpointManager(str(tmp_path), {"model": swapped}).restore() == 1
     assert (swapped[1].numpy() == 1).all() and (swapped[0].numpy() == 0).all()
 
@@ -177,8 +205,9 @@ def test_non_finite_state_is_never_saved(tmp_path):
 def test_second_live_run_is_refused_and_a_stale_lock_taken_over(tmp_path):
     holder = subprocess.Popen(["sleep", "120"])
     try:
-        (tmp_path / lock.LOCK_NAME).write_text(json.dumps(dict(host=__import__("socket").gethostname(),
-                                                               pid=holder.pid, since="earlier")))
+        (tmp_path / lock.LOCK_NAME).write_text(
+            json.dumps(dict(host=__import__("socket").gethostname(), pid=holder.pid, since="earlier"))
+        )
         with pytest.raises(lock.WorkdirBusy, match=rf"pid {holder.pid}"):
             train.train_and_evaluate(_config(total_steps=2), str(tmp_path), train_input=_input())
         assert sorted(os.listdir(tmp_path)) == [lock.LOCK_NAME], "a refused run wrote into the workdir"
@@ -189,20 +218,23 @@ def test_second_live_run_is_refused_and_a_stale_lock_taken_over(tmp_path):
     assert summary["steps"] == 2 and not (tmp_path / lock.LOCK_NAME).exists()
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("total_steps", -5, "config.total_steps must be >= 0"),
-    ("checkpoint_every", 0, "config.checkpoint_every must be >= 1"),
-    ("log_every", 0, "config.log_every must be >= 1"),
-    ("batch_size", 0, "config.batch_size must be >= 1"),
-    ("optimizer.learning_rate", float("nan"), "config.optimizer.learning_rate must be finite"),
-    ("optimizer.weight_decay", -0.1, "config.optimizer.weight_decay must be >= 0"),
-    ("label_smoothing", 1.0, "config.label_smoothing must be < 1"),
-    ("ema_decay", 1.5, "config.ema_decay must be < 1"),
-    ("model.num_layers", -1, "config.model.num_layers must be >= 0"),
-    ("model.dropout_rate", 1.0, "config.model.dropout_rate must be a number in"),
-    ("dataset.image_size", 0, "config.dataset.image_size must be >= 1"),
-    ("model.remat", "yes", 'config.model.remat must be True, False or "attention", got \'yes\''),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("total_steps", -5, "config.total_steps must be >= 0"),
+        ("checkpoint_every", 0, "config.checkpoint_every must be >= 1"),
+        ("log_every", 0, "config.log_every must be >= 1"),
+        ("batch_size", 0, "config.batch_size must be >= 1"),
+        ("optimizer.learning_rate", float("nan"), "config.optimizer.learning_rate must be finite"),
+        ("optimizer.weight_decay", -0.1, "config.optimizer.weight_decay must be >= 0"),
+        ("label_smoothing", 1.0, "config.label_smoothing must be < 1"),
+        ("ema_decay", 1.5, "config.ema_decay must be < 1"),
+        ("model.num_layers", -1, "config.model.num_layers must be >= 0"),
+        ("model.dropout_rate", 1.0, "config.model.dropout_rate must be a number in"),
+        ("dataset.image_size", 0, "config.dataset.image_size must be >= 1"),
+        ("model.remat", "yes", "config.model.remat must be True, False or \"attention\", got 'yes'"),
+    ],
+)
 def test_config_out_of_range_is_refused_before_the_workdir_is_touched(tmp_path, field, value, message):
     workdir = tmp_path / "run"
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
@@ -223,23 +255,51 @@ def test_remat_attention_reaches_the_model_and_other_strings_are_refused_at_the_
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(keras_vit.VisionTransformer, "__init__", spy)
-        summary = train.train_and_evaluate(_config(**{"model.remat": "attention"}, total_steps=2),
-                                           str(tmp_path / "a"), train_input=_input())
+        summary = train.train_and_evaluate(
+            _config(**{"model.remat": "attention"}, total_steps=2), str(tmp_path / "a"), train_input=_input()
+        )
     assert summary["steps"] == 2 and built and set(built) == {"attention"}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    run = subprocess.run([sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py",
-                          f"--workdir={tmp_path / 'w'}", "--config.model.remat=sometimes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recipes.train",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.model.remat=sometimes",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
-    assert 'config.model.remat must be True, False or "attention", got \'sometimes\'' in run.stderr, run.stderr
+    assert "config.model.remat must be True, False or \"attention\", got 'sometimes'" in run.stderr, run.stderr
     assert not (tmp_path / "w").exists()
 
 
 def test_unknown_config_field_is_one_line(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    run = subprocess.run([sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py",
-                          f"--workdir={tmp_path / 'w'}", "--config.optimiser.learning_rate=1"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recipes.train",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.optimiser.learning_rate=1",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "--config.optimiser.learning_rate: the config has no field 'optimiser' (did you mean 'optimizer'?)" in run.stderr
+    assert (
+        "--config.optimiser.learning_rate: the config has no field 'optimiser' (did you mean 'optimizer'?)"
+        in run.stderr
+    )
     assert not (tmp_path / "w").exists()

@@ -55,7 +55,7 @@ def test_export_overwrite_keeps_a_file_the_user_added(tmp_path):
 
 
 def test_the_sweep_takes_only_marked_temporaries_of_dead_writers(tmp_path):
-    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    dead = 2**22 + 12345  # above the default pid_max: no such process
     users = tmp_path / f".tmp-model.keras-{dead}-my-backup"  # looks like an old temporary, is a user's file
     ours = tmp_path / f".tmp-model.keras-{dead}-{atomic.MARK}abc123"
     users.write_text("keep me")
@@ -68,20 +68,29 @@ def _calibration_model():
     return keras_vit.VisionTransformer(**TINY, classes=3)
 
 
-@pytest.mark.parametrize("images, message", [
-    ([], "no image"),
-    ([np.zeros((0, 16, 16, 3), "float32")], "no image"),
-    ([np.full((4, 16, 16, 3), 200.0, "float32")], r"values in \[200, 200\].* takes \[-1, 1\]"),
-    ([np.zeros((4, 32, 32, 3), "float32")], r"representative_images\[0\]: images must be \(batch, 16, 16, 3\)"),
-    ([np.zeros((4, 3, 16, 16), "float32")], "channels first"),
-    ([np.full((4, 16, 16, 3), np.nan, "float32")], "values in"),
-])
+@pytest.mark.parametrize(
+    "images, message",
+    [
+        ([], "no image"),
+        ([np.zeros((0, 16, 16, 3), "float32")], "no image"),
+        ([np.full((4, 16, 16, 3), 200.0, "float32")], r"values in \[200, 200\].* takes \[-1, 1\]"),
+        ([np.zeros((4, 32, 32, 3), "float32")], r"representative_images\[0\]: images must be \(batch, 16, 16, 3\)"),
+        ([np.zeros((4, 3, 16, 16), "float32")], "channels first"),
+        ([np.full((4, 16, 16, 3), np.nan, "float32")], "values in"),
+    ],
+)
 def test_calibration_sets_are_checked(tmp_path, images, message):
     from hub_export import export
 
     with pytest.raises(ValueError, match=message):
-        export(_calibration_model(), str(tmp_path / "int8"), "classification", format="litert", quantize="int8",
-               representative_images=images)
+        export(
+            _calibration_model(),
+            str(tmp_path / "int8"),
+            "classification",
+            format="litert",
+            quantize="int8",
+            representative_images=images,
+        )
     assert not (tmp_path / "int8").exists()
 
 
@@ -90,10 +99,23 @@ def test_cli_calibration_of_the_wrong_size_is_one_line(tmp_path):
     model.save(tmp_path / "m.keras")
     np.save(tmp_path / "calib.npy", np.zeros((4, 32, 32, 3), "float32"))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", "--format=litert",
-                           "--quantize=int8", f"--representative={tmp_path / 'calib.npy'}",
-                           f"--out={tmp_path / 'out'}", "--variant=classification"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hub_export",
+            f"--weights={tmp_path / 'm.keras'}",
+            "--format=litert",
+            "--quantize=int8",
+            f"--representative={tmp_path / 'calib.npy'}",
+            f"--out={tmp_path / 'out'}",
+            "--variant=classification",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "(batch, 16, 16, 3)" in done.stderr
     assert not (tmp_path / "out").exists()

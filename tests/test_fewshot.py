@@ -17,7 +17,7 @@ def test_closed_form_matches_lstsq_and_sklearn(n_per_class, dims, classes):
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(classes), n_per_class)
     x = rng.normal(size=(len(y), dims)) + y[:, None] * 0.3
-    l2 = 2.0 ** 10
+    l2 = 2.0**10
     w, _, _ = fewshot.fit_linear_probe(x, y, classes, l2)
     xa = _whiten_augment(x)
     t = 2 * np.eye(classes)[y] - 1
@@ -46,8 +46,10 @@ def test_accuracy_equals_manual_pipeline():
     idx = fewshot.select_shots(y, 5, 3, 4)
     xs, ys = x[idx], y[idx]
     mean, std = xs.mean(0), xs.std(0) + 1e-5
+
     def aug(a):
         return np.concatenate([(a - mean) / std, np.full((len(a), 1), 100.0)], 1)
+
     w = Ridge(alpha=1024.0, fit_intercept=False, solver="svd").fit(aug(xs), 2 * np.eye(4)[ys] - 1).coef_.T
     expected = np.mean(np.argmax(aug(xt) @ w, 1) == yt)
     assert fewshot.linear_fewshot_accuracy(x, y, xt, yt, shots=5, seed=3) == pytest.approx(expected)
@@ -70,8 +72,9 @@ def test_evaluator_reports_mean_and_std():
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
-    evaluator = fewshot.FewShotEvaluator(lambda images: images, {"digits": (x[:1000], y[:1000], x[1000:], y[1000:])},
-                                         shots=(1, 10), seeds=3)
+    evaluator = fewshot.FewShotEvaluator(
+        lambda images: images, {"digits": (x[:1000], y[:1000], x[1000:], y[1000:])}, shots=(1, 10), seeds=3
+    )
     results = evaluator.evaluate()
     assert set(results) == {"digits_1shot", "digits_10shot"}
     accs = [fewshot.linear_fewshot_accuracy(x[:1000], y[:1000], x[1000:], y[1000:], 10, s) for s in range(3)]
@@ -79,18 +82,27 @@ def test_evaluator_reports_mean_and_std():
     assert "digits_10shot" in fewshot.FewShotEvaluator.format(results)
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda a: dict(a, shots=30), "Class 0 has only 20 training example"),
-    (lambda a: dict(a, train_labels=np.where(a["train_labels"] == 2, -1, a["train_labels"])), r"lie in \[0, "),
-    (lambda a: dict(a, test_labels=a["test_labels"] + 5, num_classes=3), r"test_labels must lie in \[0, 3\)"),
-    (lambda a: dict(a, train_features=np.zeros((0, 4)), train_labels=np.zeros(0, int)), "non-empty"),
-    (lambda a: dict(a, train_features=np.where(np.eye(60, 4) > 0, np.nan, a["train_features"])), "NaN"),
-    (lambda a: dict(a, test_labels=a["test_labels"][:-1]), "one label per row"),
-    (lambda a: dict(a, test_features=a["test_features"][:, :3]), "4 dims but test_features have 3"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda a: dict(a, shots=30), "Class 0 has only 20 training example"),
+        (lambda a: dict(a, train_labels=np.where(a["train_labels"] == 2, -1, a["train_labels"])), r"lie in \[0, "),
+        (lambda a: dict(a, test_labels=a["test_labels"] + 5, num_classes=3), r"test_labels must lie in \[0, 3\)"),
+        (lambda a: dict(a, train_features=np.zeros((0, 4)), train_labels=np.zeros(0, int)), "non-empty"),
+        (lambda a: dict(a, train_features=np.where(np.eye(60, 4) > 0, np.nan, a["train_features"])), "NaN"),
+        (lambda a: dict(a, test_labels=a["test_labels"][:-1]), "one label per row"),
+        (lambda a: dict(a, test_features=a["test_features"][:, :3]), "4 dims but test_features have 3"),
+    ],
+)
 def test_bad_input(mutate, match):
     rng = np.random.default_rng(0)
-    args = dict(train_features=rng.normal(size=(60, 4)), train_labels=np.repeat([0, 1, 2], 20),
-                test_features=rng.normal(size=(9, 4)), test_labels=np.repeat([0, 1, 2], 3), shots=5, seed=0)
+    args = dict(
+        train_features=rng.normal(size=(60, 4)),
+        train_labels=np.repeat([0, 1, 2], 20),
+        test_features=rng.normal(size=(9, 4)),
+        test_labels=np.repeat([0, 1, 2], 3),
+        shots=5,
+        seed=0,
+    )
     with pytest.raises(ValueError, match=match):
         fewshot.linear_fewshot_accuracy(**mutate(args))

@@ -26,8 +26,9 @@ def test_callback_logs_fewshot_during_training(tmp_path):
     c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
     c.update(batch_size=16, total_steps=20, log_every=10, checkpoint_every=20)
     c.dataset.eval_split = ""
-    c.fewshot.update(every=10, dataset="mnist5k", train_split="train[:500]", test_split="test[:200]",
-                     shots=[1, 5], seeds=2)
+    c.fewshot.update(
+        every=10, dataset="mnist5k", train_split="train[:500]", test_split="test[:200]", shots=[1, 5], seeds=2
+    )
     summary = train.train_and_evaluate(c, str(tmp_path))
     tags = _tags(tmp_path / "tb")
     assert tags["a/mnist5k_5shot"] == [10, 20] and tags["a/mnist5k_1shot"] == [10, 20]
@@ -38,8 +39,23 @@ def test_cli_on_bundled_digits(tmp_path, capsys):
     model = keras_vit.VisionTransformer(8, 32, 64, 2, 1, input_shape=(32, 32, 3), classes=10)
     model.save(tmp_path / "m.keras")
     out = tmp_path / "fs.json"
-    assert fewshot_cli.main(["--weights", str(tmp_path / "m.keras"), "--datasets", "mnist5k", "--shots", "1,10",
-                             "--seeds", "2", "--out", str(out)]) == 0
+    assert (
+        fewshot_cli.main(
+            [
+                "--weights",
+                str(tmp_path / "m.keras"),
+                "--datasets",
+                "mnist5k",
+                "--shots",
+                "1,10",
+                "--seeds",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     results = json.loads(out.read_text())
     # a random-init ViT's features beat chance (10 %) at 10 shots on real digits: measured 0.26
     assert set(results) == {"mnist5k_1shot", "mnist5k_10shot"} and results["mnist5k_10shot"]["mean"] > 0.15

@@ -36,8 +36,12 @@ def test_an_offline_release_download_is_one_short_error_naming_its_cause_and_the
     import subprocess
     import sys
 
-    env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'nowhere'}", KERAS_VIT_CACHE_DIR=str(tmp_path),
-               TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(
+        os.environ,
+        KERAS_VIT_BASE_URL=f"file://{tmp_path / 'nowhere'}",
+        KERAS_VIT_CACHE_DIR=str(tmp_path),
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
     code = "import keras_vit\nkeras_vit.ViT_Ti16(weights='augreg_in21k')\n"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -49,9 +53,12 @@ def test_an_offline_release_download_is_one_short_error_naming_its_cause_and_the
     assert str(tmp_path / "keras_vit") in message and "KERAS_VIT_CACHE_DIR" in message
 
 
-@pytest.mark.parametrize("code, line", [
-    ("import recipes.train", "the recipes (recipes.train) needs tensorflow, ml_collections"),
-])
+@pytest.mark.parametrize(
+    "code, line",
+    [
+        ("import recipes.train", "the recipes (recipes.train) needs tensorflow, ml_collections"),
+    ],
+)
 def test_a_missing_extra_is_one_line_naming_it(code, line):
     import os
     import subprocess
@@ -69,15 +76,20 @@ def test_an_export_format_without_its_runtime_names_the_extra(monkeypatch):
     import keras_vit
     from keras_vit.utils import extras
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=3
+    )
     import hub_export
 
     real = extras.missing
-    monkeypatch.setattr(extras, "missing", lambda modules: [m for m in real(modules)] + [
-        m for m in modules if m == "onnxruntime"])
-    with pytest.raises(ImportError, match=r"format='onnx' on the tensorflow backend needs onnxruntime: pip install "
-                                          r"'keras-vision-transformer\[onnx\]'"):
+    monkeypatch.setattr(
+        extras, "missing", lambda modules: [m for m in real(modules)] + [m for m in modules if m == "onnxruntime"]
+    )
+    with pytest.raises(
+        ImportError,
+        match=r"format='onnx' on the tensorflow backend needs onnxruntime: pip install "
+        r"'keras-vision-transformer\[onnx\]'",
+    ):
         hub_export.export(model, "unused", "classification", format="onnx")
 
 
@@ -87,13 +99,22 @@ def test_an_export_card_names_the_weights_the_model_was_loaded_from(tmp_path):
     import keras_vit
     import hub_export
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=3
+    )
     path = keras_vit.save_npz(model, str(tmp_path / "mine.npz"))
     loaded = keras_vit.load_model(path)
     assert loaded.weights_source == path and keras_vit.load_model(path, classes=5).weights_source == path
-    rebuilt = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                          input_shape=(16, 16, 3), classes=3, weights=path)
+    rebuilt = keras_vit.VisionTransformer(
+        patch_size=8,
+        hidden_size=16,
+        mlp_dim=32,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(16, 16, 3),
+        classes=3,
+        weights=path,
+    )
     assert rebuilt.weights_source == path
     out = hub_export.export(loaded, str(tmp_path / "export"), "classification", format="saved_model")
     card = json.loads(open(os.path.join(out, "metadata.json")).read())
@@ -108,12 +129,26 @@ def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, spec):
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    tiny = ["--config.model.hidden_size=32", "--config.model.mlp_dim=64", "--config.model.num_layers=1",
-            "--config.model.num_heads=2", "--config.model.patch_size=8", "--config.batch_size=16",
-            "--config.dataset.eval_split=", "--config.total_steps=2", "--config.log_every=1"]
+    tiny = [
+        "--config.model.hidden_size=32",
+        "--config.model.mlp_dim=64",
+        "--config.model.num_layers=1",
+        "--config.model.num_heads=2",
+        "--config.model.patch_size=8",
+        "--config.batch_size=16",
+        "--config.dataset.eval_split=",
+        "--config.total_steps=2",
+        "--config.log_every=1",
+    ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-m", "recipes.train", f"--config={spec}", f"--workdir={tmp_path / 'run'}",
-                           *tiny], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "recipes.train", f"--config={spec}", f"--workdir={tmp_path / 'run'}", *tiny],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
     from recipes import configs
@@ -131,7 +166,9 @@ def test_the_install_page_lists_every_extra_setup_cfg_defines():
     cfg.read(os.path.join(root, "setup.cfg"))
     defined = set(cfg["options.extras_require"]) - {"test", "bench"}  # for this repository's own suites
     page = open(os.path.join(root, "docs", "install.md")).read().split("## Extras")[1].split("\n## ")[0]
-    listed = set(re.findall(r"^\| `([a-z-]+)`", page, re.M)) | set(re.findall(r"^\| `[a-z]+` \(`([a-z]+)`\)", page, re.M))
+    listed = set(re.findall(r"^\| `([a-z-]+)`", page, re.M)) | set(
+        re.findall(r"^\| `[a-z]+` \(`([a-z]+)`\)", page, re.M)
+    )
     assert listed == defined
 
 
@@ -146,22 +183,38 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
     from doc_blocks import blocks
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = next(c for lang, c in blocks(os.path.join(root, "README.md")) if lang == "bash" and "keras-vit-train" in c)
+    command = next(
+        c for lang, c in blocks(os.path.join(root, "README.md")) if lang == "bash" and "keras-vit-train" in c
+    )
     words = shlex.split(command.replace("\\\n", " "))
     assert words[0] == "keras-vit-train" and "--config.init_weights=augreg_in21k" in words
-    args = words[1:] + ["--config.dataset.image_size=32", "--config.batch_size=8", "--config.total_steps=2",
-                        "--config.optimizer.warmup_steps=1", "--config.log_every=1"]
+    args = words[1:] + [
+        "--config.dataset.image_size=32",
+        "--config.batch_size=8",
+        "--config.total_steps=2",
+        "--config.optimizer.warmup_steps=1",
+        "--config.log_every=1",
+    ]
     tests, prelude = os.path.join(root, "tests"), os.path.join(root, "tests", "doc_prelude.py")
-    code = (f"import sys\nsys.path.insert(0, {tests!r})\n"
-            f"exec(compile(open({prelude!r}).read(), {prelude!r}, 'exec'), {{'__name__': 'doc_prelude', '__file__': {prelude!r}}})\n"
-            "from image_folders import write_folder\nwrite_folder('photos', per_class=12, corrupt=0)\n"
-            f"sys.argv = ['keras-vit-train'] + {args!r}\nfrom recipes.train import run\nrun()\n")  # the script's call
+    code = (
+        f"import sys\nsys.path.insert(0, {tests!r})\n"
+        f"exec(compile(open({prelude!r}).read(), {prelude!r}, 'exec'), {{'__name__': 'doc_prelude', '__file__': {prelude!r}}})\n"
+        "from image_folders import write_folder\nwrite_folder('photos', per_class=12, corrupt=0)\n"
+        f"sys.argv = ['keras-vit-train'] + {args!r}\nfrom recipes.train import run\nrun()\n"
+    )  # the script's call
     (tmp_path / "mirror").mkdir()
     (tmp_path / "work").mkdir()
-    env = dict(os.environ, KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}", KERAS_VIT_CACHE_DIR=str(tmp_path / "c"),
-               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=root)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "work", env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = dict(
+        os.environ,
+        KERAS_VIT_BASE_URL=f"file://{tmp_path / 'mirror'}",
+        KERAS_VIT_CACHE_DIR=str(tmp_path / "c"),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONPATH=root,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     import json
 

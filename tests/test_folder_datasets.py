@@ -135,8 +135,11 @@ def test_lora_run_trains_adapters_and_head_only_and_its_adapters_reload(images, 
     tuned = train.train_and_evaluate(c, str(tmp_path / "lora"))
     start, end = (keras_vit.load_model(p) for p in (pre["model"], tuned["model"]))
     x = np.random.default_rng(0).uniform(-1, 1, (4, 32, 32, 3)).astype("float32")
-    changed = [a.path for a, b in zip(start.weights, end.weights)
-               if not np.array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))]
+    changed = [
+        a.path
+        for a, b in zip(start.weights, end.weights)
+        if not np.array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    ]
     kinds = {p.split("/")[-2] if "encoderblock" in p else p.split("/")[0] for p in changed}
     assert kinds <= {"query", "value", "Dense_0", "head"} and "query" in kinds and "head" in kinds
     assert not any(p.endswith("/bias") and "encoderblock" in p for p in changed)  # biases stay frozen
@@ -148,8 +151,9 @@ def test_layer_decay_scales_each_rate_by_depth():
     from recipes.configs.base import base_config
     from recipes.trainer import optim
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3,
-                                        input_shape=(16, 16, 3), classes=4)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=4
+    )
     opt = base_config().optimizer
     opt.update(name="sgd", momentum=0.0, learning_rate=1.0, warmup_steps=0, decay="constant", weight_decay=0.1)
     variables = model.trainable_variables
@@ -158,10 +162,15 @@ def test_layer_decay_scales_each_rate_by_depth():
     before = {v.path: keras.ops.convert_to_numpy(v).copy() for v in variables}
     optimizer.apply([keras.ops.ones_like(v) for v in variables], variables)
     # head: full rate; block i of 3: 0.5 ** (3 - i); embeddings 0.5 ** 4 (BEiT's rule); weight decay scaled alike
-    expected_scale = {"head/kernel": 1.0, "Transformer/encoder_norm/gamma": 1.0, "embedding/kernel": 0.0625,
-                      "cls/cls": 0.0625, "posembed_input/pos_embedding": 0.0625,
-                      "Transformer/encoderblock_2/MlpBlock_3/Dense_0/kernel": 0.5,
-                      "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel": 0.125}
+    expected_scale = {
+        "head/kernel": 1.0,
+        "Transformer/encoder_norm/gamma": 1.0,
+        "embedding/kernel": 0.0625,
+        "cls/cls": 0.0625,
+        "posembed_input/pos_embedding": 0.0625,
+        "Transformer/encoderblock_2/MlpBlock_3/Dense_0/kernel": 0.5,
+        "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel": 0.125,
+    }
     after = {v.path: keras.ops.convert_to_numpy(v) for v in variables}
     for path, scale in expected_scale.items():
         np.testing.assert_allclose(after[path], before[path] * (1 - 0.1 * scale) - scale, atol=1e-6)

@@ -25,19 +25,40 @@ def root(tmp_path_factory):
 
 
 def _cmd(backend, workdir, root, steps):
-    return [sys.executable, "-m", "recipes.train", f"--backend={backend}", f"--workdir={workdir}",
-            "--config=recipes/configs/demo.py:pretrain", "--config.model.hidden_size=32",
-            "--config.model.mlp_dim=64", "--config.model.num_layers=1", "--config.model.num_heads=2",
-            "--config.model.patch_size=8", "--config.batch_size=8", "--config.deterministic=True",
-            f"--config.dataset.name=folder:{root}", "--config.dataset.num_classes=0",
-            "--config.dataset.train_split=train[:80%]", "--config.dataset.eval_split=train[80%:]",
-            f"--config.total_steps={steps}", "--config.checkpoint_every=5", "--config.log_every=10",
-            "--config.lora.rank=2", "--config.optimizer.layer_decay=0.8"]
+    return [
+        sys.executable,
+        "-m",
+        "recipes.train",
+        f"--backend={backend}",
+        f"--workdir={workdir}",
+        "--config=recipes/configs/demo.py:pretrain",
+        "--config.model.hidden_size=32",
+        "--config.model.mlp_dim=64",
+        "--config.model.num_layers=1",
+        "--config.model.num_heads=2",
+        "--config.model.patch_size=8",
+        "--config.batch_size=8",
+        "--config.deterministic=True",
+        f"--config.dataset.name=folder:{root}",
+        "--config.dataset.num_classes=0",
+        "--config.dataset.train_split=train[:80%]",
+        "--config.dataset.eval_split=train[80%:]",
+        f"--config.total_steps={steps}",
+        "--config.checkpoint_every=5",
+        "--config.log_every=10",
+        "--config.lora.rank=2",
+        "--config.optimizer.layer_decay=0.8",
+    ]
 
 
 def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="",
-                XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    return dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=ROOT,
+        CUDA_VISIBLE_DEVICES="",
+        XLA_FLAGS="--xla_force_host_platform_device_count=1",
+    )
 
 
 def _checkpointed(ckpts) -> bool:
@@ -49,24 +70,29 @@ def _checkpointed(ckpts) -> bool:
 @pytest.mark.parametrize("backend", ["tensorflow", pytest.param("jax", marks=pytest.mark.slow)])
 def test_folder_run_killed_and_resumed_equals_uninterrupted(tmp_path, root, backend):
     steps = 120 if backend == "tensorflow" else 40
-    full = subprocess.run(_cmd(backend, tmp_path / "full", root, steps), cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=400)
+    full = subprocess.run(
+        _cmd(backend, tmp_path / "full", root, steps), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400
+    )
     assert full.returncode == 0, full.stderr[-3000:]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(backend, killed, root, steps), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(backend, killed, root, steps), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not _checkpointed(killed / "checkpoints"):
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
-    resumed = subprocess.run(_cmd(backend, killed, root, steps), cwd=ROOT, env=_env(), capture_output=True,
-                             text=True, timeout=400)
+    resumed = subprocess.run(
+        _cmd(backend, killed, root, steps), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["resumed_from"] is not None and 0 < summary["resumed_from"] < steps
-    a, b = (keras.models.load_model(p / "model.keras", compile=False).get_weights() for p in (killed, tmp_path / "full"))
+    a, b = (
+        keras.models.load_model(p / "model.keras", compile=False).get_weights() for p in (killed, tmp_path / "full")
+    )
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, atol=1e-6 if backend == "jax" else 0.0, rtol=0)
     assert (killed / "adapters.lora.h5").exists()

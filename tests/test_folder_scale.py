@@ -77,8 +77,9 @@ def _counted(source):
         out = source.decode(ex)
         return {"image": out["image"], "label": out["label"] + tf.cast(tick, out["label"].dtype)}
 
-    counted = data.Source(source.dataset, source.num_examples, source.num_classes, records=source.records,
-                          decode=decode)
+    counted = data.Source(
+        source.dataset, source.num_examples, source.num_classes, records=source.records, decode=decode
+    )
     return counted, calls
 
 

@@ -85,8 +85,16 @@ def test_a_model_built_while_weights_follow_reads_zeros_loads_trains_and_saves(t
     from keras_vit.nn.initializers import weights_follow
     from keras_vit.weights import official
 
-    sizes = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, input_shape=(16, 16, 3),
-                 classes=3, classifier_activation=None)
+    sizes = dict(
+        patch_size=8,
+        hidden_size=16,
+        mlp_dim=32,
+        num_heads=2,
+        num_layers=2,
+        input_shape=(16, 16, 3),
+        classes=3,
+        classifier_activation=None,
+    )
     with weights_follow():
         model = keras_vit.VisionTransformer(**sizes)
     assert all(not np.any(keras.ops.convert_to_numpy(w)) for w in model.trainable_weights)
@@ -102,8 +110,9 @@ def test_a_model_built_while_weights_follow_reads_zeros_loads_trains_and_saves(t
     again.load_weights(path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(again(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-6)
 
-    model.compile(optimizer=keras.optimizers.SGD(0.1),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     before = keras.ops.convert_to_numpy(model.head.kernel).copy()
     history = model.fit(x, np.array([0, 1, 2, 0]), epochs=1, batch_size=4, verbose=0)
     assert np.isfinite(history.history["loss"][0])

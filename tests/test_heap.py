@@ -103,8 +103,16 @@ def test_the_recipes_training_steps_trim_on_their_first_call(monkeypatch):
     seen = []
     real = heap.first_call_returning_freed_memory
     monkeypatch.setattr(heap, "first_call_returning_freed_memory", lambda f, **kw: seen.append(f) or real(f, **kw))
-    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=1,
-                                        input_shape=(8, 8, 3), classes=3, classifier_activation=None)
+    model = keras_vit.VisionTransformer(
+        patch_size=4,
+        hidden_size=8,
+        mlp_dim=16,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(8, 8, 3),
+        classes=3,
+        classifier_activation=None,
+    )
     opt = keras.optimizers.AdamW(1e-3)
     opt.build(model.trainable_variables)
     x = np.random.default_rng(0).uniform(-1, 1, (2, 8, 8, 3)).astype("float32")
@@ -141,10 +149,19 @@ def test_fit_runs_the_first_call_of_each_training_function_it_makes_inside_the_t
         yield
 
     monkeypatch.setattr(heap, "returning_freed_memory", counting)
-    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=1,
-                                        input_shape=(8, 8, 3), classes=3, classifier_activation=None)
-    model.compile(optimizer=keras.optimizers.SGD(0.1),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = keras_vit.VisionTransformer(
+        patch_size=4,
+        hidden_size=8,
+        mlp_dim=16,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(8, 8, 3),
+        classes=3,
+        classifier_activation=None,
+    )
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     x = np.random.default_rng(0).uniform(-1, 1, (8, 8, 8, 3)).astype("float32")
     y = np.arange(8) % 3
     first = model.fit(x, y, batch_size=4, epochs=2, verbose=0).history["loss"]
@@ -164,10 +181,19 @@ def test_fit_with_the_trimming_block_trains_exactly_as_without(monkeypatch):
 
     def fitted():
         keras.utils.set_random_seed(3)
-        model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=1,
-                                            input_shape=(8, 8, 3), classes=3, classifier_activation=None)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-2),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = keras_vit.VisionTransformer(
+            patch_size=4,
+            hidden_size=8,
+            mlp_dim=16,
+            num_heads=2,
+            num_layers=1,
+            input_shape=(8, 8, 3),
+            classes=3,
+            classifier_activation=None,
+        )
+        model.compile(
+            optimizer=keras.optimizers.AdamW(1e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
         x = np.random.default_rng(0).uniform(-1, 1, (8, 8, 8, 3)).astype("float32")
         model.fit(x, np.arange(8) % 3, batch_size=4, epochs=2, verbose=0, shuffle=False)
         return [np.asarray(w) for w in model.get_weights()]

@@ -30,7 +30,7 @@ def _modules() -> dict:
                 if file.endswith(".py"):
                     path = os.path.join(folder, file)
                     name = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-                    name = name[:-len(".__init__")] if name.endswith(".__init__") else name
+                    name = name[: -len(".__init__")] if name.endswith(".__init__") else name
                     with open(path) as f:
                         found[name] = ast.parse(f.read(), path)
     return found
@@ -47,8 +47,9 @@ def _imports(name: str, tree: ast.AST) -> set:
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
-                       for a in node.names]
+            targets = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module for a in node.names
+            ]
         else:
             continue
         out.update(t for t in targets if t in MODULES and t != name)
@@ -59,8 +60,16 @@ GRAPH = {name: _imports(name, tree) for name, tree in MODULES.items()}
 
 
 def test_the_walk_sees_every_room_and_lazy_imports():
-    assert {"keras_vit.vit.model", "keras_vit.weights.load", "keras_vit.analysis.inspect", "keras_vit.utils.atomic",
-            "recipes.trainer.common", "recipes.trainer.tf_step", "recipes.train", "hub_export.export"} <= set(MODULES)
+    assert {
+        "keras_vit.vit.model",
+        "keras_vit.weights.load",
+        "keras_vit.analysis.inspect",
+        "keras_vit.utils.atomic",
+        "recipes.trainer.common",
+        "recipes.trainer.tf_step",
+        "recipes.train",
+        "hub_export.export",
+    } <= set(MODULES)
     # lazy (in-function) imports count: the trainer picks its engine inside train_and_evaluate
     assert {"recipes.trainer.tf_run", "recipes.trainer.jax_run"} <= GRAPH["recipes.trainer"]
 
@@ -72,7 +81,7 @@ def test_no_import_cycle():
         state[node] = "open"
         for dep in sorted(GRAPH[node]):
             if state.get(dep) == "open":
-                cycles.append(path[path.index(dep):] + [dep])
+                cycles.append(path[path.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, path + [dep])
         state[node] = "done"
@@ -102,8 +111,12 @@ def test_rooms_are_layered_one_way():
             if _room(dep) is None or _room(dep) > room:
                 wrong.append(f"{module} -> {dep}")
     assert wrong == []
-    assert not any(d.startswith(("keras_vit.weights", "keras_vit.analysis", "keras_vit.applications"))
-                   for m, deps in GRAPH.items() if m.startswith("keras_vit.vit") for d in deps)
+    assert not any(
+        d.startswith(("keras_vit.weights", "keras_vit.analysis", "keras_vit.applications"))
+        for m, deps in GRAPH.items()
+        if m.startswith("keras_vit.vit")
+        for d in deps
+    )
 
 
 SOURCE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
@@ -131,28 +144,42 @@ def _suffix_tests(tree: ast.AST):
 
 
 def test_only_the_loader_tells_weight_sources_apart():
-    found = {(m, f): s for m, tree in MODULES.items() if m != "keras_vit.weights.load"
-             for f, s in _suffix_tests(tree)}
+    found = {(m, f): s for m, tree in MODULES.items() if m != "keras_vit.weights.load" for f, s in _suffix_tests(tree)}
     assert set(found) - set(SUFFIX_ALLOWED) == set(), found
     loader_constants = {n.value for n in ast.walk(MODULES["keras_vit.weights.load"]) if isinstance(n, ast.Constant)}
     assert set(SOURCE_SUFFIXES) <= loader_constants
     # release names, transformers and timm directories and hub handles are recognised there too
     for predicate in ("is_release_name", "is_transformers_dir", "is_timm_dir", "is_handle"):
-        callers = {m for m, tree in MODULES.items() for n in ast.walk(tree)
-                   if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == predicate}
+        callers = {
+            m
+            for m, tree in MODULES.items()
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == predicate
+        }
         assert callers <= {"keras_vit.weights.load", "keras_vit.weights.safetensors_files"}, (predicate, callers)
 
 
-ARCHITECTURE_FIELDS = {"patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "resnet_layers",
-                       "resnet_width"}
+ARCHITECTURE_FIELDS = {
+    "patch_size",
+    "hidden_size",
+    "mlp_dim",
+    "num_heads",
+    "num_layers",
+    "resnet_layers",
+    "resnet_width",
+}
 
 
-@pytest.mark.parametrize("name", [n for n in keras_vit.applications.__dict__ if n[:4] in ("ViT_", "R50_", "R26_",
-                                                                                          "R_Vi")])
+@pytest.mark.parametrize(
+    "name", [n for n in keras_vit.applications.__dict__ if n[:4] in ("ViT_", "R50_", "R26_", "R_Vi")]
+)
 def test_each_constructor_takes_and_documents_every_keyword(name):
     constructor = getattr(keras_vit, name)
-    want = set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters) - ARCHITECTURE_FIELDS - {
-        "self", "kwargs"}
+    want = (
+        set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters)
+        - ARCHITECTURE_FIELDS
+        - {"self", "kwargs"}
+    )
     have = set(inspect.signature(constructor).parameters)
     assert have == want
     doc = constructor.__doc__
@@ -161,8 +188,13 @@ def test_each_constructor_takes_and_documents_every_keyword(name):
 
 
 def test_help_of_a_constructor_shows_dtype_trainable_and_remat():
-    text = subprocess.run([sys.executable, "-c", "import keras_vit; help(keras_vit.ViT_B16)"], cwd=ROOT,
-                          capture_output=True, text=True, env=dict(os.environ, PAGER="cat")).stdout
+    text = subprocess.run(
+        [sys.executable, "-c", "import keras_vit; help(keras_vit.ViT_B16)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PAGER="cat"),
+    ).stdout
     for keyword in ("dtype=None", "trainable: 'bool' = True", "remat: 'Union[bool, str]' = False", "weights=None"):
         assert keyword in text
 
@@ -182,8 +214,12 @@ def test_product_code_cites_only_documents_of_the_repository():
 
     hits = []
     for package in PACKAGES:
-        found = subprocess.run(["grep", "-rnE", r"REFERENCE ?§|[Ii]ssue [0-9]+", package, "--include=*.py"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.splitlines()
+        found = subprocess.run(
+            ["grep", "-rnE", r"REFERENCE ?§|[Ii]ssue [0-9]+", package, "--include=*.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
         hits += [h for h in found if not re.search(r"keras-team/keras#|#[0-9]+\)", h)]
     assert hits == []
     assert os.path.exists(os.path.join(ROOT, "docs", "reference.md"))
@@ -209,9 +245,12 @@ def test_the_names_users_called_in_0_2_still_resolve():
     from keras_vit.loading import load_model, source_params
     from keras_vit.models import VisionTransformer, create_model
 
-    assert (available, load_npz, load_model, source_params) == (keras_vit.weights.releases.available,
-                                                                keras_vit.load_npz, keras_vit.load_model,
-                                                                keras_vit.weights.source_params)
+    assert (available, load_npz, load_model, source_params) == (
+        keras_vit.weights.releases.available,
+        keras_vit.load_npz,
+        keras_vit.load_model,
+        keras_vit.weights.source_params,
+    )
     assert (VisionTransformer, create_model) == (keras_vit.VisionTransformer, keras_vit.create_model)
     assert keras_vit.checkpoints.available() and keras_vit.layers.MultiHeadDotProductAttention
     with pytest.warns(DeprecationWarning, match="vit_config"):
@@ -221,6 +260,7 @@ def test_the_names_users_called_in_0_2_still_resolve():
 
 
 def test_python_m_old_inspect_path_still_runs():
-    done = subprocess.run([sys.executable, "-m", "keras_vit.inspect", "--help"], cwd=ROOT, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_vit.inspect", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0 and "keras_vit.analysis.inspect" in done.stdout

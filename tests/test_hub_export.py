@@ -28,15 +28,17 @@ FIXTURE = os.path.join(FLAX_FIXTURES, "vit_tiny")
 @pytest.fixture(scope="module")
 def flax_model():
     """The Flax reference ViT loaded from its official-layout .npz (logits known from the original code)."""
-    return keras_vit.VisionTransformer(**TINY, classes=5, classifier_activation=None,
-                                       weights=os.path.join(FIXTURE, "weights.npz"))
+    return keras_vit.VisionTransformer(
+        **TINY, classes=5, classifier_activation=None, weights=os.path.join(FIXTURE, "weights.npz")
+    )
 
 
 @pytest.fixture(scope="module")
 def modules(flax_model, tmp_path_factory):
     root = tmp_path_factory.mktemp("hub")
-    return {v: hub_export.export(flax_model, str(root / v), v, source="vit_tiny/weights.npz")
-            for v in hub_export.VARIANTS}
+    return {
+        v: hub_export.export(flax_model, str(root / v), v, source="vit_tiny/weights.npz") for v in hub_export.VARIANTS
+    }
 
 
 def _images(n, seed=0):
@@ -107,10 +109,8 @@ def _photos():
 def test_hub_keras_layer_fine_tunes(modules, trainable):
     images, labels = _photos()
     layer = hub.KerasLayer(modules["feature_vector"], trainable=trainable)
-    model = tf_keras.Sequential([tf_keras.layers.InputLayer(input_shape=(32, 32, 3)), layer,
-                                 tf_keras.layers.Dense(3)])
-    model.compile(tf_keras.optimizers.SGD(0.05),
-                  tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = tf_keras.Sequential([tf_keras.layers.InputLayer(input_shape=(32, 32, 3)), layer, tf_keras.layers.Dense(3)])
+    model.compile(tf_keras.optimizers.SGD(0.05), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     before = [v.numpy().copy() for v in layer.variables]
     assert (len(layer.trainable_variables) > 0) == trainable
     first = model.evaluate(images, labels, verbose=0)
@@ -130,8 +130,9 @@ def test_card_and_metadata(modules):
 
 def _cli(*args, timeout=300):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "hub_export", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "hub_export", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_cli_and_bad_input(tmp_path):
@@ -144,8 +145,12 @@ def test_cli_and_bad_input(tmp_path):
         ((f"--weights={tmp_path / 'nope.npz'}",), "does not exist"),
         (("--image_size=36",), "not divisible by the effective patch size 8"),
     ]:
-        base = {"--weights": weights, "--image_size": "32",
-                "--variant": "feature_vector", "--out": str(tmp_path / "bad")}
+        base = {
+            "--weights": weights,
+            "--image_size": "32",
+            "--variant": "feature_vector",
+            "--out": str(tmp_path / "bad"),
+        }
         for a in args:
             k, v = a.split("=", 1)
             base[k] = v
@@ -179,8 +184,13 @@ def test_sigkill_mid_export_leaves_previous_module(tmp_path):
     stamp = (out / "saved_model.pb").read_bytes()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     for trigger in ("writing", "later"):  # kill while the new module is half-written, then at a later moment
-        proc = subprocess.Popen([sys.executable, "-m", "hub_export", *args, "--overwrite"], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hub_export", *args, "--overwrite"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         start = time.time()
         while time.time() - start < 120 and proc.poll() is None:
             writing = any(n.startswith(".tmp-module") for n in os.listdir(tmp_path))
@@ -199,16 +209,20 @@ def test_sigkill_mid_export_leaves_previous_module(tmp_path):
 
 @pytest.mark.slow  # ~40 s; the plain-ViT CLI test stays in the default suite; `make test-slow`
 def test_cli_hybrid_keras_file_stays_hybrid_and_overwrite_replaces_only_exports(tmp_path):
-    hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
-                                         input_shape=(64, 64, 3), classes=3)
+    hybrid = keras_vit.VisionTransformer(
+        1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5, input_shape=(64, 64, 3), classes=3
+    )
     hybrid.save(tmp_path / "h.keras")
     done = _cli(f"--weights={tmp_path / 'h.keras'}", f"--out={tmp_path / 'module'}")
     assert done.returncode == 0, done.stderr[-2000:]
     meta = json.load(open(tmp_path / "module" / "metadata.json"))
     assert meta["architecture"]["resnet_layers"] == [1, 1] and meta["image_size"] == [64, 64]
     x = np.random.default_rng(0).uniform(0, 1, (2, 64, 64, 3)).astype("float32")
-    np.testing.assert_allclose(tf.saved_model.load(str(tmp_path / "module"))(x, training=False).numpy(),
-                               hybrid.feature_model().predict(x * 2 - 1, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(
+        tf.saved_model.load(str(tmp_path / "module"))(x, training=False).numpy(),
+        hybrid.feature_model().predict(x * 2 - 1, verbose=0),
+        atol=1e-5,
+    )
     # --overwrite replaces an earlier export, never an unrelated directory or a file
     (tmp_path / "photos").mkdir()
     (tmp_path / "photos" / "cat.jpg").write_bytes(b"precious")

@@ -19,7 +19,9 @@ TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
 
 def test_identity_attention_gives_identity_rollout_and_zero_distance():
     eye = np.broadcast_to(np.eye(17), (2, 4, 17, 17))
-    np.testing.assert_allclose(inspect.rollout_from_attention([eye, eye, eye]), np.broadcast_to(np.eye(17), (2, 17, 17)))
+    np.testing.assert_allclose(
+        inspect.rollout_from_attention([eye, eye, eye]), np.broadcast_to(np.eye(17), (2, 17, 17))
+    )
     np.testing.assert_allclose(inspect.attention_distance_from_attention(eye, (4, 4), 8.0), np.zeros(4))
 
 
@@ -57,7 +59,7 @@ def test_similarity_and_pca_properties():
     centred = filters - filters.mean(0)
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
     np.testing.assert_allclose(np.abs(comps), np.abs(vt[:5]), atol=1e-10)  # same axes as numpy's SVD
-    np.testing.assert_allclose(ratio, (s ** 2 / (s ** 2).sum())[:5])
+    np.testing.assert_allclose(ratio, (s**2 / (s**2).sum())[:5])
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +68,13 @@ def trained_tiny():
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
-    images = np.repeat(keras.ops.convert_to_numpy(keras.ops.image.resize(
-        x.reshape(-1, 8, 8, 1) / 8.0 - 1.0, (32, 32))), 3, axis=-1).astype("float32")
+    images = np.repeat(
+        keras.ops.convert_to_numpy(keras.ops.image.resize(x.reshape(-1, 8, 8, 1) / 8.0 - 1.0, (32, 32))), 3, axis=-1
+    ).astype("float32")
     model = keras_vit.VisionTransformer(**TINY, classes=10, classifier_activation=None)
-    model.compile(keras.optimizers.Adam(2e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        keras.optimizers.Adam(2e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
     history = model.fit(images[:1500], y[:1500], epochs=3, batch_size=64, verbose=0)
     assert history.history["accuracy"][-1] > 0.3
     return model, np.clip(images[1500:1504], -1, 1)
@@ -100,28 +104,56 @@ def _check_png(path, min_size=(100, 100)):
 def test_figures_and_cli(trained_tiny, tmp_path):
     model, images = trained_tiny
     paths = inspect.write_figures(model, images[0], str(tmp_path / "figs"))
-    assert set(paths) == {"attention_rollout", "attention_distance", "position_embedding_similarity",
-                          "embedding_filters"}
+    assert set(paths) == {
+        "attention_rollout",
+        "attention_distance",
+        "position_embedding_similarity",
+        "embedding_filters",
+    }
     for p in paths.values():
         _check_png(p)
     model.save(tmp_path / "tiny.keras")
     Image.fromarray(((images[1] + 1) * 127.5).astype("uint8")).save(tmp_path / "digit.png")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect",
-                           f"--weights={tmp_path / 'tiny.keras'}", f"--image={tmp_path / 'digit.png'}",
-                           f"--out={tmp_path / 'cli'}"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_vit.analysis.inspect",
+            f"--weights={tmp_path / 'tiny.keras'}",
+            f"--image={tmp_path / 'digit.png'}",
+            f"--out={tmp_path / 'cli'}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(os.listdir(tmp_path / "cli")) == 4
-    bad = subprocess.run([sys.executable, "-m", "keras_vit.analysis.inspect", f"--image={tmp_path / 'nope.png'}",
-                          f"--weights={tmp_path / 'tiny.keras'}", f"--out={tmp_path / 'x'}"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_vit.analysis.inspect",
+            f"--image={tmp_path / 'nope.png'}",
+            f"--weights={tmp_path / 'tiny.keras'}",
+            f"--out={tmp_path / 'x'}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "does not exist" in bad.stderr
 
 
 def test_hybrid_and_gap_models(tmp_path):
-    hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 2, resnet_layers=(1, 1), resnet_width=0.5,
-                                         input_shape=(64, 96, 3), classes=3)
+    hybrid = keras_vit.VisionTransformer(
+        1, 32, 64, 2, 2, resnet_layers=(1, 1), resnet_width=0.5, input_shape=(64, 96, 3), classes=3
+    )
     x = np.random.default_rng(0).uniform(-1, 1, (2, 64, 96, 3)).astype("float32")
     assert inspect.attention_rollout(hybrid, x).shape == (2, 64, 96)
     assert inspect.mean_attention_distance(hybrid, x).shape == (2, 2)

@@ -18,14 +18,28 @@ import pytest
 
 from conftest import ROOT
 
-TINY = ["--config=recipes/configs/demo.py:pretrain", "--config.model.hidden_size=32", "--config.model.mlp_dim=64",
-        "--config.model.num_layers=2", "--config.model.num_heads=4", "--config.model.patch_size=8",
-        "--config.batch_size=16", "--config.dataset.eval_split=", "--config.log_every=10"]
+TINY = [
+    "--config=recipes/configs/demo.py:pretrain",
+    "--config.model.hidden_size=32",
+    "--config.model.mlp_dim=64",
+    "--config.model.num_layers=2",
+    "--config.model.num_heads=4",
+    "--config.model.patch_size=8",
+    "--config.batch_size=16",
+    "--config.dataset.eval_split=",
+    "--config.log_every=10",
+]
 
 
 def _env(devices: int = 1, **extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", KERAS_BACKEND="jax",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=ROOT,
+        CUDA_VISIBLE_DEVICES="",
+        KERAS_BACKEND="jax",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+    )
     env.update(extra)
     return env
 
@@ -35,8 +49,13 @@ def _cmd(workdir, *flags):
 
 
 def _train(workdir, *flags, devices=1, timeout=300):
-    return subprocess.run(["timeout", "-k", "5", str(timeout), *_cmd(workdir, *flags)], cwd=ROOT,
-                          env=_env(devices), capture_output=True, text=True)
+    return subprocess.run(
+        ["timeout", "-k", "5", str(timeout), *_cmd(workdir, *flags)],
+        cwd=ROOT,
+        env=_env(devices),
+        capture_output=True,
+        text=True,
+    )
 
 
 _WEIGHTS = """
@@ -48,8 +67,14 @@ for path in sys.argv[2:]:
 
 def _weights(*models):
     """The weights of each `model.keras` (read in a JAX-backend process, as written)."""
-    done = subprocess.run([sys.executable, "-c", _WEIGHTS, "x", *map(str, models)], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _WEIGHTS, "x", *map(str, models)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = []
     for m in models:
@@ -103,17 +128,22 @@ print(json.dumps({"variables": {v.path: spec(v.value) for v in model.variables},
 
 
 def test_model_parallel_shards_attention_and_mlp_and_their_slots(tmp_path):
-    done = subprocess.run([sys.executable, "-c", _SHARDS], cwd=ROOT, env=_env(4), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _SHARDS], cwd=ROOT, env=_env(4), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     block = "Transformer/encoderblock_1/"
-    expect = {block + "MultiHeadDotProductAttention_1/query/kernel": ["None", "model", "None"],
-              block + "MultiHeadDotProductAttention_1/value/bias": ["model", "None"],
-              block + "MultiHeadDotProductAttention_1/out/kernel": ["model", "None", "None"],
-              block + "MlpBlock_3/Dense_0/kernel": ["None", "model"],
-              block + "MlpBlock_3/Dense_1/kernel": ["model", "None"],
-              block + "LayerNorm_0/gamma": [], "posembed_input/pos_embedding": [], "head/kernel": []}
+    expect = {
+        block + "MultiHeadDotProductAttention_1/query/kernel": ["None", "model", "None"],
+        block + "MultiHeadDotProductAttention_1/value/bias": ["model", "None"],
+        block + "MultiHeadDotProductAttention_1/out/kernel": ["model", "None", "None"],
+        block + "MlpBlock_3/Dense_0/kernel": ["None", "model"],
+        block + "MlpBlock_3/Dense_1/kernel": ["model", "None"],
+        block + "LayerNorm_0/gamma": [],
+        "posembed_input/pos_embedding": [],
+        "head/kernel": [],
+    }
     for path, axes in expect.items():
         for where in ("variables", "model"):
             got = found[where][path]
@@ -135,11 +165,29 @@ def test_two_processes_equal_one_process(tmp_path):
     single = _train(tmp_path / "single", *flags, devices=2)
     assert single.returncode == 0, single.stderr[-3000:]
     port = _free_port()
-    procs = [subprocess.Popen(["timeout", "-k", "5", "300", *_cmd(tmp_path / "multi", *flags,
-                                                                  f"--job_addresses=127.0.0.1:{port}",
-                                                                  "--num_processes=2", f"--process_id={i}")],
-                              cwd=ROOT, env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                "timeout",
+                "-k",
+                "5",
+                "300",
+                *_cmd(
+                    tmp_path / "multi",
+                    *flags,
+                    f"--job_addresses=127.0.0.1:{port}",
+                    "--num_processes=2",
+                    f"--process_id={i}",
+                ),
+            ],
+            cwd=ROOT,
+            env=_env(1),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate() for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
@@ -156,8 +204,9 @@ def test_sigkill_on_two_devices_then_resume_on_four_equals_uninterrupted(tmp_pat
     full = _train(tmp_path / "full", *flags, devices=2)
     assert full.returncode == 0, full.stderr[-3000:]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(killed, *flags), cwd=ROOT, env=_env(2), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(killed, *flags), cwd=ROOT, env=_env(2), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     ckpts = killed / "checkpoints"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -229,8 +278,9 @@ print(json.dumps(out))
 @pytest.mark.slow  # ~185 s; the JAX SIGKILL-resume test stays in the default suite; `make test-slow`
 def test_every_kind_of_config_runs_on_jax(tmp_path):
     """SGD fine-tuning, Polyak EMA, masked patch prediction, a hybrid and a VTAB row, two steps each."""
-    done = subprocess.run([sys.executable, "-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(rows) == 5
@@ -245,10 +295,17 @@ def test_demo_on_jax_reaches_the_tensorflow_accuracy_within_one_point(tmp_path):
     1 point (measured 2026-11-23: TF 95.5 %, JAX 95.0 %; the backends draw different initial weights)."""
     accuracy = {}
     for backend in ("tensorflow", "jax"):
-        cmd = [sys.executable, "-m", "recipes.train", f"--backend={backend}", "--config=recipes/configs/demo.py",
-               f"--workdir={tmp_path / backend}"]
-        done = subprocess.run(cmd, cwd=ROOT, env=_env(1, KERAS_BACKEND=backend), capture_output=True, text=True,
-                              timeout=900)
+        cmd = [
+            sys.executable,
+            "-m",
+            "recipes.train",
+            f"--backend={backend}",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={tmp_path / backend}",
+        ]
+        done = subprocess.run(
+            cmd, cwd=ROOT, env=_env(1, KERAS_BACKEND=backend), capture_output=True, text=True, timeout=900
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         accuracy[backend] = json.loads((tmp_path / backend / "summary.json").read_text())["eval_accuracy"]
     assert accuracy["tensorflow"] > 0.9 and abs(accuracy["jax"] - accuracy["tensorflow"]) <= 0.01, accuracy
@@ -284,8 +341,9 @@ print(json.dumps(out))
 
 
 def test_engine_releases_the_keras_copies_and_sync_gives_callbacks_the_current_weights():
-    done = subprocess.run([sys.executable, "-c", _RELEASE], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _RELEASE], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["released"] == [True, True] and out["rate"] == pytest.approx(1e-2)

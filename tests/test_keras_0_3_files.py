@@ -22,8 +22,7 @@ def test_every_family_of_0_3_loads_with_its_outputs():
     for case in CASES:
         model = keras.saving.load_model(os.path.join(FOLDER, f"{case}.keras"))
         data = np.load(os.path.join(FOLDER, f"{case}.npz"))
-        np.testing.assert_allclose(model.predict(data["input"], verbose=0), data["output"], atol=1e-5,
-                                   err_msg=case)
+        np.testing.assert_allclose(model.predict(data["input"], verbose=0), data["output"], atol=1e-5, err_msg=case)
         default = Variant()
         covered |= {f for f in Variant.fields() if getattr(model.variant, f) != getattr(default, f)}
     # the fixtures hold every family option at a value other than the paper's (stem_numerics: the timm hybrids)

@@ -11,10 +11,19 @@ import keras_vit
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("keras_hub") is None or importlib.util.find_spec("grain") is None,
-    reason="keras-hub's test battery needs keras-hub and grain (the test extra installs both)")
+    reason="keras-hub's test battery needs keras-hub and grain (the test extra installs both)",
+)
 
-KW = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=1, input_shape=(32, 32, 3), classes=3,
-          classifier_activation=None)  # the logits: a softmax output stays float32 under mixed precision, on purpose
+KW = dict(
+    patch_size=8,
+    hidden_size=32,
+    mlp_dim=64,
+    num_heads=4,
+    num_layers=1,
+    input_shape=(32, 32, 3),
+    classes=3,
+    classifier_activation=None,
+)  # the logits: a softmax output stays float32 under mixed precision, on purpose
 X = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
 
 

@@ -17,8 +17,13 @@ import keras_vit
 from conftest import ROOT, run_on_backend
 from keras_vit.vit import labels
 
-KNOWN_1K = {0: ("n01440764", "tench"), 1: ("n01443537", "goldfish"), 207: ("n02099601", "golden retriever"),
-            281: ("n02123045", "tabby"), 999: ("n15075141", "toilet tissue")}
+KNOWN_1K = {
+    0: ("n01440764", "tench"),
+    1: ("n01443537", "goldfish"),
+    207: ("n02099601", "golden retriever"),
+    281: ("n02123045", "tabby"),
+    999: ("n15075141", "toilet tissue"),
+}
 
 
 def test_label_sets_have_their_classes_in_the_published_order():
@@ -45,15 +50,21 @@ def test_decode_predictions_picks_the_set_by_width_and_ranks_scores():
     assert custom[0][0] == ("1", "dog", pytest.approx(0.9))
 
 
-@pytest.mark.parametrize("preds, kwargs, message", [
-    (np.zeros((1, 21843)), dict(labels="imagenet1k"), "21843 classes but label set 'imagenet1k' has 1000; these look "
-                                                       "like 'imagenet21k'"),
-    (np.zeros(1000), {}, r"expects \(batch, classes\) scores, got shape \(1000,\)"),
-    (np.zeros((1, 7)), {}, "7 classes, which no shipped label set has"),
-    (np.zeros((1, 2)), dict(labels=["a", "b", "c"]), "2 classes but labels= has 3 names"),
-    (np.zeros((1, 1000)), dict(top=True), "top must be an integer"),
-    (np.zeros((1, 1000)), dict(labels="imagenet22k"), "Unknown label set 'imagenet22k'"),
-])
+@pytest.mark.parametrize(
+    "preds, kwargs, message",
+    [
+        (
+            np.zeros((1, 21843)),
+            dict(labels="imagenet1k"),
+            "21843 classes but label set 'imagenet1k' has 1000; these look like 'imagenet21k'",
+        ),
+        (np.zeros(1000), {}, r"expects \(batch, classes\) scores, got shape \(1000,\)"),
+        (np.zeros((1, 7)), {}, "7 classes, which no shipped label set has"),
+        (np.zeros((1, 2)), dict(labels=["a", "b", "c"]), "2 classes but labels= has 3 names"),
+        (np.zeros((1, 1000)), dict(top=True), "top must be an integer"),
+        (np.zeros((1, 1000)), dict(labels="imagenet22k"), "Unknown label set 'imagenet22k'"),
+    ],
+)
 def test_decode_predictions_says_what_is_wrong(preds, kwargs, message):
     with pytest.raises(ValueError, match=message):
         keras_vit.decode_predictions(preds, **kwargs)
@@ -63,8 +74,9 @@ def test_decode_predictions_says_what_is_wrong(preds, kwargs, message):
 def classifier(tmp_path_factory):
     """A tiny 1000-class model saved as .keras, its head favouring class 207 for any input."""
     tmp = tmp_path_factory.mktemp("predict")
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                        input_shape=(32, 32, 3), classes=1000)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3), classes=1000
+    )
     bias = np.zeros(1000, "float32")
     bias[207], bias[281] = 5.0, 4.0
     model.head.bias.assign(bias)
@@ -81,8 +93,14 @@ def classifier(tmp_path_factory):
 
 def _predict(*args, backend="tensorflow"):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
-    return subprocess.run([sys.executable, "-m", "keras_vit.predict", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "keras_vit.predict", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
@@ -91,8 +109,9 @@ def test_predict_cli_prints_names_and_scores(classifier, backend):
     if backend == "jax":
         pytest.importorskip("jax")
     tmp, path = classifier
-    done = _predict(str(tmp / "cat.png"), str(tmp / "camera.jpg"), f"--weights={path}", "--top=2", "--json",
-                    backend=backend)
+    done = _predict(
+        str(tmp / "cat.png"), str(tmp / "camera.jpg"), f"--weights={path}", "--top=2", "--json", backend=backend
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     assert [r["image"] for r in results] == [str(tmp / "cat.png"), str(tmp / "camera.jpg")]
@@ -104,15 +123,29 @@ def test_predict_cli_prints_names_and_scores(classifier, backend):
     assert text.returncode == 0 and "golden retriever" in text.stdout and "n02099601" in text.stdout
 
 
-@pytest.mark.parametrize("case, message", [("broken", "is not a readable image"), ("missing", "does not exist"),
-                                           ("headless", "has no classification head"), ("top", "--top must be")])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("broken", "is not a readable image"),
+        ("missing", "does not exist"),
+        ("headless", "has no classification head"),
+        ("top", "--top must be"),
+    ],
+)
 def test_predict_cli_errors_are_one_line(classifier, case, message):
     tmp, path = classifier
     image = str(tmp / {"broken": "broken.jpg", "missing": "nope.png"}.get(case, "cat.png"))
     weights = path
     if case == "headless":
-        headless = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,
-                                               input_shape=(32, 32, 3), include_top=False)
+        headless = keras_vit.VisionTransformer(
+            patch_size=8,
+            hidden_size=16,
+            mlp_dim=32,
+            num_heads=2,
+            num_layers=1,
+            input_shape=(32, 32, 3),
+            include_top=False,
+        )
         weights = str(tmp / "headless.keras")
         headless.save(weights)
     done = _predict(image, f"--weights={weights}", *(["--top=0"] if case == "top" else []))

@@ -83,8 +83,9 @@ def test_other_axes_and_no_centre_are_keras_own_computation():
 def test_a_model_saves_and_reloads_with_the_layer(tmp_path):
     import keras_vit
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=1, input_shape=(16, 16, 3), classes=3
+    )
     assert isinstance(model.get_layer("Transformer").encoder_norm, LayerNorm)
     model.save(tmp_path / "m.keras")
     again = keras.saving.load_model(tmp_path / "m.keras")

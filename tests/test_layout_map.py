@@ -14,18 +14,40 @@ def _mesh(batch, model, axes=("batch", "model")):
 
 
 def test_every_variable_gets_the_megatron_layout_or_none():
-    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
-                                        input_shape=(16, 16, 3), classes=5, representation_size=8)
+    model = keras_vit.VisionTransformer(
+        patch_size=4,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=4,
+        num_layers=2,
+        input_shape=(16, 16, 3),
+        classes=5,
+        representation_size=8,
+    )
     layouts = keras_vit.layout_map(model, _mesh(2, 2))
-    expected = {"query/kernel": (None, "model", None), "key/kernel": (None, "model", None),
-                "value/kernel": (None, "model", None), "query/bias": ("model", None), "key/bias": ("model", None),
-                "value/bias": ("model", None), "out/kernel": ("model", None, None),
-                "Dense_0/kernel": (None, "model"), "Dense_0/bias": ("model",), "Dense_1/kernel": ("model", None)}
+    expected = {
+        "query/kernel": (None, "model", None),
+        "key/kernel": (None, "model", None),
+        "value/kernel": (None, "model", None),
+        "query/bias": ("model", None),
+        "key/bias": ("model", None),
+        "value/bias": ("model", None),
+        "out/kernel": ("model", None, None),
+        "Dense_0/kernel": (None, "model"),
+        "Dense_0/bias": ("model",),
+        "Dense_1/kernel": ("model", None),
+    }
     sharded = 0
     for v in model.variables:
         layout = layouts[v.path]
-        want = next((axes for suffix, axes in expected.items()
-                     if v.path.startswith("Transformer/encoderblock_") and v.path.endswith(suffix)), None)
+        want = next(
+            (
+                axes
+                for suffix, axes in expected.items()
+                if v.path.startswith("Transformer/encoderblock_") and v.path.endswith(suffix)
+            ),
+            None,
+        )
         if want is None:
             assert layout is None, v.path  # embeddings, cls, position embeddings, norms, out/Dense_1 bias, head
         else:
@@ -40,11 +62,14 @@ def test_names_configs_and_the_model_axis():
     assert keras_vit.layout_map(keras_vit.vit_config("ViT-B/16"), _mesh(2, 4)) is not None
 
 
-@pytest.mark.parametrize("source,ways,message", [
-    ("ViT-B/16", 8, "num_heads=12 does not split over the 8 devices of mesh axis 'model'"),
-    ("ViT-Ti/16", 2, "num_heads=3 does not split"),
-    (keras_vit.ViTConfig("custom", 16, 64, 30, 4, 2), 4, "mlp_dim=30 does not split"),
-])
+@pytest.mark.parametrize(
+    "source,ways,message",
+    [
+        ("ViT-B/16", 8, "num_heads=12 does not split over the 8 devices of mesh axis 'model'"),
+        ("ViT-Ti/16", 2, "num_heads=3 does not split"),
+        (keras_vit.ViTConfig("custom", 16, 64, 30, 4, 2), 4, "mlp_dim=30 does not split"),
+    ],
+)
 def test_indivisible_meshes_are_refused(source, ways, message):
     with pytest.raises(ValueError, match=message):
         keras_vit.layout_map(source, _mesh(1, ways))

@@ -34,10 +34,18 @@ def test_load_model_reads_the_architecture_from_the_npz(name):
     model = keras_vit.load_model(os.path.join(d, "weights.npz"), **kwargs)
     v = model.vit_config
     assert (v.patch_size, v.hidden_size, v.mlp_dim, v.num_heads, v.num_layers) == (
-        c["patches"][0], c["hidden_size"], c["mlp_dim"], c["num_heads"], c["num_layers"])
+        c["patches"][0],
+        c["hidden_size"],
+        c["mlp_dim"],
+        c["num_heads"],
+        c["num_layers"],
+    )
     assert v.resnet_layers == (tuple(c["resnet_num_layers"]) if c["resnet_num_layers"] else None)
     assert (model.classifier, model.representation_size, model.classes) == (
-        c["classifier"], c["representation_size"], c["num_classes"])
+        c["classifier"],
+        c["representation_size"],
+        c["num_classes"],
+    )
     assert model.image_size == tuple(c["image_size"]) and model.count_params() == c["num_params"]
     assert np.abs(_logits(model, d) - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
 
@@ -66,8 +74,9 @@ def test_weights_h5_with_a_model_name(tmp_path):
     model = keras_vit.ViT_Ti16(input_shape=(32, 32, 3), classes=3)
     model.head.kernel.assign(np.ones(model.head.kernel.shape, "float32"))
     model.save_weights(tmp_path / "ti.weights.h5")
-    loaded = keras_vit.load_model(str(tmp_path / "ti.weights.h5"), model="ViT-Ti/16", input_shape=(32, 32, 3),
-                                  classes=3)
+    loaded = keras_vit.load_model(
+        str(tmp_path / "ti.weights.h5"), model="ViT-Ti/16", input_shape=(32, 32, 3), classes=3
+    )
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded.head.kernel), 1.0)
 
 
@@ -92,22 +101,25 @@ def tiny_release(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_VIT_CACHE_DIR", str(tmp_path / "cache"))
     d, _ = _fixture("vit_tiny_rep_gap")
     params = checkpoints.read_npz(os.path.join(d, "weights.npz"))
-    model = keras_vit.VisionTransformer(8, 32, 64, 4, 2, input_shape=(32, 48, 3), classifier="gap",
-                                        representation_size=16, classes=5)
+    model = keras_vit.VisionTransformer(
+        8, 32, 64, 4, 2, input_shape=(32, 48, 3), classifier="gap", representation_size=16, classes=5
+    )
     checkpoints.load_params(model, params)
     path = checkpoints.save_npz(model, str(tmp_path / "release.npz"))
     digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
     # the model field names a table row (registration checks it); a full release name is taken as given
-    release = releases.Release("tiny-gap/pretrained", "ViT-Ti/16", "pretrained", (32, 48), 5, "file://" + path,
-                               digest, representation_size=16)
+    release = releases.Release(
+        "tiny-gap/pretrained", "ViT-Ti/16", "pretrained", (32, 48), 5, "file://" + path, digest, representation_size=16
+    )
     releases.register_release(release)
     yield d, release
     releases._RELEASES.pop(release.name, None)
 
 
 def _tiny(**kw):
-    return keras_vit.VisionTransformer(8, 32, 64, 4, 2, input_shape=(32, 48, 3), classifier="gap",
-                                       classifier_activation=None, **kw)
+    return keras_vit.VisionTransformer(
+        8, 32, 64, 4, 2, input_shape=(32, 48, 3), classifier="gap", classifier_activation=None, **kw
+    )
 
 
 def test_release_with_classes_unset_is_the_released_classifier(tiny_release):
@@ -135,7 +147,7 @@ def test_head_trained_on_dropped_pre_logits_is_reset(tiny_release):
         model = _tiny(weights=release.name, classes=5)  # representation_size=None drops the tanh layer
     assert not np.any(keras.ops.convert_to_numpy(model.head.kernel))
     with pytest.raises(ValueError, match="reset_head=False"):
-        keras_vit.load_npz(_tiny(classes=5), release.url[len("file://"):], reset_head=False, old_grid=(4, 6))
+        keras_vit.load_npz(_tiny(classes=5), release.url[len("file://") :], reset_head=False, old_grid=(4, 6))
 
 
 def test_default_classes_and_release_names():
@@ -180,8 +192,11 @@ def test_source_kinds_and_the_architecture_a_checkpoint_implies(tmp_path):
     from keras_vit import weights
 
     source = keras_vit.VisionTransformer(8, 32, 64, 4, 2, input_shape=(32, 32, 3), classes=5, representation_size=16)
-    paths = {"npz": str(tmp_path / "m.npz"), "keras": str(tmp_path / "m.keras"),
-             "weights_h5": str(tmp_path / "m.weights.h5")}
+    paths = {
+        "npz": str(tmp_path / "m.npz"),
+        "keras": str(tmp_path / "m.keras"),
+        "weights_h5": str(tmp_path / "m.weights.h5"),
+    }
     keras_vit.save_npz(source, paths["npz"])
     source.save(paths["keras"])
     source.save_weights(paths["weights_h5"])
@@ -191,6 +206,13 @@ def test_source_kinds_and_the_architecture_a_checkpoint_implies(tmp_path):
         weights.source_kind(3)
     for kind in ("npz", "keras"):
         arch = weights.read_checkpoint(paths[kind]).architecture()
-        assert (arch["patch_size"], arch["hidden_size"], arch["mlp_dim"], arch["num_heads"], arch["num_layers"],
-                arch["classes"], arch["representation_size"]) == (8, 32, 64, 4, 2, 5, 16), kind
+        assert (
+            arch["patch_size"],
+            arch["hidden_size"],
+            arch["mlp_dim"],
+            arch["num_heads"],
+            arch["num_layers"],
+            arch["classes"],
+            arch["representation_size"],
+        ) == (8, 32, 64, 4, 2, 5, 16), kind
         assert tuple(arch["input_shape"]) == (32, 32, 3)

@@ -15,16 +15,27 @@ import pytest
 import keras_vit
 from keras_vit.weights import official
 
-SPEC = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, input_shape=(32, 32, 3),
-            classes=5, classifier_activation=None)
+SPEC = dict(
+    patch_size=8,
+    hidden_size=32,
+    mlp_dim=64,
+    num_heads=4,
+    num_layers=2,
+    input_shape=(32, 32, 3),
+    classes=5,
+    classifier_activation=None,
+)
 
 
 def _base(seed: int = 0):
     model = keras_vit.VisionTransformer(**SPEC)
     rng = np.random.default_rng(seed)
     for v in model.weights:
-        v.assign((0.1 * rng.standard_normal(v.shape) + (1.0 if "scale" in v.path or "gamma" in v.path else 0.0))
-                 .astype("float32"))
+        v.assign(
+            (0.1 * rng.standard_normal(v.shape) + (1.0 if "scale" in v.path or "gamma" in v.path else 0.0)).astype(
+                "float32"
+            )
+        )
     return model
 
 
@@ -74,8 +85,9 @@ def test_adapted_projection_is_the_papers_formula():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.kernel), expected, atol=1e-6)
     tokens = np.random.default_rng(1).standard_normal((2, 5, 32)).astype("float32")
     bias = keras.ops.convert_to_numpy(layer.bias)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)),
-                               np.einsum("btd,dhk->bthk", tokens, expected) + bias, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(layer(tokens)), np.einsum("btd,dhk->bthk", tokens, expected) + bias, atol=1e-5
+    )
 
 
 def test_merged_model_equals_the_adapted_one_and_has_no_adapters(tmp_path):
@@ -229,7 +241,10 @@ def test_fine_tuning_optimizer_is_the_papers_sgd():
     for step in (0, 5, 10, 40, 77, 100):  # linear warmup over 10 steps, then 0.5 * (1 + cos(pi * t)) to zero
         expected = 0.03 * step / 10 if step < 10 else 0.015 * (1 + np.cos(np.pi * (step - 10) / 90))
         assert float(schedule(step)) == pytest.approx(expected, abs=1e-7)
-    for kwargs, message in ((dict(total_steps=0), "total_steps"), (dict(total_steps=10, learning_rate=-1.0),
-                            "learning_rate"), (dict(total_steps=10, warmup_steps=10), "must be below")):
+    for kwargs, message in (
+        (dict(total_steps=0), "total_steps"),
+        (dict(total_steps=10, learning_rate=-1.0), "learning_rate"),
+        (dict(total_steps=10, warmup_steps=10), "must be below"),
+    ):
         with pytest.raises(ValueError, match=message):
             keras_vit.fine_tuning_optimizer(**kwargs)

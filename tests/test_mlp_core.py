@@ -158,7 +158,6 @@ def test_keras_own_path_where_the_core_does_not_apply():
     assert np.allclose(keras.ops.convert_to_numpy(b(x, training=True)), keras.ops.convert_to_numpy(b(x)), atol=1e-6)
 
 
-
 def test_an_unknown_activation_is_refused_by_name():
     from keras_vit.vit.mlp_core import activated_dense, value_and_slope
 

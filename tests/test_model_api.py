@@ -11,10 +11,21 @@ import keras_vit
 from conftest import ROOT
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=3)
-HYBRID = dict(patch_size=1, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1, resnet_layers=(1, 1),
-              resnet_width=0.5)
-ATTRIBUTES = ("vit_config", "classifier", "representation_size", "image_size", "grid_size", "num_prefix_tokens",
-              "include_preprocessing", "include_top", "pooling", "classes")
+HYBRID = dict(
+    patch_size=1, hidden_size=32, mlp_dim=64, num_heads=2, num_layers=1, resnet_layers=(1, 1), resnet_width=0.5
+)
+ATTRIBUTES = (
+    "vit_config",
+    "classifier",
+    "representation_size",
+    "image_size",
+    "grid_size",
+    "num_prefix_tokens",
+    "include_preprocessing",
+    "include_top",
+    "pooling",
+    "classes",
+)
 
 
 def _images(shape, seed=0):
@@ -59,8 +70,14 @@ def test_description_of_table_and_custom_models():
 @pytest.mark.parametrize("kind", ["plain", "hybrid"])
 def test_keras_file_reloads_as_the_class_with_equal_attributes(tmp_path, kind):
     if kind == "plain":
-        model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 48, 3), classes=3, representation_size=8,
-                                            include_preprocessing=True, drop_path_rate=0.1)
+        model = keras_vit.VisionTransformer(
+            **TINY,
+            input_shape=(32, 48, 3),
+            classes=3,
+            representation_size=8,
+            include_preprocessing=True,
+            drop_path_rate=0.1,
+        )
         x = _images((2, 32, 48, 3)) * 127.5 + 127.5
     else:
         model = keras_vit.VisionTransformer(**HYBRID, input_shape=(64, 64, 3), classes=3, classifier="gap")
@@ -94,8 +111,9 @@ def test_intermediates_against_the_model_and_a_manual_forward():
     np.testing.assert_allclose(_np(out["encoded"]), ln * _np(norm.gamma) + _np(norm.beta), atol=1e-5)
     # pre-logits: tanh(Dense(class token))
     dense = model.pre_logits
-    np.testing.assert_allclose(_np(out["pre_logits"]),
-                               np.tanh(_np(out["encoded"])[:, 0] @ _np(dense.kernel) + _np(dense.bias)), atol=1e-5)
+    np.testing.assert_allclose(
+        _np(out["pre_logits"]), np.tanh(_np(out["encoded"])[:, 0] @ _np(dense.kernel) + _np(dense.bias)), atol=1e-5
+    )
     some = model.intermediates(x, blocks=[-1, 0])
     assert sorted(some["blocks"]) == [0, 2] and "attention" not in some
     np.testing.assert_allclose(_np(some["blocks"][2]), last, atol=1e-6)
@@ -113,8 +131,9 @@ def test_intermediates_errors():
 def test_feature_model_equals_the_constructor_backbone(pooling):
     full = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=4, representation_size=8)
     _randomize(full)
-    backbone = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), include_top=False, pooling=pooling,
-                                           representation_size=8)
+    backbone = keras_vit.VisionTransformer(
+        **TINY, input_shape=(32, 32, 3), include_top=False, pooling=pooling, representation_size=8
+    )
     keras_vit.weights.official.load_params(backbone, keras_vit.weights.official.model_params(full))
     features = full.feature_model(pooling)
     assert features.count_params() <= full.count_params()
@@ -123,8 +142,9 @@ def test_feature_model_equals_the_constructor_backbone(pooling):
 
 
 def test_feature_model_and_logits_model_errors():
-    gap = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classifier="gap", include_top=False,
-                                      pooling="avg")
+    gap = keras_vit.VisionTransformer(
+        **TINY, input_shape=(32, 32, 3), classifier="gap", include_top=False, pooling="avg"
+    )
     with pytest.raises(ValueError, match="needs a class token"):
         gap.feature_model("token")
     with pytest.raises(ValueError, match="has no pre-logits"):
@@ -136,11 +156,19 @@ def test_feature_model_and_logits_model_errors():
 
 
 def test_layer_name_probes_live_only_in_the_anatomy_module():
-    pattern = r"get_layer\(|(layer|\bl)\.name\b|isinstance\([a-z_]+, *(PatchEmbedding|Encoder|ClassToken|" \
-              r"AddPositionEmbedding|ResNetStem|TokenPooling)|model\.layers|\"rescaling\"|'rescaling'|\"posembed_input\""
-    found = subprocess.run(["grep", "-rnE", pattern, "keras_vit", "recipes", "hub_export", "bench", "tools",
-                            "--include=*.py"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
-    outside = [line for line in found if not line.startswith(("keras_vit/vit/model.py:", "keras_vit/vit/components.py:"))]
+    pattern = (
+        r"get_layer\(|(layer|\bl)\.name\b|isinstance\([a-z_]+, *(PatchEmbedding|Encoder|ClassToken|"
+        r"AddPositionEmbedding|ResNetStem|TokenPooling)|model\.layers|\"rescaling\"|'rescaling'|\"posembed_input\""
+    )
+    found = subprocess.run(
+        ["grep", "-rnE", pattern, "keras_vit", "recipes", "hub_export", "bench", "tools", "--include=*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    outside = [
+        line for line in found if not line.startswith(("keras_vit/vit/model.py:", "keras_vit/vit/components.py:"))
+    ]
     assert outside == []
 
 
@@ -153,8 +181,11 @@ def test_random_initialisation_is_skipped_only_when_weights_follow():
     assert 0.01 < float(np.std(keras.ops.convert_to_numpy(fresh.position_embedding.pos_embedding))) < 0.03
     with weights_follow():
         skeleton = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
-    assert all(not np.any(keras.ops.convert_to_numpy(v)) for v in skeleton.weights
-               if v.path.endswith(("kernel", "pos_embedding")))
+    assert all(
+        not np.any(keras.ops.convert_to_numpy(v))
+        for v in skeleton.weights
+        if v.path.endswith(("kernel", "pos_embedding"))
+    )
     again = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)  # the context has ended
     assert np.any(keras.ops.convert_to_numpy(again.encoder.blocks[0].mlp.dense_0.kernel))
 

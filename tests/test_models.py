@@ -8,12 +8,21 @@ import keras_vit
 
 # Parameter counts of timm's models with a 1000-class head at 224 px (issue 2 / REFERENCE §1).
 TIMM_PARAMS = {
-    "ViT_Ti16": 5_717_416, "ViT_S16": 22_050_664, "ViT_S32": 22_878_952, "ViT_B8": 86_576_872,
-    "ViT_B16": 86_567_656, "ViT_B32": 88_224_232, "ViT_L16": 304_326_632, "ViT_L32": 306_535_400,
-    "ViT_H14": 632_045_800, "R50_ViT_B16": 98_659_112, "R50_ViT_L32": 328_994_856,
+    "ViT_Ti16": 5_717_416,
+    "ViT_S16": 22_050_664,
+    "ViT_S32": 22_878_952,
+    "ViT_B8": 86_576_872,
+    "ViT_B16": 86_567_656,
+    "ViT_B32": 88_224_232,
+    "ViT_L16": 304_326_632,
+    "ViT_L32": 306_535_400,
+    "ViT_H14": 632_045_800,
+    "R50_ViT_B16": 98_659_112,
+    "R50_ViT_L32": 328_994_856,
     "R26_ViT_S32": 36_431_912,
     # AugReg's hybrids: timm vit_base_r26_s32_224 and vit_tiny_r_s16_p8_224 (timm 1.x, counted with torch)
-    "R26_ViT_B32": 101_383_976, "R_ViT_Ti16": 6_337_704,
+    "R26_ViT_B32": 101_383_976,
+    "R_ViT_Ti16": 6_337_704,
 }
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2)
@@ -45,7 +54,7 @@ def hybrid_param_count(stages, width, d, mlp, layers, classes=1000, image=224):
     n = 7 * 7 * 3 * root + 2 * root
     cin = root
     for s, units in enumerate(stages):
-        f = root * 2 ** s
+        f = root * 2**s
         for u in range(units):
             n += cin * f + 2 * f + 9 * f * f + 2 * f + f * 4 * f + 2 * 4 * f
             if u == 0:
@@ -63,8 +72,10 @@ def test_hybrid_formula_reproduces_timm_then_counts_the_new_hybrids():
     assert hybrid_param_count((2, 2, 2, 2), 1, 384, 1536, 12) == TIMM_PARAMS["R26_ViT_S32"]
     # ... then counts the paper's two hybrids timm lacks (R50+ViT-B/32: stage-4 output; R50+ViT-L/16: stage 4's
     # units moved into stage 3)
-    expected = {"R50_ViT_B32": hybrid_param_count((3, 4, 6, 3), 1, 768, 3072, 12),
-                "R50_ViT_L16": hybrid_param_count((3, 4, 9), 1, 1024, 4096, 24)}
+    expected = {
+        "R50_ViT_B32": hybrid_param_count((3, 4, 6, 3), 1, 768, 3072, 12),
+        "R50_ViT_L16": hybrid_param_count((3, 4, 9), 1, 1024, 4096, 24),
+    }
     assert expected == {"R50_ViT_B32": 110_945_832, "R50_ViT_L16": 316_483_624}
     for constructor, count in expected.items():
         model = getattr(keras_vit, constructor)()
@@ -74,7 +85,9 @@ def test_hybrid_formula_reproduces_timm_then_counts_the_new_hybrids():
 
 def test_create_model_names_and_list():
     names = keras_vit.list_models()
-    assert len(names) == 16 and {"R50+ViT-B/16", "R50+ViT-B/32", "R50+ViT-L/16", "R+ViT-Ti/16", "R26+ViT-B/32"} <= set(names)
+    assert len(names) == 16 and {"R50+ViT-B/16", "R50+ViT-B/32", "R50+ViT-L/16", "R+ViT-Ti/16", "R26+ViT-B/32"} <= set(
+        names
+    )
     for alias in ("ViT-B/16", "ViT-B_16", "vit_b16"):
         assert keras_vit.vit_config(alias).name == "ViT-B/16"
     assert keras_vit.vit_config("R50+ViT-B_16").resnet_layers == (3, 4, 9)
@@ -85,8 +98,7 @@ def test_create_model_names_and_list():
 @pytest.mark.parametrize("classifier", ["token", "gap"])
 @pytest.mark.parametrize("representation_size", [None, 16])
 def test_output_shapes(classifier, representation_size):
-    kw = dict(TINY, input_shape=(32, 48, 3), classifier=classifier,
-              representation_size=representation_size)
+    kw = dict(TINY, input_shape=(32, 48, 3), classifier=classifier, representation_size=representation_size)
     top = keras_vit.VisionTransformer(classes=7, **kw)
     assert top.output_shape == (None, 7)
     feat = keras_vit.VisionTransformer(include_top=False, **kw)
@@ -103,8 +115,18 @@ def test_output_shapes(classifier, representation_size):
 def test_non_square_table_model_and_hybrid_shapes():
     model = keras_vit.ViT_Ti16(input_shape=(224, 320, 3), include_top=False, pooling="sequence")
     assert model.output_shape == (None, 14 * 20 + 1, 192)
-    hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
-                                         input_shape=(64, 96, 3), include_top=False, pooling="sequence")
+    hybrid = keras_vit.VisionTransformer(
+        1,
+        32,
+        64,
+        2,
+        1,
+        resnet_layers=(1, 1),
+        resnet_width=0.5,
+        input_shape=(64, 96, 3),
+        include_top=False,
+        pooling="sequence",
+    )
     assert hybrid.output_shape == (None, 8 * 12 + 1, 32)
 
 
@@ -113,8 +135,7 @@ def test_softmax_head_and_logits():
     _randomize(model)
     p = model.predict(_images(), verbose=0)
     np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
-    logits_model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=4,
-                                               classifier_activation=None)
+    logits_model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=4, classifier_activation=None)
     logits_model.set_weights(model.get_weights())
     z = logits_model.predict(_images(), verbose=0)
     ez = np.exp(z - z.max(-1, keepdims=True))
@@ -127,8 +148,12 @@ def test_initialisers_follow_the_paper():
     assert not np.any(model.get_layer("cls").cls.numpy())
     posemb = model.get_layer("posembed_input").pos_embedding.numpy()
     assert 0.01 < posemb.std() < 0.03
-    gn3 = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1,), resnet_width=0.5,
-                                      input_shape=(32, 32, 3)).get_layer("resnet").units[0].gn3
+    gn3 = (
+        keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1,), resnet_width=0.5, input_shape=(32, 32, 3))
+        .get_layer("resnet")
+        .units[0]
+        .gn3
+    )
     assert not np.any(gn3.gamma.numpy())
 
 
@@ -136,14 +161,12 @@ def test_preprocessing():
     pixels = np.array([[0, 127.5, 255]], dtype="float32")
     np.testing.assert_allclose(keras_vit.preprocess_input(pixels), [[-1, 0, 1]])
     np.testing.assert_allclose(keras_vit.preprocess_input(np.array([0, 255], "uint8")), [-1, 1])
-    raw = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), include_preprocessing=True,
-                                      include_top=False)
+    raw = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), include_preprocessing=True, include_top=False)
     plain = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), include_top=False)
     _randomize(plain)
     raw.set_weights(plain.get_weights())
     pix = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3)).astype("float32")
-    np.testing.assert_allclose(raw.predict(pix, verbose=0),
-                               plain.predict(pix / 127.5 - 1, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(raw.predict(pix, verbose=0), plain.predict(pix / 127.5 - 1, verbose=0), atol=1e-5)
 
 
 def test_input_tensor():
@@ -155,13 +178,28 @@ def test_input_tensor():
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_keras_file_round_trip_without_custom_objects(tmp_path, hybrid):
     if hybrid:
-        model = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1, 1), resnet_width=0.5,
-                                            input_shape=(64, 64, 3), classes=3, drop_path_rate=0.1)
+        model = keras_vit.VisionTransformer(
+            1,
+            32,
+            64,
+            2,
+            1,
+            resnet_layers=(1, 1),
+            resnet_width=0.5,
+            input_shape=(64, 64, 3),
+            classes=3,
+            drop_path_rate=0.1,
+        )
         x = _images((2, 64, 64, 3))
     else:
-        model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3,
-                                            representation_size=8, drop_path_rate=0.1,
-                                            include_preprocessing=True)
+        model = keras_vit.VisionTransformer(
+            **TINY,
+            input_shape=(32, 32, 3),
+            classes=3,
+            representation_size=8,
+            drop_path_rate=0.1,
+            include_preprocessing=True,
+        )
         x = _images() * 127.5 + 127.5
     _randomize(model)
     path = str(tmp_path / "model.keras")
@@ -169,12 +207,24 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, hybrid):
     loaded = keras.models.load_model(path)  # safe_mode=True, no custom_objects
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     # weights= accepts the .keras file and a .weights.h5 file
-    again = keras_vit.VisionTransformer(**(dict(patch_size=1, hidden_size=32, mlp_dim=64, num_heads=2,
-                                                num_layers=1, resnet_layers=(1, 1), resnet_width=0.5,
-                                                input_shape=(64, 64, 3)) if hybrid else
-                                           dict(TINY, input_shape=(32, 32, 3), representation_size=8,
-                                                include_preprocessing=True)),
-                                        classes=3, weights=path)
+    again = keras_vit.VisionTransformer(
+        **(
+            dict(
+                patch_size=1,
+                hidden_size=32,
+                mlp_dim=64,
+                num_heads=2,
+                num_layers=1,
+                resnet_layers=(1, 1),
+                resnet_width=0.5,
+                input_shape=(64, 64, 3),
+            )
+            if hybrid
+            else dict(TINY, input_shape=(32, 32, 3), representation_size=8, include_preprocessing=True)
+        ),
+        classes=3,
+        weights=path,
+    )
     np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
     h5 = str(tmp_path / "w.weights.h5")
     model.save_weights(h5)
@@ -184,11 +234,18 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, hybrid):
 
 
 def test_layers_serialize():
-    for layer in (keras_vit.PatchEmbedding(4, 8), keras_vit.AddPositionEmbedding((2, 3), 1),
-                  keras_vit.MlpBlock(16, 0.1), keras_vit.DropPath(0.2, seed=3),
-                  keras_vit.EncoderBlock(2, 16, 0.1, 0.2, 0.3), keras_vit.Encoder(2, 2, 16, drop_path_rate=0.1),
-                  keras_vit.TokenPooling("gap", 0), keras_vit.StdConv2D(8, 3, strides=2),
-                  keras_vit.ResidualUnit(8, 2), keras_vit.ResNetStem((1, 2), 0.5)):
+    for layer in (
+        keras_vit.PatchEmbedding(4, 8),
+        keras_vit.AddPositionEmbedding((2, 3), 1),
+        keras_vit.MlpBlock(16, 0.1),
+        keras_vit.DropPath(0.2, seed=3),
+        keras_vit.EncoderBlock(2, 16, 0.1, 0.2, 0.3),
+        keras_vit.Encoder(2, 2, 16, drop_path_rate=0.1),
+        keras_vit.TokenPooling("gap", 0),
+        keras_vit.StdConv2D(8, 3, strides=2),
+        keras_vit.ResidualUnit(8, 2),
+        keras_vit.ResNetStem((1, 2), 0.5),
+    ):
         config = layer.get_config()
         clone = type(layer).from_config(config)
         assert clone.get_config() == config
@@ -209,8 +266,9 @@ def test_drop_path_rates_and_training_behaviour():
 
 def test_gelu_is_tanh_approximation():
     from keras_vit.vit.layers import gelu
+
     x = np.linspace(-4, 4, 101).astype("float32")
-    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gelu(x)), tanh_gelu, atol=1e-6)
 
 
@@ -218,14 +276,18 @@ def test_mixed_bfloat16_builds_and_runs():
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3)
-        hybrid = keras_vit.VisionTransformer(1, 32, 64, 2, 1, resnet_layers=(1,), resnet_width=0.5,
-                                             input_shape=(32, 32, 3), classes=3)
+        hybrid = keras_vit.VisionTransformer(
+            1, 32, 64, 2, 1, resnet_layers=(1,), resnet_width=0.5, input_shape=(32, 32, 3), classes=3
+        )
         for m in (model, hybrid):
             assert m.get_layer("Transformer").blocks[0].attention.compute_dtype == "bfloat16"
             out = m.predict(_images(), verbose=0)
             assert out.dtype == np.float32 and np.all(np.isfinite(out))
-        _, probs = model.get_layer("Transformer").blocks[0].attention(
-            keras.ops.cast(_images((2, 17, 32)), "bfloat16"), return_attention=True)
+        _, probs = (
+            model.get_layer("Transformer")
+            .blocks[0]
+            .attention(keras.ops.cast(_images((2, 17, 32)), "bfloat16"), return_attention=True)
+        )
         assert keras.backend.standardize_dtype(probs.dtype) == "float32"
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -235,8 +297,9 @@ def test_mixed_bfloat16_model_reloads_under_float32_policy(tmp_path):
     """Nested sublayers keep the saved policy: a bf16 model loads and runs in a float32 session."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), classes=3, dropout_rate=0.1,
-                                            drop_path_rate=0.1)
+        model = keras_vit.VisionTransformer(
+            **TINY, input_shape=(32, 32, 3), classes=3, dropout_rate=0.1, drop_path_rate=0.1
+        )
         expected = model.predict(_images(), verbose=0)
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -245,15 +308,18 @@ def test_mixed_bfloat16_model_reloads_under_float32_policy(tmp_path):
     np.testing.assert_array_equal(loaded.predict(_images(), verbose=0), expected)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(input_shape=(30, 32, 3)), r"not divisible by the effective patch size 8: height 30 \(try 24 or 32\)"),
-    (dict(input_shape=(32, 32, None)), "needs a known channel count"),
-    (dict(classifier="cls"), "classifier='cls' is not one of 'token', 'gap'"),
-    (dict(representation_size=0), "representation_size must be >= 1"),
-    (dict(classes=0), "classes must be >= 1"),
-    (dict(pooling="mean"), "pooling='mean' is not one of"),
-    (dict(dropout_rate=1.5), "dropout_rate must be a number in"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(input_shape=(30, 32, 3)), r"not divisible by the effective patch size 8: height 30 \(try 24 or 32\)"),
+        (dict(input_shape=(32, 32, None)), "needs a known channel count"),
+        (dict(classifier="cls"), "classifier='cls' is not one of 'token', 'gap'"),
+        (dict(representation_size=0), "representation_size must be >= 1"),
+        (dict(classes=0), "classes must be >= 1"),
+        (dict(pooling="mean"), "pooling='mean' is not one of"),
+        (dict(dropout_rate=1.5), "dropout_rate must be a number in"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     args = dict(TINY, input_shape=(32, 32, 3))
     args.update(kwargs)

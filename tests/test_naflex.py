@@ -39,8 +39,7 @@ def test_a_naflex_batch_of_mixed_aspect_ratios_gives_timms_logits_per_image(case
     got = keras.ops.convert_to_numpy(keras_vit.naflex_forward(model, batch))
     assert np.abs(got - want["logits"]).max() <= 1e-4
     one = {k: v[1:2] for k, v in batch.items()}  # an image alone gives its row of the batch
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_vit.naflex_forward(model, one))[0], got[1],
-                               atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_vit.naflex_forward(model, one))[0], got[1], atol=1e-5)
 
 
 def test_naflex_batch_makes_timms_batch_from_the_images():
@@ -78,11 +77,11 @@ def test_resampling_rules_in_closed_form():
     rng = np.random.default_rng(0)
     grid = rng.normal(size=(4, 4, 3)).astype("float32")
     for interpolation in ("bicubic", "bilinear"):  # the stored grid reads the table unchanged
-        np.testing.assert_allclose(_table(dict(grid=(4, 4), interpolation=interpolation), grid, 4, 4), grid,
-                                   atol=1e-6)
+        np.testing.assert_allclose(_table(dict(grid=(4, 4), interpolation=interpolation), grid, 4, 4), grid, atol=1e-6)
     aligned = dict(grid=(4, 4), interpolation="bilinear", antialias=False, align_corners=True)
-    np.testing.assert_allclose(_table(aligned, grid, 7, 5), scipy.ndimage.zoom(grid, (7 / 4, 5 / 4, 1), order=1),
-                               atol=1e-5)  # end points aligned: scipy's linear zoom
+    np.testing.assert_allclose(
+        _table(aligned, grid, 7, 5), scipy.ndimage.zoom(grid, (7 / 4, 5 / 4, 1), order=1), atol=1e-5
+    )  # end points aligned: scipy's linear zoom
     square = _table(dict(aligned, aspect_preserving=True), grid, 7, 7)  # the longer side's square, top-left kept
     np.testing.assert_allclose(_table(dict(aligned, aspect_preserving=True), grid, 7, 3), square[:, :3], atol=1e-6)
     y, x = rng.normal(size=(2, 4, 3)).astype("float32")
@@ -102,8 +101,19 @@ def test_naflex_parts_are_checked_and_refused_by_name(tmp_path):
     bare = os.path.join(FIXTURES, "radio_v3", "model.safetensors")
     with pytest.raises(ValueError, match="NaFlex checkpoint"):  # no name: its rule is not in the file
         keras_vit.load_model(bare, num_heads=2, input_shape=(32, 48, 3))
-    plain = keras_vit.VisionTransformer(16, 64, 256, 2, 1, input_shape=(32, 48, 3), classes=5,
-                                        num_register_tokens=7, final_norm=False, activation="gelu", layer_scale_init=1e-5)
+    plain = keras_vit.VisionTransformer(
+        16,
+        64,
+        256,
+        2,
+        1,
+        input_shape=(32, 48, 3),
+        classes=5,
+        num_register_tokens=7,
+        final_norm=False,
+        activation="gelu",
+        layer_scale_init=1e-5,
+    )
     before = [np.array(v) for v in plain.weights]
     with pytest.raises(ValueError, match="resampled per input"):
         keras_vit.load_weights(plain, bare)

@@ -15,8 +15,7 @@ from conftest import FIXTURES
 
 ORACLE = os.path.join(FIXTURES, "oracle")
 HUB = os.path.join(FIXTURES, "timm_hub")
-SMALL = dict(input_shape=(32, 32, 3), patch_size=8, hidden_size=32, mlp_dim=128, num_heads=2, num_layers=2,
-             classes=5)
+SMALL = dict(input_shape=(32, 32, 3), patch_size=8, hidden_size=32, mlp_dim=128, num_heads=2, num_layers=2, classes=5)
 
 
 def _gap(model, case: str, folder: str = ORACLE) -> float:
@@ -55,8 +54,9 @@ def test_bare_timm_file_with_a_non_square_grid_is_refused_not_guessed():
 def test_bare_timm_file_with_fc_norm_pools_by_averaging_as_timm_does():
     """An fc_norm beside a class token: timm's rule is average pooling, and the warning says it was assumed."""
     with pytest.warns(UserWarning, match="classifier='gap'"):
-        model = keras_vit.load_model(os.path.join(ORACLE, "timm_avg_class_token.safetensors"), num_heads=2,
-                                     classifier_activation=None)
+        model = keras_vit.load_model(
+            os.path.join(ORACLE, "timm_avg_class_token.safetensors"), num_heads=2, classifier_activation=None
+        )
     assert model.classifier == "gap" and model.class_token is not None
     assert _gap(model, "timm_avg_class_token") <= 1e-5
 
@@ -71,8 +71,12 @@ def test_bare_clip_file_names_what_it_assumed_and_loads_exactly_when_told():
 
 def test_bare_quick_gelu_file_loads_into_the_architecture_the_user_names():
     """A bare file does not state its activation, so the named architecture's quick GELU is not contradicted."""
-    model = keras_vit.create_model("vit_base_patch16_clip_quickgelu_224", classifier_activation=None,
-                                   weights=os.path.join(HUB, "clip_quickgelu", "model.safetensors"), **SMALL)
+    model = keras_vit.create_model(
+        "vit_base_patch16_clip_quickgelu_224",
+        classifier_activation=None,
+        weights=os.path.join(HUB, "clip_quickgelu", "model.safetensors"),
+        **SMALL,
+    )
     assert _gap(model, "clip_quickgelu", os.path.join(HUB, "clip_quickgelu")) <= 1e-5
 
 
@@ -98,8 +102,9 @@ def test_timm_config_of_the_wrong_shape_is_one_clear_line(tmp_path, bad):
 
 def test_save_pretrained_keeps_antialias_false(tmp_path):
     base = keras_vit.load_model(os.path.join(HUB, "plain"))
-    model = keras_vit.load_model(os.path.join(HUB, "plain"),
-                                 data_config=dataclasses.replace(base.data_config, antialias=False))
+    model = keras_vit.load_model(
+        os.path.join(HUB, "plain"), data_config=dataclasses.replace(base.data_config, antialias=False)
+    )
     keras_vit.save_pretrained(model, str(tmp_path / "out"))
     assert keras_vit.load_model(str(tmp_path / "out")).data_config.antialias is False
 
@@ -132,15 +137,21 @@ def test_transformers_directories_preprocess_as_their_image_processor(tmp_path, 
     refs = np.load(os.path.join(ORACLE, "hf_processor.npz"))
     folder = tmp_path / "hf"
     shutil.copytree(os.path.join(ORACLE, "hf_eps_1e-5"), folder)
-    (folder / "preprocessor_config.json").write_text(json.dumps(
-        {"image_processor_type": "ViTImageProcessor", **json.loads(str(refs["configs"]))[name]}))
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps({"image_processor_type": "ViTImageProcessor", **json.loads(str(refs["configs"]))[name]})
+    )
     model = keras_vit.load_model(str(folder), input_shape=(224, 224, 3))
     config = json.loads(str(refs["configs"]))[name]
-    assert model.data_config.for_channels(3) == (tuple(config.get("image_mean", [0.5] * 3)),
-                                                 tuple(config.get("image_std", [0.5] * 3)))
+    assert model.data_config.for_channels(3) == (
+        tuple(config.get("image_mean", [0.5] * 3)),
+        tuple(config.get("image_std", [0.5] * 3)),
+    )
     preprocessor = keras_vit.ImagePreprocessing((224, 224), model.data_config, normalize=False)
-    photos = {"astronaut": data.astronaut(), "chelsea": data.chelsea(),
-              "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2))}
+    photos = {
+        "astronaut": data.astronaut(),
+        "chelsea": data.chelsea(),
+        "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2)),
+    }
     for photo, image in photos.items():
         gap = np.abs(np.asarray(preprocessor(image))[0] - refs[f"{name}/{photo}"]).max()
         assert gap <= 1.2, (photo, gap)
@@ -162,12 +173,20 @@ def test_builders_read_a_source_once(monkeypatch):
     reads = []
     real = load._read
     monkeypatch.setattr(load, "_read", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
-    keras_vit.create_model("vit_base_patch16_224", weights=os.path.join(HUB, "plain", "model.safetensors"),
-                           **{**SMALL, "mlp_dim": 128})
+    keras_vit.create_model(
+        "vit_base_patch16_224", weights=os.path.join(HUB, "plain", "model.safetensors"), **{**SMALL, "mlp_dim": 128}
+    )
     assert len(reads) == 1
     flax = os.path.join(FIXTURES, "flax_reference", "vit_tiny")
     config = json.load(open(os.path.join(flax, "config.json")))
-    keras_vit.VisionTransformer(config["patches"][0], config["hidden_size"], config["mlp_dim"], config["num_heads"],
-                                config["num_layers"], input_shape=(*config["image_size"], 3),
-                                classes=config["num_classes"], weights=os.path.join(flax, "weights.npz"))
+    keras_vit.VisionTransformer(
+        config["patches"][0],
+        config["hidden_size"],
+        config["mlp_dim"],
+        config["num_heads"],
+        config["num_layers"],
+        input_shape=(*config["image_size"], 3),
+        classes=config["num_classes"],
+        weights=os.path.join(flax, "weights.npz"),
+    )
     assert len(reads) == 2

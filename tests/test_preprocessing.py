@@ -26,16 +26,27 @@ SIZE = 224
 # the issue's three configs: AugReg in timm ([-1, 1], crop 0.9), ImageNet mean/std at crop 0.875, crop 1.0
 CONFIGS = {
     "augreg": dict(crop_pct=0.9, crop_mode="center", interpolation="bicubic", antialias=True),
-    "imagenet_0.875": dict(mean=IMAGENET_MEAN, std=IMAGENET_STD, crop_pct=0.875, crop_mode="center",
-                           interpolation="bicubic", antialias=True),
+    "imagenet_0.875": dict(
+        mean=IMAGENET_MEAN,
+        std=IMAGENET_STD,
+        crop_pct=0.875,
+        crop_mode="center",
+        interpolation="bicubic",
+        antialias=True,
+    ),
     "crop_1.0": dict(crop_pct=1.0, crop_mode="center", interpolation="bicubic", antialias=True),
 }
 
 
 def _photos() -> dict:
     """scikit-image's photos at several sizes and both orientations (a tall one made by transposing)."""
-    return {"astronaut": data.astronaut(), "chelsea": data.chelsea(), "coffee": data.coffee(),
-            "rocket": data.rocket(), "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2))}
+    return {
+        "astronaut": data.astronaut(),
+        "chelsea": data.chelsea(),
+        "coffee": data.coffee(),
+        "rocket": data.rocket(),
+        "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2)),
+    }
 
 
 def _pil_reference(image: np.ndarray, config: dict) -> np.ndarray:
@@ -46,7 +57,7 @@ def _pil_reference(image: np.ndarray, config: dict) -> np.ndarray:
     nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
     resized = np.asarray(Image.fromarray(image).resize((nw, nh), Image.BICUBIC), "float64")
     top, left = int(round((nh - SIZE) / 2.0)), int(round((nw - SIZE) / 2.0))
-    return resized[top:top + SIZE, left:left + SIZE]
+    return resized[top : top + SIZE, left : left + SIZE]
 
 
 def _layer(config: dict, normalize: bool = False):
@@ -95,8 +106,9 @@ def test_pass_order_pillow12_matches_references_made_under_pillow_12():
             continue
         name, case = key.split("/")
         mode, pct = case.rsplit("_", 1)
-        config = dict(crop_pct=float(pct), crop_mode=mode, interpolation="bicubic", antialias=True,
-                      pass_order="pillow12")
+        config = dict(
+            crop_pct=float(pct), crop_mode=mode, interpolation="bicubic", antialias=True, pass_order="pillow12"
+        )
         worst[key] = float(np.abs(np.asarray(_layer(config)(photos()[name]))[0] - refs[key]).max())
     assert max(worst.values()) <= 1.2, worst
 
@@ -138,25 +150,41 @@ def test_jax_backend_gives_the_tensorflow_output(tmp_path):
         pytest.skip("jax is not installed")
     image = data.coffee()
     np.save(tmp_path / "x.npy", image)
-    code = ("import sys, json, numpy as np, keras, keras_vit\n"
-            "layer = keras_vit.ImagePreprocessing((224, 224), json.loads(sys.argv[1]))\n"
-            "np.save(sys.argv[3], keras.ops.convert_to_numpy(layer(np.load(sys.argv[2]))))\n"
-            "print(keras.backend.backend())")
+    code = (
+        "import sys, json, numpy as np, keras, keras_vit\n"
+        "layer = keras_vit.ImagePreprocessing((224, 224), json.loads(sys.argv[1]))\n"
+        "np.save(sys.argv[3], keras.ops.convert_to_numpy(layer(np.load(sys.argv[2]))))\n"
+        "print(keras.backend.backend())"
+    )
     env = dict(os.environ, KERAS_BACKEND="jax")
     config = CONFIGS["imagenet_0.875"]
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(config), str(tmp_path / "x.npy"),
-                           str(tmp_path / "y.npy")], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(config), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "jax"
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), np.asarray(_layer(config, normalize=True)(image)),
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        np.load(tmp_path / "y.npy"), np.asarray(_layer(config, normalize=True)(image)), atol=1e-4
+    )
 
 
 def test_data_config_travels_with_the_model(tmp_path):
     config = CONFIGS["imagenet_0.875"]
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
-                                        input_shape=(32, 32, 3), classes=1000, include_preprocessing=True,
-                                        data_config=config)
+    model = keras_vit.VisionTransformer(
+        patch_size=8,
+        hidden_size=16,
+        mlp_dim=16,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(32, 32, 3),
+        classes=1000,
+        include_preprocessing=True,
+        data_config=config,
+    )
     assert model.input_range == (0.0, 255.0)
     model.save(tmp_path / "m.keras")
     for reloaded in (keras.models.load_model(tmp_path / "m.keras"), keras_vit.load_model(tmp_path / "m.keras")):
@@ -182,9 +210,16 @@ def test_sources_bring_their_own_data_config(tmp_path):
     for name in ("config.json", "model.safetensors"):
         (hf / name).write_bytes(open(os.path.join(fixtures, "hf_vit", name), "rb").read())
     assert keras_vit.load_model(str(hf)).data_config.antialias  # transformers' processor defaults
-    (hf / "preprocessor_config.json").write_text(json.dumps(
-        {"image_processor_type": "ViTImageProcessor", "image_mean": list(IMAGENET_MEAN),
-         "image_std": list(IMAGENET_STD), "resample": 3}))
+    (hf / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "image_processor_type": "ViTImageProcessor",
+                "image_mean": list(IMAGENET_MEAN),
+                "image_std": list(IMAGENET_STD),
+                "resample": 3,
+            }
+        )
+    )
     hf_model = keras_vit.load_model(str(hf))
     assert hf_model.data_config.mean == IMAGENET_MEAN and hf_model.data_config.interpolation == "bicubic"
     from keras_vit.weights.load import data_config
@@ -194,34 +229,52 @@ def test_sources_bring_their_own_data_config(tmp_path):
     assert data_config("ViT-B_16/imagenet21k").crop_mode == "squash"
 
 
-@pytest.mark.parametrize("bad, field", [
-    (dict(crop_pct=0), "crop_pct"), (dict(crop_pct=True), "crop_pct"), (dict(std=[0.5, 0, 0.5]), "std"),
-    (dict(mean="0.5"), "mean"), (dict(crop_mode="border"), "crop_mode"), (dict(interpolation="lanczos"),
-                                                                           "interpolation"),
-    (dict(crop_size=224), "unknown fields"), (dict(antialias=1), "antialias")])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        (dict(crop_pct=0), "crop_pct"),
+        (dict(crop_pct=True), "crop_pct"),
+        (dict(std=[0.5, 0, 0.5]), "std"),
+        (dict(mean="0.5"), "mean"),
+        (dict(crop_mode="border"), "crop_mode"),
+        (dict(interpolation="lanczos"), "interpolation"),
+        (dict(crop_size=224), "unknown fields"),
+        (dict(antialias=1), "antialias"),
+    ],
+)
 def test_bad_data_configs_are_refused_naming_the_field(bad, field):
     with pytest.raises(ValueError, match=field):
-        keras_vit.VisionTransformer(patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1,
-                                    input_shape=(16, 16, 3), data_config=bad)
+        keras_vit.VisionTransformer(
+            patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1, input_shape=(16, 16, 3), data_config=bad
+        )
 
 
 def test_a_mean_per_rgb_channel_is_refused_for_a_gray_model():
     with pytest.raises(ValueError, match="1-channel"):
-        keras_vit.VisionTransformer(patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1,
-                                    input_shape=(16, 16, 1), data_config=dict(mean=IMAGENET_MEAN))
+        keras_vit.VisionTransformer(
+            patch_size=8,
+            hidden_size=8,
+            mlp_dim=8,
+            num_heads=2,
+            num_layers=1,
+            input_shape=(16, 16, 1),
+            data_config=dict(mean=IMAGENET_MEAN),
+        )
 
 
 def test_decode_uses_the_models_label_set():
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=1000)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=1000
+    )
     scores = np.zeros((1, 1000), "float32")
     scores[0, 207] = 1.0
     assert model.decode(scores, top=1)[0][0][:2] == ("n02099601", "golden retriever")
     wrong = keras_vit.VisionTransformer.from_config({**model.get_config(), "data_config": {"labels": "imagenet21k"}})
     with pytest.raises(ValueError, match="21843"):
         wrong.decode(scores)
-    headless = keras_vit.VisionTransformer(patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1,
-                                           input_shape=(16, 16, 3), include_top=False)
+    headless = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=8, mlp_dim=8, num_heads=2, num_layers=1, input_shape=(16, 16, 3), include_top=False
+    )
     with pytest.raises(ValueError, match="no classification head"):
         headless.decode(scores)
 
@@ -233,9 +286,18 @@ def test_parity_with_timms_create_transform(tmp_path):
     python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
     photos = _photos()
     np.savez(tmp_path / "photos.npz", **photos)
-    done = subprocess.run([python, os.path.join(ROOT, "tools", "timm_transforms.py"), str(tmp_path / "photos.npz"),
-                           json.dumps(CONFIGS), str(tmp_path / "timm.npz")], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            python,
+            os.path.join(ROOT, "tools", "timm_transforms.py"),
+            str(tmp_path / "photos.npz"),
+            json.dumps(CONFIGS),
+            str(tmp_path / "timm.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode == 3:
         pytest.skip(done.stderr.strip()[-300:])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -253,9 +315,17 @@ def test_parity_with_timms_create_transform(tmp_path):
 def test_saved_model_export_takes_pixels_of_any_size_through_the_checkpoints_preprocessing(tmp_path):
     from hub_export import export
 
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
-                                        input_shape=(32, 32, 3), classes=3, classifier_activation=None,
-                                        data_config=CONFIGS["imagenet_0.875"])
+    model = keras_vit.VisionTransformer(
+        patch_size=8,
+        hidden_size=16,
+        mlp_dim=16,
+        num_heads=2,
+        num_layers=1,
+        input_shape=(32, 32, 3),
+        classes=3,
+        classifier_activation=None,
+        data_config=CONFIGS["imagenet_0.875"],
+    )
     out = export(model, str(tmp_path / "sm"), "classification", format="saved_model")
     loaded = tf.saved_model.load(os.path.join(out, "saved_model"))
     photo = data.coffee().astype("float32")  # 400 x 600, pixels in [0, 255]

@@ -24,20 +24,30 @@ def test_int8_takes_every_projection_and_stays_near_the_flax_logits():
     model.quantize("int8")
     n = model.vit_config.num_layers
     block = "Transformer/encoderblock_{}/"
-    want = {block.format(i) + part for i in range(n) for part in (
-        "MultiHeadDotProductAttention_1/query", "MultiHeadDotProductAttention_1/key",
-        "MultiHeadDotProductAttention_1/value", "MultiHeadDotProductAttention_1/out",
-        "MlpBlock_3/Dense_0", "MlpBlock_3/Dense_1")} | {"head"}
+    want = {
+        block.format(i) + part
+        for i in range(n)
+        for part in (
+            "MultiHeadDotProductAttention_1/query",
+            "MultiHeadDotProductAttention_1/key",
+            "MultiHeadDotProductAttention_1/value",
+            "MultiHeadDotProductAttention_1/out",
+            "MlpBlock_3/Dense_0",
+            "MlpBlock_3/Dense_1",
+        )
+    } | {"head"}
     assert model.quantized_layers() == {path: "int8" for path in want}
     # each int8 kernel is the checkpoint's float kernel within half a quantization step
     att = model.encoder.blocks[1].attention
-    for layer, key in ((att.query, block.format(1) + "MultiHeadDotProductAttention_1/query/kernel"),
-                       (att.out, block.format(1) + "MultiHeadDotProductAttention_1/out/kernel"),
-                       (model.encoder.blocks[0].mlp.dense_1, block.format(0) + "MlpBlock_3/Dense_1/kernel")):
+    for layer, key in (
+        (att.query, block.format(1) + "MultiHeadDotProductAttention_1/query/kernel"),
+        (att.out, block.format(1) + "MultiHeadDotProductAttention_1/out/kernel"),
+        (model.encoder.blocks[0].mlp.dense_1, block.format(0) + "MlpBlock_3/Dense_1/kernel"),
+    ):
         q = np.asarray(layer._kernel)
         assert q.dtype == np.int8 and q.shape == floats[key].shape  # the official layout, in int8
         scale = np.asarray(layer.kernel_scale)
-        scale = scale.reshape(scale.shape[-q.ndim:]) if scale.ndim > q.ndim else scale
+        scale = scale.reshape(scale.shape[-q.ndim :]) if scale.ndim > q.ndim else scale
         assert np.all(np.abs(q / scale - floats[key]) <= 0.5 / scale + 1e-7), key
     got = model.predict(x, verbose=0)
     err = np.abs(got - flax_logits).max()
@@ -60,8 +70,9 @@ def test_quantized_model_saves_and_reloads_as_int8(tmp_path):
 def test_quantize_with_a_filter_reloads_only_those_layers(tmp_path):
     model, x, _ = _flax_model()
     model.quantize("int8", filters="Dense_")
-    assert set(model.quantized_layers()) == {f"Transformer/encoderblock_{i}/MlpBlock_3/Dense_{j}"
-                                             for i in range(2) for j in range(2)}
+    assert set(model.quantized_layers()) == {
+        f"Transformer/encoderblock_{i}/MlpBlock_3/Dense_{j}" for i in range(2) for j in range(2)
+    }
     path = str(tmp_path / "mlp_int8.keras")
     model.save(path)
     again = keras.saving.load_model(path)

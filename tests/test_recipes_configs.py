@@ -56,8 +56,15 @@ def test_every_table_3_row():
     assert set(pretrain.ROWS) == set(TABLE_3)
     for variant, (model, data, epochs, lr, decay, wd, dropout) in TABLE_3.items():
         c = pretrain.get_config(variant)
-        assert (c.model.name, c.dataset.name, c.num_epochs, c.optimizer.learning_rate, c.optimizer.decay,
-                c.optimizer.weight_decay, c.model.dropout_rate) == (model, data, epochs, lr, decay, wd, dropout)
+        assert (
+            c.model.name,
+            c.dataset.name,
+            c.num_epochs,
+            c.optimizer.learning_rate,
+            c.optimizer.decay,
+            c.optimizer.weight_decay,
+            c.model.dropout_rate,
+        ) == (model, data, epochs, lr, decay, wd, dropout)
         assert (c.batch_size, c.optimizer.warmup_steps, c.optimizer.b1, c.optimizer.b2) == (4096, 10_000, 0.9, 0.999)
         assert c.dataset.image_size == 224 and c.optimizer.name == "adamw"
         assert c.optimizer.clip_norm == (1.0 if data == "imagenet2012" else 0.0)
@@ -70,10 +77,18 @@ def test_every_table_4_row():
         for v in (variant, variant + "_polyak"):
             c = finetune.get_config(v)
             assert (c.dataset.name, c.total_steps, c.dataset.train_split) == (name, steps, dev)
-            assert (c.optimizer.name, c.optimizer.momentum, c.optimizer.decay, c.optimizer.weight_decay) == \
-                ("sgd", 0.9, "cosine", 0.0)
-            assert (c.batch_size, c.optimizer.clip_norm, c.dataset.image_size, c.optimizer.warmup_steps) == \
-                (512, 1.0, 384, 500)
+            assert (c.optimizer.name, c.optimizer.momentum, c.optimizer.decay, c.optimizer.weight_decay) == (
+                "sgd",
+                0.9,
+                "cosine",
+                0.0,
+            )
+            assert (c.batch_size, c.optimizer.clip_norm, c.dataset.image_size, c.optimizer.warmup_steps) == (
+                512,
+                1.0,
+                384,
+                500,
+            )
             assert c.optimizer.learning_rate in sweep
             assert c.ema_decay == (0.9999 if v.endswith("_polyak") else 0.0)
 
@@ -82,8 +97,12 @@ def test_mpp_config_follows_appendix_b12():
     c = mpp.get_config("vit_b16_jft")
     assert c.mpp.enabled and (c.mpp.corrupt_rate, c.mpp.mask_rate, c.mpp.random_rate, c.mpp.bits) == (0.5, 0.8, 0.1, 3)
     assert 2 ** (3 * c.mpp.bits) == 512
-    assert (c.optimizer.learning_rate, c.optimizer.warmup_steps, c.optimizer.decay, c.batch_size) == \
-        (2e-4, 10_000, "cosine", 4096)
+    assert (c.optimizer.learning_rate, c.optimizer.warmup_steps, c.optimizer.decay, c.batch_size) == (
+        2e-4,
+        10_000,
+        "cosine",
+        4096,
+    )
 
 
 @pytest.mark.parametrize("module", [pretrain, finetune, mpp, demo])
@@ -140,6 +159,7 @@ def _synthetic(num_classes):
         labels = rng.integers(0, num_classes, 8).astype("int64")
         ds = tf.data.Dataset.from_tensor_slices((images, labels))
         return (ds.repeat() if training else ds).batch(batch)
+
     return make
 
 
@@ -171,6 +191,8 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
     assert model.vit_config.num_layers == 2 and model.classes == c.dataset.num_classes
     if name:
         table = keras_vit.vit_config(name)
-        assert (model.vit_config.hidden_size, model.vit_config.resnet_layers) == (table.hidden_size,
-                                                                                  table.resnet_layers)
+        assert (model.vit_config.hidden_size, model.vit_config.resnet_layers) == (
+            table.hidden_size,
+            table.resnet_layers,
+        )
         assert model.representation_size == (c.model.representation_size or None)

@@ -16,10 +16,18 @@ import pytest
 import keras_vit  # noqa: F401  (registers the layers for load_model)
 from conftest import ROOT
 
-TINY = ["--config=recipes/configs/demo.py:pretrain", "--config.model.hidden_size=32", "--config.model.mlp_dim=64",
-        "--config.model.num_layers=1", "--config.model.num_heads=2", "--config.model.patch_size=8",
-        "--config.batch_size=16", "--config.dataset.eval_split=", "--config.deterministic=True",
-        "--config.log_every=10"]
+TINY = [
+    "--config=recipes/configs/demo.py:pretrain",
+    "--config.model.hidden_size=32",
+    "--config.model.mlp_dim=64",
+    "--config.model.num_layers=1",
+    "--config.model.num_heads=2",
+    "--config.model.patch_size=8",
+    "--config.batch_size=16",
+    "--config.dataset.eval_split=",
+    "--config.deterministic=True",
+    "--config.log_every=10",
+]
 
 
 def _env(**extra):
@@ -30,8 +38,9 @@ def _env(**extra):
 
 def _train(workdir, *flags, timeout=300, env=None):
     cmd = [sys.executable, "-m", "recipes.train", f"--workdir={workdir}", *TINY, *flags]
-    return subprocess.run(["timeout", "-k", "5", str(timeout), *cmd], cwd=ROOT, env=env or _env(),
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["timeout", "-k", "5", str(timeout), *cmd], cwd=ROOT, env=env or _env(), capture_output=True, text=True
+    )
 
 
 def _weights(path):
@@ -92,15 +101,25 @@ train.train_and_evaluate(c, sys.argv[1], strategy=strategy)
 def test_mirrored_two_cpus_equals_one_device(tmp_path):
     outs = {}
     for replicas in ("1", "2"):
-        done = subprocess.run(["timeout", "-k", "5", "300", sys.executable, "-c", _MIRRORED,
-                               str(tmp_path / replicas), "16", replicas], cwd=ROOT, env=_env(),
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["timeout", "-k", "5", "300", sys.executable, "-c", _MIRRORED, str(tmp_path / replicas), "16", replicas],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         outs[replicas] = _weights(tmp_path / replicas / "model.keras")
         assert json.loads((tmp_path / replicas / "summary.json").read_text())["replicas"] == int(replicas)
     _assert_same(outs["2"], outs["1"], atol=2e-5)
-    odd = subprocess.run([sys.executable, "-c", _MIRRORED, str(tmp_path / "odd"), "15", "2"], cwd=ROOT,
-                         env=_env(), capture_output=True, text=True, timeout=300)
+    odd = subprocess.run(
+        [sys.executable, "-c", _MIRRORED, str(tmp_path / "odd"), "15", "2"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert odd.returncode != 0 and "batch_size=15 is not divisible by the 2 replicas" in odd.stderr
 
 
@@ -123,10 +142,22 @@ def test_multiworker_two_processes_equal_single_process(tmp_path):
     procs = []
     for i in range(2):
         env = _env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
-        cmd = ["timeout", "-k", "5", "240", sys.executable, "-m", "recipes.train", f"--workdir={tmp_path / 'mw'}",
-               "--strategy=multiworker", *TINY, *flags]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        cmd = [
+            "timeout",
+            "-k",
+            "5",
+            "240",
+            sys.executable,
+            "-m",
+            "recipes.train",
+            f"--workdir={tmp_path / 'mw'}",
+            "--strategy=multiworker",
+            *TINY,
+            *flags,
+        ]
+        procs.append(
+            subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     results = [p.communicate() for p in procs]
     for p, (_, err) in zip(procs, results):
         assert p.returncode == 0, err[-3000:]
@@ -158,13 +189,19 @@ def test_tpu_branch_calls_the_resolver_and_fails_clearly(monkeypatch):
         distribute.get_strategy("fpga")
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--config=recipes/configs/demo.py:nope"], "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain"),
-    (["--config.batch_size=abc"], "batch_size"),
-    (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
-    (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
-    (["--strategy=multiworker"], "needs $TF_CONFIG"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--config=recipes/configs/demo.py:nope"],
+            "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
+        ),
+        (["--config.batch_size=abc"], "batch_size"),
+        (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
+        (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
+        (["--strategy=multiworker"], "needs $TF_CONFIG"),
+    ],
+)
 def test_bad_input_fails_clearly_and_keeps_workdir(tmp_path, flags, message):
     workdir = tmp_path / "wd"
     workdir.mkdir()

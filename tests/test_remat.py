@@ -14,8 +14,16 @@ import tensorflow as tf
 import keras_vit
 from conftest import ROOT
 
-SPEC = dict(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=3, input_shape=(16, 16, 3),
-            classes=5, classifier_activation=None)
+SPEC = dict(
+    patch_size=4,
+    hidden_size=32,
+    mlp_dim=64,
+    num_heads=4,
+    num_layers=3,
+    input_shape=(16, 16, 3),
+    classes=5,
+    classifier_activation=None,
+)
 
 
 def _model(remat: bool, rate: float):
@@ -51,9 +59,11 @@ def test_remat_gives_the_same_gradients_on_tensorflow(rate, jit):
     assert loss0 == pytest.approx(loss1, rel=1e-6)
     assert max(np.abs(a - b).max() for a, b in zip(grads0, grads1)) <= 1e-5
     assert all(np.abs(g).max() > 0 for g in grads1[-4:])  # gradients do reach the last blocks and the head
+
     # the dropout seed states advanced exactly as without remat (a resumed run draws the same masks)
     def states(m):
         return [np.asarray(v) for v in m.non_trainable_variables if "seed" in v.path]
+
     assert all(np.array_equal(a, b) for a, b in zip(states(kept), states(remat)))
 
 
@@ -86,8 +96,14 @@ print(json.dumps(out))
 @pytest.mark.slow
 def test_remat_gives_the_same_gradients_on_jax():
     spec = dict(SPEC, input_shape=list(SPEC["input_shape"]))
-    done = subprocess.run([sys.executable, "-c", _JAX, json.dumps(spec)], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _JAX, json.dumps(spec)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     for rate in ("0.0", "0.3"):

@@ -43,8 +43,9 @@ def test_loaded_params_own_their_data_after_the_file_is_gone(tmp_path):
         np.testing.assert_array_equal(params[key], value, err_msg=key)
     reference = load_file(TIMM)
     np.testing.assert_array_equal(params["embedding/bias"], reference["patch_embed.proj.bias"])
-    np.testing.assert_array_equal(params["Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel"],
-                                  reference["blocks.0.mlp.fc1.weight"].T)
+    np.testing.assert_array_equal(
+        params["Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel"], reference["blocks.0.mlp.fc1.weight"].T
+    )
 
 
 def test_an_empty_or_truncated_file_is_refused_by_name(tmp_path):

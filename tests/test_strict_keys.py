@@ -16,8 +16,11 @@ import keras_vit
 from conftest import ROOT
 
 REF = os.path.join(ROOT, "tests", "fixtures", "torch_reference")
-PLANTS = {"blocks.0.attn.k_norm.bias": "qk-norm", "blocks.1.attn.q_norm.weight": "qk-norm",
-          "blocks.0.mlp.mystery": None}
+PLANTS = {
+    "blocks.0.attn.k_norm.bias": "qk-norm",
+    "blocks.1.attn.q_norm.weight": "qk-norm",
+    "blocks.0.mlp.mystery": None,
+}
 HF_PLANTS = {"vit.encoder.layer.0.layer_scale1.lambda1": "LayerScale", "vit.encoder.layer.1.mystery.weight": None}
 
 
@@ -55,15 +58,16 @@ def test_an_unmapped_tensor_in_a_transformers_directory_is_refused_by_name(tmp_p
     save_file(sd, str(folder / "model.safetensors"))
     reference = keras_vit.load_model(os.path.join(REF, "hf_vit"))
     before = [w.copy() for w in reference.get_weights()]
-    shown = key[len("vit."):]
+    shown = key[len("vit.") :]
     with pytest.raises(ValueError, match=rf"e\.g\. '{shown}'" + (r" \(LayerScale" if HF_PLANTS[key] else "")):
         keras_vit.load_weights(reference, str(folder))
     _unchanged(reference, before)
 
 
 def test_an_unknown_key_in_an_official_npz_is_refused_by_name(tmp_path):
-    model = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1,
-                                        input_shape=(16, 16, 3), classes=3)
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=3
+    )
     keras_vit.save_npz(model, str(tmp_path / "m.npz"))
     params = dict(np.load(tmp_path / "m.npz"))
     params["Transformer/encoderblock_0/LayerScale_0/scale"] = np.ones(16, "float32")

@@ -12,8 +12,9 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason=
 def _model(layers=2, seed=0):
     import keras_vit
 
-    model = keras_vit.VisionTransformer(8, 32, 64, 4, layers, input_shape=(32, 32, 3), classes=3,
-                                        classifier_activation=None)
+    model = keras_vit.VisionTransformer(
+        8, 32, 64, 4, layers, input_shape=(32, 32, 3), classes=3, classifier_activation=None
+    )
     rng = np.random.default_rng(seed)
     model.set_weights([rng.normal(0, 0.2, w.shape).astype(w.dtype) for w in model.get_weights()])
     return model

@@ -51,12 +51,17 @@ def test_deit3_loads_with_layerscale_and_late_class_token_and_gives_timms_logits
     assert taps["attention"][0].shape == (2, 2, 17, 17)
 
 
-@pytest.mark.parametrize("edit, message", [
-    ({"proj_bias": False}, "proj_bias=False"), ({"scale_attn_norm": True}, "scale_attn_norm=True"),
-    ({"global_pool": "avgmax"}, "global_pool='avgmax'"),
-    ({"reg_tokens": 4}, "register tokens: checkpoint 0, model 4"),
-    ({"pre_norm": True}, "LayerNorm after the embeddings: checkpoint False, model True"),
-    ({"qk_norm": True}, "qk-norm: checkpoint False")])  # parts keras_vit builds, stated but not in the file
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ({"proj_bias": False}, "proj_bias=False"),
+        ({"scale_attn_norm": True}, "scale_attn_norm=True"),
+        ({"global_pool": "avgmax"}, "global_pool='avgmax'"),
+        ({"reg_tokens": 4}, "register tokens: checkpoint 0, model 4"),
+        ({"pre_norm": True}, "LayerNorm after the embeddings: checkpoint False, model True"),
+        ({"qk_norm": True}, "qk-norm: checkpoint False"),
+    ],
+)  # parts keras_vit builds, stated but not in the file
 def test_model_args_keras_vit_does_not_build_are_refused(tmp_path, edit, message):
     folder = tmp_path / "repo"
     shutil.copytree(PLAIN, folder)
@@ -106,12 +111,21 @@ def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
     files = {n: os.path.join(PLAIN, n) for n in ("config.json", "model.safetensors")}
     _hub_cache(cache, "timm/vit_test.plain", "main", "a" * 40, files)
     _hub_cache(cache, "someone/no_weights", "main", "b" * 40, {"config.json": files["config.json"]})
-    handles = ["hf-hub:timm/vit_test.plain", "hf://timm/vit_test.plain", "hf-hub:timm/vit_test.plain@v2",
-               "hf-hub:someone/no_weights", "hf-hub:timm/not_cached"]
-    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=ROOT)
-    done = subprocess.run([sys.executable, "-c", _RUN % os.path.join(PLAIN, "input.npy"), *handles], env=env,
-                          capture_output=True, text=True, timeout=300)
+    handles = [
+        "hf-hub:timm/vit_test.plain",
+        "hf://timm/vit_test.plain",
+        "hf-hub:timm/vit_test.plain@v2",
+        "hf-hub:someone/no_weights",
+        "hf-hub:timm/not_cached",
+    ]
+    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN % os.path.join(PLAIN, "input.npy"), *handles],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     want = np.load(os.path.join(PLAIN, "logits.npy"))
@@ -130,25 +144,32 @@ def test_malformed_handles_are_refused_before_any_fetch(handle):
 
 
 def _random_model(**kwargs):
-    model = keras_vit.VisionTransformer(8, 32, 64, 2, 2, input_shape=(32, 32, 3), classes=5,
-                                        classifier_activation=None, **kwargs)
+    model = keras_vit.VisionTransformer(
+        8, 32, 64, 2, 2, input_shape=(32, 32, 3), classes=5, classifier_activation=None, **kwargs
+    )
     rng = np.random.default_rng(8)
     model.set_weights([(rng.normal(size=w.shape) * 0.2).astype("float32") for w in model.get_weights()])
     return model
 
 
-@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(gelu_approximate=True),
-                                    dict(classifier="gap", gelu_approximate=False)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(gelu_approximate=False), dict(gelu_approximate=True), dict(classifier="gap", gelu_approximate=False)],
+)
 def test_save_pretrained_writes_a_timm_repository_that_reads_back(tmp_path, kwargs):
-    model = _random_model(**kwargs, data_config=dict(crop_pct=0.875, crop_mode="center", interpolation="bicubic",
-                                                    antialias=True))
+    model = _random_model(
+        **kwargs, data_config=dict(crop_pct=0.875, crop_mode="center", interpolation="bicubic", antialias=True)
+    )
     out = keras_vit.save_pretrained(model, str(tmp_path / "repo"))
     config = json.load(open(os.path.join(out, "config.json")))
     assert config["model_args"]["act_layer"] == ("gelu_tanh" if model.gelu_approximate else "gelu")
     assert config["pretrained_cfg"]["crop_pct"] == 0.875 and config["pretrained_cfg"]["input_size"] == [3, 32, 32]
     back = keras_vit.load_model(out, classifier_activation=None)
     assert (back.classifier, back.gelu_approximate, back.data_config) == (
-        model.classifier, model.gelu_approximate, model.data_config)
+        model.classifier,
+        model.gelu_approximate,
+        model.data_config,
+    )
     x = np.random.default_rng(0).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
     np.testing.assert_allclose(back.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-5)
     with pytest.raises(FileExistsError):
@@ -157,9 +178,14 @@ def test_save_pretrained_writes_a_timm_repository_that_reads_back(tmp_path, kwar
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kwargs", [dict(gelu_approximate=False), dict(classifier="gap", gelu_approximate=True),
-                                    dict(layer_scale_init=0.1, prefix_position_embedding=False,
-                                         gelu_approximate=False)])  # DeiT-III's parts
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(gelu_approximate=False),
+        dict(classifier="gap", gelu_approximate=True),
+        dict(layer_scale_init=0.1, prefix_position_embedding=False, gelu_approximate=False),
+    ],
+)  # DeiT-III's parts
 def test_timm_loads_save_pretrained_strictly_with_our_logits(tmp_path, kwargs):
     model = _random_model(**kwargs)
     x = np.random.default_rng(7).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")

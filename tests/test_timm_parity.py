@@ -19,10 +19,18 @@ def _case(name):
     d = os.path.join(TIMM, name)
     c = json.load(open(os.path.join(d, "config.json")))
     model = keras_vit.VisionTransformer(
-        c["patch_size"], c["hidden_size"], c["mlp_dim"], c["num_heads"], c["num_layers"],
-        resnet_layers=c.get("resnet_layers"), resnet_width=c.get("resnet_width", 1),
-        input_shape=(c["image_size"], c["image_size"], 3), classes=c["classes"], classifier_activation=None,
-        weights=os.path.join(d, "weights.npz"))
+        c["patch_size"],
+        c["hidden_size"],
+        c["mlp_dim"],
+        c["num_heads"],
+        c["num_layers"],
+        resnet_layers=c.get("resnet_layers"),
+        resnet_width=c.get("resnet_width", 1),
+        input_shape=(c["image_size"], c["image_size"], 3),
+        classes=c["classes"],
+        classifier_activation=None,
+        weights=os.path.join(d, "weights.npz"),
+    )
     x, ref = np.load(os.path.join(d, "input.npy")), np.load(os.path.join(d, "logits.npy"))
     return np.abs(model.predict(x, verbose=0) - ref).max()
 
@@ -43,8 +51,13 @@ def test_full_vit_b16_from_timm(tmp_path):
     for package in ("torch", "timm"):  # timm imports through tools/torchvision_stub in the script
         if importlib.util.find_spec(package) is None:
             pytest.skip(f"{package} is not installed (make test-slow installs it)")
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timm_parity.py"), "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "timm_parity.py"), "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     diff = float(done.stdout.strip().splitlines()[-1].split()[-1])
     assert diff <= 1e-4

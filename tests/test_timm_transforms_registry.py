@@ -28,10 +28,14 @@ def test_each_resize_rule_matches_timms_create_transform(key, tmp_path):
     from timm_transforms_registry import photos
 
     c = _cases()[key]
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"architecture": "vit_base_patch16_224", "pretrained_cfg": {k: c[k] for k in
-                                                                    ("interpolation", "crop_pct", "crop_mode", "mean",
-                                                                     "std")}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architecture": "vit_base_patch16_224",
+                "pretrained_cfg": {k: c[k] for k in ("interpolation", "crop_pct", "crop_mode", "mean", "std")},
+            }
+        )
+    )
     config = timm_dirs.data_config(str(tmp_path))  # what a timm repository with this pretrained_cfg gives
     assert config.pass_order == "pillow13"  # the current Pillow's; these references were made under 12.3
     config = keras_vit.DataConfig.from_dict(dict(config.to_dict(), pass_order="pillow12"))

@@ -56,15 +56,27 @@ def test_timm_round_trip_reproduces_timm_state_dict_exactly(tmp_path):
 def test_transformers_round_trip_reproduces_its_files(tmp_path):
     model = keras_vit.load_model(os.path.join(REF, "hf_vit"), classifier_activation=None)
     out = keras_vit.save_safetensors(model, tmp_path / "hf", layout="transformers")
-    theirs, ours = load_file(os.path.join(REF, "hf_vit", "model.safetensors")), load_file(os.path.join(out,
-                                                                                                  "model.safetensors"))
+    theirs, ours = (
+        load_file(os.path.join(REF, "hf_vit", "model.safetensors")),
+        load_file(os.path.join(out, "model.safetensors")),
+    )
     assert sorted(ours) == sorted(theirs)
     for key in theirs:
         np.testing.assert_allclose(ours[key], theirs[key], rtol=0, atol=1e-7, err_msg=key)
     want = json.load(open(os.path.join(REF, "hf_vit", "config.json")))
     got = json.load(open(os.path.join(out, "config.json")))
-    for field in ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "hidden_act", "image_size", "patch_size", "layer_norm_eps", "qkv_bias"):
+    for field in (
+        "model_type",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "image_size",
+        "patch_size",
+        "layer_norm_eps",
+        "qkv_bias",
+    ):
         assert got[field] == want[field], field
     again = keras_vit.load_model(out, classifier_activation=None)
     np.testing.assert_allclose(_logits(again), _logits(model), atol=1e-6)
@@ -73,10 +85,13 @@ def test_transformers_round_trip_reproduces_its_files(tmp_path):
 def test_save_safetensors_refuses_what_the_target_cannot_hold(tmp_path):
     tiny = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3))
     with pytest.raises(ValueError, match="representation"):
-        keras_vit.save_safetensors(keras_vit.VisionTransformer(**tiny, representation_size=8), tmp_path / "a.safetensors")
+        keras_vit.save_safetensors(
+            keras_vit.VisionTransformer(**tiny, representation_size=8), tmp_path / "a.safetensors"
+        )
     with pytest.raises(ValueError, match="classifier='gap'"):
-        keras_vit.save_safetensors(keras_vit.VisionTransformer(**tiny, classifier="gap"), tmp_path / "h",
-                                   layout="transformers")
+        keras_vit.save_safetensors(
+            keras_vit.VisionTransformer(**tiny, classifier="gap"), tmp_path / "h", layout="transformers"
+        )
     with pytest.raises(ValueError, match="layout='onnx'"):
         keras_vit.save_safetensors(keras_vit.VisionTransformer(**tiny), tmp_path / "a.safetensors", layout="onnx")
     assert os.listdir(tmp_path) == []
@@ -91,6 +106,7 @@ def test_bad_safetensors_sources_change_nothing(tmp_path):
     sd = load_file(os.path.join(REF, "timm_vit.safetensors"))
     del sd["blocks.1.mlp.fc2.bias"]
     from safetensors.numpy import save_file
+
     save_file(sd, str(tmp_path / "partial.safetensors"))
     with pytest.raises(ValueError, match="blocks.1.mlp.fc2.bias"):
         keras_vit.load_weights(model, tmp_path / "partial.safetensors")
@@ -101,8 +117,9 @@ def test_bad_safetensors_sources_change_nothing(tmp_path):
 def test_root_only_hybrid_with_old_groupnorm_shapes_matches_timm():
     """AugReg's R+Ti/16 design (ResNet root only, then 8x8... here 2x2 patches at toy width) in the AugReg layout
     with (1, 1, 1, C) GroupNorm parameters, as timm's npz loader reads it."""
-    model = keras_vit.load_model(os.path.join(REF, "augreg_r_ti_layout.npz"), classifier_activation=None,
-                                 gelu_approximate=False)
+    model = keras_vit.load_model(
+        os.path.join(REF, "augreg_r_ti_layout.npz"), classifier_activation=None, gelu_approximate=False
+    )
     assert model.vit_config.resnet_layers == () and model.vit_config.effective_patch_size == 8
     x = np.load(os.path.join(REF, "augreg_r_ti_input.npy"))
     reference = np.load(os.path.join(REF, "augreg_r_ti_timm_logits.npy"))

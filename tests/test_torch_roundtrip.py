@@ -29,8 +29,9 @@ def test_our_safetensors_load_in_pytorch_libraries(tmp_path, kind, approximate):
                 pytest.skip(f"{package} is not installed (make test-slow installs it)")
     x = np.random.default_rng(7).uniform(-1, 1, (2, 32, 32, 3)).astype("float32")
     # a model of ours with all-random weights (not a fixture's); transformers computes either GELU form
-    model = keras_vit.VisionTransformer(8, 32, 64, 2, 2, input_shape=(32, 32, 3), classes=5,
-                                        classifier_activation=None, gelu_approximate=approximate)
+    model = keras_vit.VisionTransformer(
+        8, 32, 64, 2, 2, input_shape=(32, 32, 3), classes=5, classifier_activation=None, gelu_approximate=approximate
+    )
     rng = np.random.default_rng(8)
     model.set_weights([(rng.normal(size=w.shape) * 0.2).astype("float32") for w in model.get_weights()])
     np.save(tmp_path / "input.npy", x)
@@ -41,8 +42,14 @@ def test_our_safetensors_load_in_pytorch_libraries(tmp_path, kind, approximate):
     else:
         keras_vit.save_safetensors(model, tmp_path / "hf", layout="transformers")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub") if kind == "timm" else "")
-    done = subprocess.run([TORCH_PYTHON, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), kind,
-                           str(tmp_path)], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    done = subprocess.run(
+        [TORCH_PYTHON, os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), kind, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
     print(done.stdout.strip())
     assert float(done.stdout.strip().split()[-1]) <= 1e-5

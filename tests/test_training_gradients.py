@@ -15,9 +15,17 @@ def test_a_model_trains_with_the_same_gradients_through_its_variables(activation
 
     import keras_vit
 
-    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2,
-                                        input_shape=(16, 16, 3), classes=5, classifier_activation=None,
-                                        activation=activation)
+    model = keras_vit.VisionTransformer(
+        patch_size=4,
+        hidden_size=16,
+        mlp_dim=32,
+        num_heads=2,
+        num_layers=2,
+        input_shape=(16, 16, 3),
+        classes=5,
+        classifier_activation=None,
+        activation=activation,
+    )
     rng = np.random.default_rng(3)
     model.set_weights([rng.normal(0, 0.3, w.shape).astype(w.dtype) for w in model.get_weights()])
     x = rng.uniform(-1, 1, (2, 16, 16, 3)).astype("float32")
@@ -36,13 +44,13 @@ def test_a_model_trains_with_the_same_gradients_through_its_variables(activation
         import jax
 
         def loss(values, training):
-            y, _ = model.stateless_call(values, [v.value for v in model.non_trainable_variables], x,
-                                        training=training)
+            y, _ = model.stateless_call(values, [v.value for v in model.non_trainable_variables], x, training=training)
             return jax.numpy.sum(jax.numpy.sin(y))
 
         values = [v.value for v in model.trainable_variables]
-        (loss_t, grads_t), (loss_i, grads_i) = (jax.jit(jax.value_and_grad(loss), static_argnums=1)(values, t)
-                                                for t in (True, False))
+        (loss_t, grads_t), (loss_i, grads_i) = (
+            jax.jit(jax.value_and_grad(loss), static_argnums=1)(values, t) for t in (True, False)
+        )
     else:
         pytest.skip("PyTorch keeps Keras' own path")
     assert model.encoder.blocks[0].mlp._keeps_activation_input(True)

@@ -13,12 +13,25 @@ from recipes.vtab_tasks import TASKS, bin_label, get_tasks
 
 # From the VTAB paper (Zhai et al. 2019, Table 1 / appendix): group and number of classes per task.
 EXPECTED = {
-    "caltech101": ("Natural", 102), "cifar100": ("Natural", 100), "dtd": ("Natural", 47),
-    "flowers102": ("Natural", 102), "pets": ("Natural", 37), "sun397": ("Natural", 397), "svhn": ("Natural", 10),
-    "patch_camelyon": ("Specialized", 2), "eurosat": ("Specialized", 10), "resisc45": ("Specialized", 45),
-    "retinopathy": ("Specialized", 5), "clevr_count": ("Structured", 8), "clevr_dist": ("Structured", 6),
-    "dmlab": ("Structured", 6), "dsprites_loc": ("Structured", 16), "dsprites_ori": ("Structured", 16),
-    "kitti_dist": ("Structured", 4), "smallnorb_azim": ("Structured", 18), "smallnorb_elev": ("Structured", 9),
+    "caltech101": ("Natural", 102),
+    "cifar100": ("Natural", 100),
+    "dtd": ("Natural", 47),
+    "flowers102": ("Natural", 102),
+    "pets": ("Natural", 37),
+    "sun397": ("Natural", 397),
+    "svhn": ("Natural", 10),
+    "patch_camelyon": ("Specialized", 2),
+    "eurosat": ("Specialized", 10),
+    "resisc45": ("Specialized", 45),
+    "retinopathy": ("Specialized", 5),
+    "clevr_count": ("Structured", 8),
+    "clevr_dist": ("Structured", 6),
+    "dmlab": ("Structured", 6),
+    "dsprites_loc": ("Structured", 16),
+    "dsprites_ori": ("Structured", 16),
+    "kitti_dist": ("Structured", 4),
+    "smallnorb_azim": ("Structured", 18),
+    "smallnorb_elev": ("Structured", 9),
 }
 
 
@@ -53,21 +66,26 @@ def test_label_maps_on_synthetic_examples():
         loc[:, 2] = z
         return int(kitti.label({"objects": {"type": tf.constant(types, tf.int64), "location": tf.constant(loc)}}))
 
-    assert k([0, 1], [30.0, 12.0]) == 1      # closest vehicle at 12 m
-    assert k([2, 5], [5.0, 1.0]) == 0        # a pedestrian (type 5) closer than the truck does not count
+    assert k([0, 1], [30.0, 12.0]) == 1  # closest vehicle at 12 m
+    assert k([2, 5], [5.0, 1.0]) == 0  # a pedestrian (type 5) closer than the truck does not count
     assert k([0], [45.0]) == 2
-    assert k([4, 6], [3.0, 4.0]) == 3        # no vehicle at all
+    assert k([4, 6], [3.0, 4.0]) == 3  # no vehicle at all
     count, dist = TASKS["clevr_count"], TASKS["clevr_dist"]
-    objs = {"size": tf.zeros(5, tf.int64), "pixel_coords": tf.constant([[1, 1, 9.2], [2, 2, 11.0], [0, 0, 12.0],
-                                                                       [0, 0, 13.0], [0, 0, 14.0]], tf.float32)}
+    objs = {
+        "size": tf.zeros(5, tf.int64),
+        "pixel_coords": tf.constant([[1, 1, 9.2], [2, 2, 11.0], [0, 0, 12.0], [0, 0, 13.0], [0, 0, 14.0]], tf.float32),
+    }
     assert int(count.label({"objects": objs})) == 2 and int(dist.label({"objects": objs})) == 3
     assert int(TASKS["dsprites_loc"].label({"label_x_position": tf.constant(31, tf.int64)})) == 15
     assert int(TASKS["dsprites_ori"].label({"label_orientation": tf.constant(39, tf.int64)})) == 15
     assert int(TASKS["dsprites_ori"].label({"label_orientation": tf.constant(5, tf.int64)})) == 2
     img = TASKS["dsprites_loc"].image({"image": tf.ones((64, 64, 1), tf.uint8)})
     assert img.shape == (64, 64, 3) and int(tf.reduce_max(img)) == 255
-    norb = {"image": tf.ones((96, 96, 1), tf.uint8), "label_azimuth": tf.constant(17, tf.int64),
-            "label_elevation": tf.constant(8, tf.int64)}
+    norb = {
+        "image": tf.ones((96, 96, 1), tf.uint8),
+        "label_azimuth": tf.constant(17, tf.int64),
+        "label_elevation": tf.constant(8, tf.int64),
+    }
     assert int(TASKS["smallnorb_azim"].label(norb)) == 17 and int(TASKS["smallnorb_elev"].label(norb)) == 8
     assert TASKS["smallnorb_elev"].image(norb).shape == (96, 96, 3)
 
@@ -78,8 +96,22 @@ def test_suite_end_to_end_on_mocked_tfds(tmp_path, capsys):
     model = keras_vit.VisionTransformer(8, 32, 64, 2, 1, input_shape=(32, 32, 3), classes=7)
     weights = str(tmp_path / "tiny.keras")
     model.save(weights)
-    args = ["--weights", weights, "--tasks", "eurosat,dsprites_loc", "--workdir", str(tmp_path / "vtab"),
-            "--steps", "3", "--batch_size", "8", "--image_size", "32", "--warmup_steps", "1"]
+    args = [
+        "--weights",
+        weights,
+        "--tasks",
+        "eurosat,dsprites_loc",
+        "--workdir",
+        str(tmp_path / "vtab"),
+        "--steps",
+        "3",
+        "--batch_size",
+        "8",
+        "--image_size",
+        "32",
+        "--warmup_steps",
+        "1",
+    ]
     with tfds.testing.mock_data(num_examples=24):
         assert vtab.main(args) == 0
         for task in ("eurosat", "dsprites_loc"):

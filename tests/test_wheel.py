@@ -20,8 +20,12 @@ DIST = "keras-vision-transformer"
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(out), ROOT], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), ROOT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = out.glob("*.whl")
     return path
@@ -30,8 +34,13 @@ def wheel(tmp_path_factory):
 def test_the_wheel_is_named_and_holds_the_package_data(wheel):
     assert wheel.name.startswith(DIST.replace("-", "_") + "-" + keras_vit.__version__)
     names = zipfile.ZipFile(wheel).namelist()
-    for required in ("keras_vit/data/imagenet1k.tsv", "keras_vit/data/imagenet21k.tsv", "keras_vit/predict.py",
-                     "recipes/trainer/common.py", "hub_export/export.py"):
+    for required in (
+        "keras_vit/data/imagenet1k.tsv",
+        "keras_vit/data/imagenet21k.tsv",
+        "keras_vit/predict.py",
+        "recipes/trainer/common.py",
+        "hub_export/export.py",
+    ):
         assert required in names, required
     assert not any(n.startswith("tests/") for n in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
@@ -55,8 +64,12 @@ def _install(wheel, venv, *, blocked: str = "") -> tuple:
     env)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # the test environment's packages, appended after the venv's own (a plain path line: its .pth files, the
     # editable install of this tree among them, are not run)
     with open(os.path.join(site, "borrowed.pth"), "w") as f:
@@ -66,8 +79,13 @@ def _install(wheel, venv, *, blocked: str = "") -> tuple:
             f.write(f"import sys; sys.modules[{blocked!r}] = None\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)  # a source tree on the path would make pip see the distribution as installed
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
-                           str(wheel)], capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return python, site, env
 
@@ -82,14 +100,22 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
         "m = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1,"
         " input_shape=(32, 32, 3), classes=1000)\n"
         "m.save('tiny.keras')\n"
-        "from PIL import Image; from skimage import data; Image.fromarray(data.astronaut()).save('photo.png')\n")
-    first = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
+        "from PIL import Image; from skimage import data; Image.fromarray(data.astronaut()).save('photo.png')\n"
+    )
+    first = subprocess.run(
+        [str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     location, name = first.stdout.split("\n")[:2]
     assert location.startswith(site) and name == "golden retriever"
-    cli = subprocess.run([str(python), "-m", "keras_vit.predict", "photo.png", "--weights=tiny.keras", "--top=3"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [str(python), "-m", "keras_vit.predict", "photo.png", "--weights=tiny.keras", "--top=3"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert cli.stdout.startswith("photo.png\n  1. ") and len(cli.stdout.strip().splitlines()) == 4
     # the README's first screen (classify, fine-tune, export) with the installed package; test_docs' offline
@@ -108,20 +134,23 @@ def test_the_first_hour_on_jax_and_torch_without_tensorflow(wheel, tmp_path, bac
     env["KERAS_BACKEND"] = backend
     code = test_docs.runnable_blocks("README.md") + [
         "import keras, keras_vit, sys; print('from', keras_vit.__file__, keras.backend.backend(), "
-        "sys.modules['tensorflow'])"]
+        "sys.modules['tensorflow'])"
+    ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
     assert f"from {site}" in out and f"{backend} None" in out
     assert os.path.exists(tmp_path / "readme" / "work" / "exported" / "onnx" / "model.onnx")
 
     def run(*args):
-        return subprocess.run([str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)
+        return subprocess.run([str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
-    made = run("-c", "import keras_vit\n"
-                     "m = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, "
-                     "num_layers=1, input_shape=(32, 32, 3), classes=1000)\n"
-                     "m.save('tiny.keras')\n"
-                     "from PIL import Image; from skimage import data; Image.fromarray(data.astronaut()).save('p.png')")
+    made = run(
+        "-c",
+        "import keras_vit\n"
+        "m = keras_vit.VisionTransformer(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, "
+        "num_layers=1, input_shape=(32, 32, 3), classes=1000)\n"
+        "m.save('tiny.keras')\n"
+        "from PIL import Image; from skimage import data; Image.fromarray(data.astronaut()).save('p.png')",
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     cli = run("-m", "keras_vit.predict", "p.png", "--weights=tiny.keras", "--top=2")
     assert cli.returncode == 0 and cli.stdout.startswith("p.png\n  1. "), cli.stderr[-3000:]
@@ -142,14 +171,23 @@ def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_fo
     python, site, env = _install(wheel, tmp_path / "venv")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "__init__.py").write_text("raise SystemExit('the user recipes package was imported')\n")
-    tiny = ["--config.model.hidden_size=32", "--config.model.mlp_dim=64", "--config.model.num_layers=1",
-            "--config.model.num_heads=2", "--config.model.patch_size=8", "--config.batch_size=16",
-            "--config.dataset.eval_split=", "--config.total_steps=2", "--config.log_every=1"]
+    tiny = [
+        "--config.model.hidden_size=32",
+        "--config.model.mlp_dim=64",
+        "--config.model.num_layers=1",
+        "--config.model.num_heads=2",
+        "--config.model.patch_size=8",
+        "--config.batch_size=16",
+        "--config.dataset.eval_split=",
+        "--config.total_steps=2",
+        "--config.log_every=1",
+    ]
     bin_dir = python.parent
 
     def run(*args):
-        return subprocess.run([str(a) for a in args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)
+        return subprocess.run(
+            [str(a) for a in args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
 
     shadowed = run(python, "-m", "recipes.train", "--config=demo:pretrain")
     assert "the user recipes package was imported" in shadowed.stderr  # why the console scripts exist
@@ -165,7 +203,9 @@ def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_fo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend, extras, first", [("jax", "jax,onnx-jax", []), ("torch", "torch,onnx", ["torch==2.13.0"])])
+@pytest.mark.parametrize(
+    "backend, extras, first", [("jax", "jax,onnx-jax", []), ("torch", "torch,onnx", ["torch==2.13.0"])]
+)
 def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extras, first):
     """`pip install "<wheel>[jax]"` (or `[torch]`) into a new venv with pip's own resolver and nothing borrowed: no
     TensorFlow arrives, and the README's Python blocks, the predict CLI and an ONNX export run as written."""
@@ -176,17 +216,33 @@ def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extra
     env.pop("PYTHONPATH", None)
     for packages in (first, [f"{wheel}[{extras}]", "scikit-image"]):  # scikit-image: the prelude's photos
         if packages:
-            done = subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], capture_output=True,
-                                  text=True, timeout=1800, env=env)
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", *packages],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                env=env,
+            )
             assert done.returncode == 0, done.stderr[-3000:]
     code = test_docs.runnable_blocks("README.md") + [
         "import importlib.util; print('tensorflow installed:', importlib.util.find_spec('tensorflow') is not None)\n"
-        "model.save('fine_tuned.keras')"]
+        "model.save('fine_tuned.keras')"
+    ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
     assert "tensorflow installed: False" in out
     work = tmp_path / "readme" / "work"
     assert (work / "exported" / "onnx" / "model.onnx").exists()
-    exported = subprocess.run([str(venv / "bin" / "keras-vit-export"), f"--weights={work / 'fine_tuned.keras'}",
-                               "--format=onnx", "--out=cli"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=900)
+    exported = subprocess.run(
+        [
+            str(venv / "bin" / "keras-vit-export"),
+            f"--weights={work / 'fine_tuned.keras'}",
+            "--format=onnx",
+            "--out=cli",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert exported.returncode == 0 and (tmp_path / "cli" / "model.onnx").exists(), exported.stderr[-3000:]

@@ -4,12 +4,12 @@ import glob
 import os
 import re
 
-_UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30}
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
 def preallocated_temp_bytes(directory: str, name: str) -> float:
     """The preallocated temporary buffer, in bytes, of the compiled function whose dump names contain `name`
     (0.0 when XLA allocated none)."""
-    report, = glob.glob(os.path.join(directory, f"*{name}*memory-usage-report.txt"))
+    (report,) = glob.glob(os.path.join(directory, f"*{name}*memory-usage-report.txt"))
     match = re.search(r"size ([0-9.]+)(B|KiB|MiB|GiB), preallocated-temp", open(report).read())
     return float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0

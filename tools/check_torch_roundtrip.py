@@ -31,21 +31,29 @@ def main(kind: str, directory: str) -> None:
             import timm
 
             model = timm.create_model(
-                "vit_tiny_patch16_224", pretrained=True, img_size=s["image"], patch_size=s["patch"],
-                embed_dim=s["width"], depth=s["depth"], num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"],
+                "vit_tiny_patch16_224",
+                pretrained=True,
+                img_size=s["image"],
+                patch_size=s["patch"],
+                embed_dim=s["width"],
+                depth=s["depth"],
+                num_heads=s["heads"],
+                mlp_ratio=s["mlp"] / s["width"],
                 num_classes=s["classes"],
-                pretrained_cfg_overlay=dict(file=os.path.join(directory, "timm.safetensors"),
-                                            num_classes=s["classes"]))
+                pretrained_cfg_overlay=dict(file=os.path.join(directory, "timm.safetensors"), num_classes=s["classes"]),
+            )
         else:
             from transformers import ViTForImageClassification
 
-            model, info = ViTForImageClassification.from_pretrained(os.path.join(directory, "hf"),
-                                                                    output_loading_info=True)
+            model, info = ViTForImageClassification.from_pretrained(
+                os.path.join(directory, "hf"), output_loading_info=True
+            )
             bad = {k: v for k, v in info.items() if v}
             if bad:
                 raise SystemExit(f"transformers reported {bad}")
-    noisy = [str(w.message) for w in caught if "missing" in str(w.message).lower()
-             or "unexpected" in str(w.message).lower()]
+    noisy = [
+        str(w.message) for w in caught if "missing" in str(w.message).lower() or "unexpected" in str(w.message).lower()
+    ]
     if noisy:
         raise SystemExit(f"{kind} warned: {noisy}")
     model.eval()

@@ -48,11 +48,12 @@ CASES = {
     # timm's ResPostBlock ViT: each branch normalised after it (post-norm), average pooling
     "rpn_base": ("vit_base_patch16_rpn_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # Sapiens2: RMSNorm qk-norm, grouped-query attention in some blocks, LayerScale on attention only, 8 registers
-    "sapiens2_base": ("vit_base_patch16_sapiens2", dict(depth=2, embed_dim=64, num_heads=4, num_kv_heads=[4, 2],
-                                                        num_classes=5)),
+    "sapiens2_base": (
+        "vit_base_patch16_sapiens2",
+        dict(depth=2, embed_dim=64, num_heads=4, num_kv_heads=[4, 2], num_classes=5),
+    ),
     # RoPE-Mixed (naver): learned rotary frequencies per block and head, no position table
-    "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2,
-                                                                  num_classes=5)),
+    "rope_mixed_small": ("vit_small_patch16_rope_mixed_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # ViT-22B's parallel layers (ParallelScalingBlock): RMSNorm, qk-norm, no q/k/v bias (the MLP's bias apart)
     "xp_base": ("vit_base_patch16_xp_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # parallel layers with q/k/v biases packed beside the MLP's, LayerScale on the sum, a register, average pool
@@ -71,8 +72,10 @@ NAFLEX_CASES = {
     # one table per axis resampled aspect-preserving, 4 registers, average pooling with fc_norm
     "naflex_parfac": ("naflexvit_base_patch16_parfac_gap", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
     # RADIO v3: bilinear with aligned corners, aspect-preserving, class + 7 registers, token pooling, no final norm
-    "radio_v3": ("naflexvit_base_patch16_radio_v3", dict(depth=1, embed_dim=64, num_heads=2, num_classes=5,
-                                                         pos_embed_grid_size=[12, 12])),
+    "radio_v3": (
+        "naflexvit_base_patch16_radio_v3",
+        dict(depth=1, embed_dim=64, num_heads=2, num_classes=5, pos_embed_grid_size=[12, 12]),
+    ),
 }
 NAFLEX_SIZES, NAFLEX_PATCHES = ((40, 90), (100, 30), (64, 64)), 12
 
@@ -111,8 +114,12 @@ def _naflex_case(case: str, name: str, args: dict) -> None:
     save_for_hf(model, os.path.join(OUT, case), model_args=dict(args, img_size=list(size)), safe_serialization=True)
     np.save(os.path.join(OUT, f"{case}_input.npy"), x)
     np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
-    np.savez(os.path.join(OUT, f"{case}_naflex.npz"), logits=naflex_logits, **batch,
-             **{f"image_{i}": image for i, image in enumerate(images)})
+    np.savez(
+        os.path.join(OUT, f"{case}_naflex.npz"),
+        logits=naflex_logits,
+        **batch,
+        **{f"image_{i}": image for i, image in enumerate(images)},
+    )
     print(case, name, logits.shape, naflex_logits.shape, batch["patch_valid"].sum(1))
 
 
@@ -138,8 +145,17 @@ def _mobileclip_case() -> None:
     torch.manual_seed(seed)
     stem = ConvStem(channels=(16, 16, 64), stride=(4, 2, 2), kernel_size=(4, 2, 2), padding=0, act_layer=nn.GELU)
     model = _create_vision_transformer_hybrid(
-        "vit_base_mci_224", backbone=stem, embed_args=dict(proj=False), pretrained=False, img_size=size,
-        embed_dim=64, depth=1, num_heads=2, no_embed_class=True, num_classes=5).eval()
+        "vit_base_mci_224",
+        backbone=stem,
+        embed_args=dict(proj=False),
+        pretrained=False,
+        img_size=size,
+        embed_dim=64,
+        depth=1,
+        num_heads=2,
+        no_embed_class=True,
+        num_classes=5,
+    ).eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -170,8 +186,7 @@ def main() -> None:
         x = np.random.default_rng(seed).uniform(-1, 1, (2, *size, 3)).astype("float32")
         with torch.no_grad():
             logits = model(torch.from_numpy(x).permute(0, 3, 1, 2)).numpy()
-        save_for_hf(model, os.path.join(OUT, case), model_args=dict(args, img_size=list(size)),
-                    safe_serialization=True)
+        save_for_hf(model, os.path.join(OUT, case), model_args=dict(args, img_size=list(size)), safe_serialization=True)
         np.save(os.path.join(OUT, f"{case}_input.npy"), x)
         np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
         print(case, name, logits.shape, sum(p.numel() for p in model.parameters()))

@@ -29,10 +29,25 @@ import keras_vit  # noqa: E402
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 OUT = os.path.join(FIXTURES, "keras_0_3")
 # bare files and what they need said: the architecture's name (a stem's widths are fixed by it) or the input size
-BARE = {"mci_small": dict(build=dict(patch_size=16, hidden_size=64, mlp_dim=256, num_heads=2, num_layers=1,
-                                     input_shape=(32, 48, 3), classes=5, convolutional_stem=[[16, 4], [16, 2]],
-                                     activation="gelu", prefix_position_embedding=False), old_grid=(2, 3)), "hybrid_units": dict(num_heads=2),
-        "official_vit_tiny_rep_gap": dict(input_shape=(32, 48, 3))}
+BARE = {
+    "mci_small": dict(
+        build=dict(
+            patch_size=16,
+            hidden_size=64,
+            mlp_dim=256,
+            num_heads=2,
+            num_layers=1,
+            input_shape=(32, 48, 3),
+            classes=5,
+            convolutional_stem=[[16, 4], [16, 2]],
+            activation="gelu",
+            prefix_position_embedding=False,
+        ),
+        old_grid=(2, 3),
+    ),
+    "hybrid_units": dict(num_heads=2),
+    "official_vit_tiny_rep_gap": dict(input_shape=(32, 48, 3)),
+}
 
 
 def _cases():
@@ -53,17 +68,37 @@ def _cases():
         folder = os.path.join(flax, case)
         if os.path.exists(os.path.join(folder, "weights.npz")):
             name = f"official_{case}"
-            yield name, os.path.join(folder, "weights.npz"), np.load(os.path.join(folder, "input.npy")), BARE.get(name, {})
+            yield (
+                name,
+                os.path.join(folder, "weights.npz"),
+                np.load(os.path.join(folder, "input.npy")),
+                BARE.get(name, {}),
+            )
     yield "custom_any_size", None, np.random.default_rng(0).uniform(0, 255, (2, 48, 32, 3)), {}
 
 
 def _load(source, kwargs: dict):
     if source is None:  # what no file states: preprocessing inside, any input size, a pooled backbone, remat
         keras.utils.set_random_seed(0)
-        return keras_vit.VisionTransformer(8, 32, 64, 4, 2, input_shape=(None, None, 3), include_top=False,
-                                           pooling="avg", include_preprocessing=True, remat=True, layer_scale_init=0.1,
-                                           qk_norm=True, num_register_tokens=2, prefix_position_embedding=False,
-                                           position_grid=(3, 2), activation="gelu", name="custom")
+        return keras_vit.VisionTransformer(
+            8,
+            32,
+            64,
+            4,
+            2,
+            input_shape=(None, None, 3),
+            include_top=False,
+            pooling="avg",
+            include_preprocessing=True,
+            remat=True,
+            layer_scale_init=0.1,
+            qk_norm=True,
+            num_register_tokens=2,
+            prefix_position_embedding=False,
+            position_grid=(3, 2),
+            activation="gelu",
+            name="custom",
+        )
     kwargs = dict(kwargs)
     if "build" in kwargs:  # MobileCLIP's stem: the bare file's widths belong to the architecture
         model = keras_vit.VisionTransformer(**kwargs.pop("build"), classifier_activation=None)

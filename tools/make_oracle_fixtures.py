@@ -56,8 +56,11 @@ def timm_cases(versions: dict) -> None:
         torch.manual_seed(seed)
         model = timm.create_model("vit_base_patch16_224", pretrained=False, **small, **extra).eval()
         _perturb(model, seed)
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(OUT, f"{case}.safetensors"),
-                  metadata={"format": "pt"})
+        save_file(
+            {k: v.contiguous() for k, v in model.state_dict().items()},
+            os.path.join(OUT, f"{case}.safetensors"),
+            metadata={"format": "pt"},
+        )
         size = extra["img_size"] if isinstance(extra["img_size"], tuple) else (extra["img_size"],) * 2
         x = _images(*size, seed)
         np.save(os.path.join(OUT, f"{case}_input.npy"), x)
@@ -69,11 +72,25 @@ def transformers_cases(versions: dict) -> None:
     import transformers
     from transformers import ViTConfig, ViTForImageClassification
 
-    base = dict(patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                num_labels=5, image_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    cases = {"grid_4x6": dict(image_size=[32, 48]), "no_qkv_bias": dict(qkv_bias=False),
-             "eps_1e-5": dict(layer_norm_eps=1e-5), "quick_gelu": dict(hidden_act="quick_gelu"),
-             "gelu_new": dict(hidden_act="gelu_new"), "relu": dict(hidden_act="relu")}
+    base = dict(
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=5,
+        image_size=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    cases = {
+        "grid_4x6": dict(image_size=[32, 48]),
+        "no_qkv_bias": dict(qkv_bias=False),
+        "eps_1e-5": dict(layer_norm_eps=1e-5),
+        "quick_gelu": dict(hidden_act="quick_gelu"),
+        "gelu_new": dict(hidden_act="gelu_new"),
+        "relu": dict(hidden_act="relu"),
+    }
     for seed, (case, extra) in enumerate(cases.items()):
         torch.manual_seed(seed)
         model = ViTForImageClassification(ViTConfig(**{**base, **extra})).eval()
@@ -86,8 +103,10 @@ def transformers_cases(versions: dict) -> None:
     versions["transformers"] = transformers.__version__
 
 
-PROCESSORS = {"default": {}, "bicubic_imagenet": dict(resample=3, image_mean=[0.485, 0.456, 0.406],
-                                                      image_std=[0.229, 0.224, 0.225])}
+PROCESSORS = {
+    "default": {},
+    "bicubic_imagenet": dict(resample=3, image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]),
+}
 
 
 def processor_cases(versions: dict) -> None:
@@ -99,8 +118,11 @@ def processor_cases(versions: dict) -> None:
     from skimage import data
     from transformers import ViTImageProcessor
 
-    photos = {"astronaut": data.astronaut(), "chelsea": data.chelsea(),
-              "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2))}
+    photos = {
+        "astronaut": data.astronaut(),
+        "chelsea": data.chelsea(),
+        "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2)),
+    }
     out = {}
     for name, extra in PROCESSORS.items():
         processor = ViTImageProcessor(**extra)

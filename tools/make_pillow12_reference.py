@@ -23,9 +23,13 @@ CASES = (("center", 0.9), ("squash", 1.0), ("squash", 0.9))
 
 def photos() -> dict:
     """The photos both sides use: landscape ones and tall ones made by transposing."""
-    return {"astronaut": data.astronaut(), "chelsea": data.chelsea(), "rocket": data.rocket(),
-            "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2)),
-            "chelsea_tall": np.ascontiguousarray(data.chelsea().transpose(1, 0, 2))}
+    return {
+        "astronaut": data.astronaut(),
+        "chelsea": data.chelsea(),
+        "rocket": data.rocket(),
+        "rocket_tall": np.ascontiguousarray(data.rocket().transpose(1, 0, 2)),
+        "chelsea_tall": np.ascontiguousarray(data.chelsea().transpose(1, 0, 2)),
+    }
 
 
 def resize_crop(image: np.ndarray, crop_mode: str, crop_pct: float, size: int = 224) -> np.ndarray:
@@ -37,13 +41,14 @@ def resize_crop(image: np.ndarray, crop_mode: str, crop_pct: float, size: int = 
         nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
     resized = np.asarray(Image.fromarray(image).resize((nw, nh), Image.BICUBIC))
     top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
-    return resized[top:top + size, left:left + size]
+    return resized[top : top + size, left : left + size]
 
 
 if __name__ == "__main__":
     assert PIL.__version__.startswith("12."), f"run under Pillow 12, not {PIL.__version__}"
     os.makedirs(OUT, exist_ok=True)
-    out = {f"{name}/{mode}_{pct}": resize_crop(image, mode, pct) for name, image in photos().items()
-           for mode, pct in CASES}
+    out = {
+        f"{name}/{mode}_{pct}": resize_crop(image, mode, pct) for name, image in photos().items() for mode, pct in CASES
+    }
     np.savez_compressed(os.path.join(OUT, "resized.npz"), pillow=np.asarray(PIL.__version__), **out)
     print(sorted(out), PIL.__version__)

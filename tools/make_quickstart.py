@@ -1,6 +1,6 @@
 """Writes examples/quickstart.ipynb from the cells below (keeps the notebook reviewable as code).
 
-    .venv/bin/python tools/make_quickstart.py
+.venv/bin/python tools/make_quickstart.py
 """
 
 import os
@@ -80,8 +80,9 @@ print(open(os.path.join(module, "README.md")).read()[:400])"""),
 
 
 def main() -> None:
-    nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                            "language": "python"}})
+    nb = new_notebook(
+        cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "quickstart.ipynb")
     from keras_vit.utils import atomic
 

@@ -45,7 +45,10 @@ def _stem(model):
         return None
     if type(backbone).__name__ == "ResNetV2":
         blocks = [b for stage in backbone.stages for b in stage.blocks]
-        if any(type(b).__name__ != "Bottleneck" for b in blocks) or type(backbone.stem.conv).__name__ != "StdConv2dSame":
+        if (
+            any(type(b).__name__ != "Bottleneck" for b in blocks)
+            or type(backbone.stem.conv).__name__ != "StdConv2dSame"
+        ):
             return None
         return [len(stage.blocks) for stage in backbone.stages], backbone.stem.conv.out_channels / 64
     if type(backbone).__name__ == "Sequential" and type(getattr(backbone, "conv", None)).__name__ == "StdConv2dSame":
@@ -66,9 +69,16 @@ def _convolutional_stem(model):
         k, s = conv.kernel_size[0], conv.stride[0]
         if conv.kernel_size != (k, k) or conv.stride != (k, k) or s != k or conv.padding != (0, 0) or conv.groups != 1:
             return None
-        norm_ok = (_is_identity(unit.bn) or type(unit.bn).__name__ == "Sequential" and not len(unit.bn)) if last else (
-            type(unit.bn).__name__ == "BatchNormAct2d" and unit.bn.eps == 1e-5
-            and type(unit.bn.act).__name__ == "GELU" and unit.bn.act.approximate == "none")
+        norm_ok = (
+            (_is_identity(unit.bn) or type(unit.bn).__name__ == "Sequential" and not len(unit.bn))
+            if last
+            else (
+                type(unit.bn).__name__ == "BatchNormAct2d"
+                and unit.bn.eps == 1e-5
+                and type(unit.bn.act).__name__ == "GELU"
+                and unit.bn.act.approximate == "none"
+            )
+        )
         if not norm_ok or (conv.bias is not None) != last:
             return None
         stride *= k
@@ -88,12 +98,18 @@ def _naflex_unsupported(model) -> list:
         (not e.channels_last, "patches flattened channels first"),
         (e.pos_embed_use_grid_sample, "position tables sampled with grid_sample"),
         (model.rope is not None, "rotary embeddings in a NaFlexVit"),
-        (learned and e.pos_embed_interp_mode not in ("bicubic", "bilinear"),
-         f"position interpolation {e.pos_embed_interp_mode!r}"),
-        (learned and e.pos_embed_interp_mode == "bicubic" and not e.pos_embed_antialias,
-         "bicubic position resampling without antialiasing"),
-        (learned and e.pos_embed_align_corners and (e.pos_embed_antialias or e.pos_embed_interp_mode != "bilinear"),
-         "align_corners with antialiasing or bicubic resampling"),
+        (
+            learned and e.pos_embed_interp_mode not in ("bicubic", "bilinear"),
+            f"position interpolation {e.pos_embed_interp_mode!r}",
+        ),
+        (
+            learned and e.pos_embed_interp_mode == "bicubic" and not e.pos_embed_antialias,
+            "bicubic position resampling without antialiasing",
+        ),
+        (
+            learned and e.pos_embed_align_corners and (e.pos_embed_antialias or e.pos_embed_interp_mode != "bilinear"),
+            "align_corners with antialiasing or bicubic resampling",
+        ),
     ]
 
 
@@ -101,10 +117,16 @@ def _naflex_position(e) -> dict:
     """A NaFlexVit's position table in keras_vit's keywords (`position_resampling`)."""
     if e.pos_embed_type == "none":
         return dict(absolute_position_embedding=False)
-    return dict(position_resampling=dict(
-        grid=list(e.pos_embed_grid_size), factorized=e.pos_embed_type == "factorized",
-        interpolation=e.pos_embed_interp_mode, antialias=bool(e.pos_embed_antialias),
-        align_corners=bool(e.pos_embed_align_corners), aspect_preserving=bool(e.pos_embed_ar_preserving)))
+    return dict(
+        position_resampling=dict(
+            grid=list(e.pos_embed_grid_size),
+            factorized=e.pos_embed_type == "factorized",
+            interpolation=e.pos_embed_interp_mode,
+            antialias=bool(e.pos_embed_antialias),
+            align_corners=bool(e.pos_embed_align_corners),
+            aspect_preserving=bool(e.pos_embed_ar_preserving),
+        )
+    )
 
 
 def _unsupported(model, block) -> list:
@@ -116,32 +138,49 @@ def _unsupported(model, block) -> list:
         hybrid = type(model.patch_embed).__name__ == "HybridEmbed"
         embedding = [
             (type(model).__name__ not in ("VisionTransformer", "VisionTransformerDistilled"), type(model).__name__),
-            (hybrid and _stem(model) is None and _convolutional_stem(model) is None,
-             f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})"),
-            (type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
-             f"patch embedding {type(model.patch_embed).__name__}"),
-            (not _is_identity(getattr(model.patch_embed, "norm", None))
-             and type(model.patch_embed.norm) is not type(_norm(block)), "a patch-embedding norm of another kind"),
+            (
+                hybrid and _stem(model) is None and _convolutional_stem(model) is None,
+                f"a hybrid CNN stem other than BiT's ResNet ({type(getattr(model.patch_embed, 'backbone', None)).__name__})",
+            ),
+            (
+                type(model.patch_embed).__name__ not in ("PatchEmbed", "HybridEmbed"),
+                f"patch embedding {type(model.patch_embed).__name__}",
+            ),
+            (
+                not _is_identity(getattr(model.patch_embed, "norm", None))
+                and type(model.patch_embed.norm) is not type(_norm(block)),
+                "a patch-embedding norm of another kind",
+            ),
             (getattr(model, "pos_embed", None) is None, "no learned position embeddings"),
         ]
     checks = embedding + [
-        (type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock"),
-         f"block {type(block).__name__}"),
-        (not _parallel(block) and type(getattr(block, "attn", None)).__name__ not in ("Attention", "DiffAttention"),
-         f"attention {type(getattr(block, 'attn', None)).__name__}"),
-        (not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
-         f"MLP {type(getattr(block, 'mlp', None)).__name__}"),
+        (
+            type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock"),
+            f"block {type(block).__name__}",
+        ),
+        (
+            not _parallel(block) and type(getattr(block, "attn", None)).__name__ not in ("Attention", "DiffAttention"),
+            f"attention {type(getattr(block, 'attn', None)).__name__}",
+        ),
+        (
+            not _parallel(block) and type(getattr(block, "mlp", None)).__name__ not in ("Mlp", "SwiGLU", "GluMlp"),
+            f"MLP {type(getattr(block, 'mlp', None)).__name__}",
+        ),
         (model.global_pool not in ("token", "avg", "map"), f"global_pool={model.global_pool!r}"),
     ]
     out += [what for bad, what in checks if bad]
     if not out and _parallel(block):
-        checks = [(type(block.in_norm).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.in_norm).__name__}"),
-                  (getattr(block, "out_proj", None) is None
-                   and (block.attn_out_proj.bias is None) != (block.mlp_out_proj.bias is None),
-                   "bias on one projection kind only"),
-                  (getattr(block, "dual_lambda", False), "differential attention with dual lambdas"),
-                  (block.in_split[1] != model.embed_dim, "an attention width other than the embedding's"),
-                  (_activation(block.mlp_act).startswith("unsupported"), f"activation {type(block.mlp_act).__name__}")]
+        checks = [
+            (type(block.in_norm).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.in_norm).__name__}"),
+            (
+                getattr(block, "out_proj", None) is None
+                and (block.attn_out_proj.bias is None) != (block.mlp_out_proj.bias is None),
+                "bias on one projection kind only",
+            ),
+            (getattr(block, "dual_lambda", False), "differential attention with dual lambdas"),
+            (block.in_split[1] != model.embed_dim, "an attention width other than the embedding's"),
+            (_activation(block.mlp_act).startswith("unsupported"), f"activation {type(block.mlp_act).__name__}"),
+        ]
         out += [what for bad, what in checks if bad]
     elif not out:
         attn, mlp = block.attn, block.mlp
@@ -149,20 +188,26 @@ def _unsupported(model, block) -> list:
         first = mlp.fc1_g if type(mlp).__name__ == "SwiGLU" else mlp.fc1
         diff = type(attn).__name__ == "DiffAttention"
         checks = [
-            (diff and (attn.dual_lambda or not _is_identity(attn.q_norm)), "differential attention with dual "
-             "lambdas or qk-norm"),
+            (
+                diff and (attn.dual_lambda or not _is_identity(attn.q_norm)),
+                "differential attention with dual lambdas or qk-norm",
+            ),
             (type(block.norm1).__name__ not in ("LayerNorm", "RmsNorm"), f"norm {type(block.norm1).__name__}"),
             ((attn.proj.bias is None) != (first.bias is None), "bias on one projection kind only"),
             (attn.qkv.out_features != 3 * model.embed_dim, "an attention width other than the embedding's"),
             (not gated and _activation(mlp.act).startswith("unsupported"), f"activation {type(mlp.act).__name__}"),
-            (gated and (type(mlp.act).__name__ != "SiLU" or getattr(mlp, "gate_last", False)),
-             f"a gated MLP with {type(mlp.act).__name__}"),
+            (
+                gated and (type(mlp.act).__name__ != "SiLU" or getattr(mlp, "gate_last", False)),
+                f"a gated MLP with {type(mlp.act).__name__}",
+            ),
         ]
         pool = getattr(model, "attn_pool", None)
         if pool is not None:
-            checks += [(pool.latent_len != 1, "a MAP head with several queries"),
-                       (not _is_identity(pool.q_norm) or pool.pos_embed is not None, "a MAP head with extras"),
-                       (_activation(pool.mlp.act).startswith("unsupported"), "a MAP head with another activation")]
+            checks += [
+                (pool.latent_len != 1, "a MAP head with several queries"),
+                (not _is_identity(pool.q_norm) or pool.pos_embed is not None, "a MAP head with extras"),
+                (_activation(pool.mlp.act).startswith("unsupported"), "a MAP head with another activation"),
+            ]
         out += [what for bad, what in checks if bad]
     return out
 
@@ -181,25 +226,41 @@ def _norm(block):
 def _block_facts(block) -> dict:
     """The facts that live in each block, in keras_vit's keywords."""
     if _parallel(block):
-        return dict(mlp_dim=int(block.in_split[0]), num_heads=int(block.num_heads),
-                    activation=_activation(block.mlp_act), layer_norm_epsilon=float(block.in_norm.eps),
-                    layer_scale_init=None if _is_identity(block.ls) else float(block.ls.init_values),
-                    qk_norm=not _is_identity(block.q_norm), qkv_bias=block.in_proj.bias is not None, swiglu=False,
-                    mlp_norm=False, attention_norm=False, rms_norm=type(block.in_norm).__name__ == "RmsNorm",
-                    projection_bias=(block.attn_out_proj if block.out_proj is None else block.out_proj).bias is not None,
-                    post_norm=False, parallel_layers=True,
-                    differential_attention=type(block).__name__ == "DiffParallelScalingBlock")
+        return dict(
+            mlp_dim=int(block.in_split[0]),
+            num_heads=int(block.num_heads),
+            activation=_activation(block.mlp_act),
+            layer_norm_epsilon=float(block.in_norm.eps),
+            layer_scale_init=None if _is_identity(block.ls) else float(block.ls.init_values),
+            qk_norm=not _is_identity(block.q_norm),
+            qkv_bias=block.in_proj.bias is not None,
+            swiglu=False,
+            mlp_norm=False,
+            attention_norm=False,
+            rms_norm=type(block.in_norm).__name__ == "RmsNorm",
+            projection_bias=(block.attn_out_proj if block.out_proj is None else block.out_proj).bias is not None,
+            post_norm=False,
+            parallel_layers=True,
+            differential_attention=type(block).__name__ == "DiffParallelScalingBlock",
+        )
     attn, mlp, norm = block.attn, block.mlp, block.norm1
     kind = type(mlp).__name__
-    return dict(mlp_dim=int(mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features),
-                num_heads=int(attn.num_heads), layer_norm_epsilon=float(norm.eps),
-                layer_scale_init=None if _is_identity(getattr(block, "ls1", None)) else float(block.ls1.init_values),
-                qk_norm=not _is_identity(attn.q_norm), qkv_bias=attn.qkv.bias is not None, swiglu=kind != "Mlp",
-                mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
-                attention_norm=not _is_identity(getattr(attn, "norm", None)),
-                rms_norm=type(norm).__name__ == "RmsNorm", projection_bias=attn.proj.bias is not None,
-                post_norm=type(block).__name__ == "ResPostBlock", parallel_layers=False,
-                differential_attention=type(attn).__name__ == "DiffAttention")
+    return dict(
+        mlp_dim=int(mlp.fc1_g.out_features if kind == "SwiGLU" else mlp.fc2.in_features),
+        num_heads=int(attn.num_heads),
+        layer_norm_epsilon=float(norm.eps),
+        layer_scale_init=None if _is_identity(getattr(block, "ls1", None)) else float(block.ls1.init_values),
+        qk_norm=not _is_identity(attn.q_norm),
+        qkv_bias=attn.qkv.bias is not None,
+        swiglu=kind != "Mlp",
+        mlp_norm=not _is_identity(getattr(mlp, "norm", None)),
+        attention_norm=not _is_identity(getattr(attn, "norm", None)),
+        rms_norm=type(norm).__name__ == "RmsNorm",
+        projection_bias=attn.proj.bias is not None,
+        post_norm=type(block).__name__ == "ResPostBlock",
+        parallel_layers=False,
+        differential_attention=type(attn).__name__ == "DiffAttention",
+    )
 
 
 def timm_layout(model) -> dict:
@@ -208,18 +269,24 @@ def timm_layout(model) -> dict:
     and a parallel block's two output projections fused in one `out_proj`."""
     block = model.blocks[0]
     attn, mlp = getattr(block, "attn", None), getattr(block, "mlp", None)
-    return dict(qkv_fused=attn is None or getattr(attn, "qkv", None) is not None,
-                mlp_packed=type(mlp).__name__ == "GluMlp",
-                out_fused=getattr(block, "out_proj", None) is not None)
+    return dict(
+        qkv_fused=attn is None or getattr(attn, "qkv", None) is not None,
+        mlp_packed=type(mlp).__name__ == "GluMlp",
+        out_fused=getattr(block, "out_proj", None) is not None,
+    )
 
 
 def _data_config(model) -> dict:
     """The evaluation preprocessing of the name's default pretrained tag (timm's `pretrained_cfg`)."""
     cfg = model.pretrained_cfg or {}
-    return dict(mean=[float(m) for m in cfg.get("mean", (0.5, 0.5, 0.5))],
-                std=[float(s) for s in cfg.get("std", (0.5, 0.5, 0.5))], crop_pct=float(cfg.get("crop_pct", 0.9)),
-                crop_mode=cfg.get("crop_mode", "center"), interpolation=cfg.get("interpolation", "bicubic"),
-                tag=cfg.get("tag"))
+    return dict(
+        mean=[float(m) for m in cfg.get("mean", (0.5, 0.5, 0.5))],
+        std=[float(s) for s in cfg.get("std", (0.5, 0.5, 0.5))],
+        crop_pct=float(cfg.get("crop_pct", 0.9)),
+        crop_mode=cfg.get("crop_mode", "center"),
+        interpolation=cfg.get("interpolation", "bicubic"),
+        tag=cfg.get("tag"),
+    )
 
 
 def facts(name: str) -> dict:
@@ -228,14 +295,20 @@ def facts(name: str) -> dict:
     block = model.blocks[0]
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
-        return dict(params=int(count), data_config=_data_config(model), timm_layout=timm_layout(model),
-                    **eva_facts(model))
+        return dict(
+            params=int(count), data_config=_data_config(model), timm_layout=timm_layout(model), **eva_facts(model)
+        )
     naflex = type(model).__name__ == "NaFlexVit"  # SigLIP 2 NaFlex, RADIO: a table resampled per input
     embed = model.embeds if naflex else model.patch_embed
     size = model.pretrained_cfg.get("input_size", (3, 224, 224))[1:] if naflex else embed.img_size
-    entry = dict(params=int(count), image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
-                 classes=int(model.num_classes), unsupported=_unsupported(model, block), data_config=_data_config(model),
-                 timm_layout=timm_layout(model))
+    entry = dict(
+        params=int(count),
+        image_size=list(size) if isinstance(size, (tuple, list)) else [size, size],
+        classes=int(model.num_classes),
+        unsupported=_unsupported(model, block),
+        data_config=_data_config(model),
+        timm_layout=timm_layout(model),
+    )
     if entry["unsupported"]:
         return entry
     conv_stem = None if naflex else _convolutional_stem(model)
@@ -245,14 +318,18 @@ def facts(name: str) -> dict:
     block_facts = _block_facts(block)
     if "activation" not in block_facts:  # a gated MLP's is SiLU; the MAP head's MLP says the model's activation
         mlp = block.mlp
-        block_facts["activation"] = _activation(mlp.act if type(mlp).__name__ == "Mlp" else pool.mlp.act
-                                                if pool is not None else nn.GELU())
+        block_facts["activation"] = _activation(
+            mlp.act if type(mlp).__name__ == "Mlp" else pool.mlp.act if pool is not None else nn.GELU()
+        )
     entry.update(
-        patch_size=int(patch[0]) if patch[0] == patch[1] else list(patch), hidden_size=int(model.embed_dim),
-        num_layers=len(model.blocks), classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
+        patch_size=int(patch[0]) if patch[0] == patch[1] else list(patch),
+        hidden_size=int(model.embed_dim),
+        num_layers=len(model.blocks),
+        classifier={"token": "token", "avg": "gap", "map": "map"}[model.global_pool],
         **block_facts,
         num_register_tokens=int(getattr(model, "num_reg_tokens", 0)),
-        distillation_token=getattr(model, "dist_token", None) is not None, pre_norm=not _is_identity(model.norm_pre),
+        distillation_token=getattr(model, "dist_token", None) is not None,
+        pre_norm=not _is_identity(model.norm_pre),
         fc_norm=not _is_identity(model.fc_norm),
         final_norm=not (_is_identity(model.norm) and _is_identity(model.fc_norm)),
         patch_bias=True if conv_stem else embed.proj.bias is not None,
@@ -260,7 +337,8 @@ def facts(name: str) -> dict:
         dynamic_image_size=naflex or bool(getattr(model, "dynamic_img_size", False)),
         class_token=True if model.global_pool != "token" and has_class_token else None,
         pooling_includes_prefix=bool(getattr(model, "pool_include_prefix", False)) and model.num_prefix_tokens > 0,
-        patch_norm=not naflex and not _is_identity(getattr(embed, "norm", None)))
+        patch_norm=not naflex and not _is_identity(getattr(embed, "norm", None)),
+    )
     if naflex:
         entry.update(_naflex_position(embed))
     if conv_stem:
@@ -268,8 +346,9 @@ def facts(name: str) -> dict:
     stem = None if naflex else _stem(model)
     if stem is not None:
         width = stem[1]
-        entry.update(resnet_layers=stem[0], resnet_width=int(width) if float(width).is_integer() else width,
-                     stem_numerics="timm")
+        entry.update(
+            resnet_layers=stem[0], resnet_width=int(width) if float(width).is_integer() else width, stem_numerics="timm"
+        )
     if not has_class_token and model.global_pool == "token":
         entry["unsupported"] = ["token pooling without a class token"]
     return entry
@@ -285,8 +364,9 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 (recorded: the table says why)
                 table[name] = dict(module=module, unsupported=[f"timm could not build it here: {e}"])
     with open(OUT, "w") as f:
-        json.dump(dict(timm=timm.__version__, torch=torch.__version__, architectures=table), f, indent=1,
-                  sort_keys=True)
+        json.dump(
+            dict(timm=timm.__version__, torch=torch.__version__, architectures=table), f, indent=1, sort_keys=True
+        )
     bad = {n: e["unsupported"] for n, e in table.items() if e["unsupported"]}
     print(f"{len(table)} architectures, {len(table) - len(bad)} buildable; not yet:")
     for n, why in sorted(bad.items()):

@@ -48,18 +48,27 @@ def official_layout(model: VisionTransformer) -> dict:
     out["Transformer/posembed_input/pos_embedding"] = _np(sd["pos_embed"])
     for i in range(len(model.blocks)):
         b, p = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-        out[p + "LayerNorm_0/scale"], out[p + "LayerNorm_0/bias"] = _np(sd[b + "norm1.weight"]), _np(sd[b + "norm1.bias"])
-        out[p + "LayerNorm_2/scale"], out[p + "LayerNorm_2/bias"] = _np(sd[b + "norm2.weight"]), _np(sd[b + "norm2.bias"])
+        out[p + "LayerNorm_0/scale"], out[p + "LayerNorm_0/bias"] = (
+            _np(sd[b + "norm1.weight"]),
+            _np(sd[b + "norm1.bias"]),
+        )
+        out[p + "LayerNorm_2/scale"], out[p + "LayerNorm_2/bias"] = (
+            _np(sd[b + "norm2.weight"]),
+            _np(sd[b + "norm2.bias"]),
+        )
         qkv_w, qkv_b = _np(sd[b + "attn.qkv.weight"]), _np(sd[b + "attn.qkv.bias"])
         for j, name in enumerate(("query", "key", "value")):
-            out[f"{p}MultiHeadDotProductAttention_1/{name}/kernel"] = qkv_w[j * d:(j + 1) * d].T.reshape(d, heads, -1)
-            out[f"{p}MultiHeadDotProductAttention_1/{name}/bias"] = qkv_b[j * d:(j + 1) * d].reshape(heads, -1)
+            out[f"{p}MultiHeadDotProductAttention_1/{name}/kernel"] = qkv_w[j * d : (j + 1) * d].T.reshape(d, heads, -1)
+            out[f"{p}MultiHeadDotProductAttention_1/{name}/bias"] = qkv_b[j * d : (j + 1) * d].reshape(heads, -1)
         out[f"{p}MultiHeadDotProductAttention_1/out/kernel"] = _np(sd[b + "attn.proj.weight"]).T.reshape(heads, -1, d)
         out[f"{p}MultiHeadDotProductAttention_1/out/bias"] = _np(sd[b + "attn.proj.bias"])
         for j, fc in ((0, "fc1"), (1, "fc2")):
             out[f"{p}MlpBlock_3/Dense_{j}/kernel"] = _np(sd[f"{b}mlp.{fc}.weight"]).T
             out[f"{p}MlpBlock_3/Dense_{j}/bias"] = _np(sd[f"{b}mlp.{fc}.bias"])
-    out["Transformer/encoder_norm/scale"], out["Transformer/encoder_norm/bias"] = _np(sd["norm.weight"]), _np(sd["norm.bias"])
+    out["Transformer/encoder_norm/scale"], out["Transformer/encoder_norm/bias"] = (
+        _np(sd["norm.weight"]),
+        _np(sd["norm.bias"]),
+    )
     out["head/kernel"], out["head/bias"] = _np(sd["head.weight"]).T, _np(sd["head.bias"])
     bb = pe + "backbone."
     if bb + "stem.conv.weight" in sd:
@@ -68,8 +77,12 @@ def official_layout(model: VisionTransformer) -> dict:
         for s, stage in enumerate(model.patch_embed.backbone.stages):
             for u in range(len(stage.blocks)):
                 src, dst = f"{bb}stages.{s}.blocks.{u}.", f"block{s + 1}/unit{u + 1}/"
-                pairs = [("conv1", "norm1", "conv1", "gn1"), ("conv2", "norm2", "conv2", "gn2"),
-                         ("conv3", "norm3", "conv3", "gn3"), ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj")]
+                pairs = [
+                    ("conv1", "norm1", "conv1", "gn1"),
+                    ("conv2", "norm2", "conv2", "gn2"),
+                    ("conv3", "norm3", "conv3", "gn3"),
+                    ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj"),
+                ]
                 for conv, norm, oconv, onorm in pairs:
                     if src + conv + ".weight" not in sd:
                         continue
@@ -89,17 +102,41 @@ def randomise(model: torch.nn.Module, seed: int) -> None:
 
 
 def plain_vit(image: int, depth: int, classes: int, **kw) -> VisionTransformer:
-    return VisionTransformer(img_size=image, patch_size=kw.pop("patch", 16), embed_dim=kw.pop("dim", 192),
-                             depth=depth, num_heads=kw.pop("heads", 3), mlp_ratio=4.0, num_classes=classes,
-                             act_layer="gelu_tanh", **kw)
+    return VisionTransformer(
+        img_size=image,
+        patch_size=kw.pop("patch", 16),
+        embed_dim=kw.pop("dim", 192),
+        depth=depth,
+        num_heads=kw.pop("heads", 3),
+        mlp_ratio=4.0,
+        num_classes=classes,
+        act_layer="gelu_tanh",
+        **kw,
+    )
 
 
 def hybrid_vit(image: int, classes: int) -> VisionTransformer:
-    backbone = ResNetV2(layers=(1, 1), channels=(256, 512), width_factor=0.5, num_classes=0, global_pool="",
-                        preact=False, stem_type="same", conv_layer=partial(StdConv2dSame, eps=1e-8))
-    return VisionTransformer(img_size=image, patch_size=1, embed_dim=64, depth=2, num_heads=2, mlp_ratio=2.0,
-                             num_classes=classes, act_layer="gelu_tanh",
-                             embed_layer=partial(HybridEmbed, backbone=backbone))
+    backbone = ResNetV2(
+        layers=(1, 1),
+        channels=(256, 512),
+        width_factor=0.5,
+        num_classes=0,
+        global_pool="",
+        preact=False,
+        stem_type="same",
+        conv_layer=partial(StdConv2dSame, eps=1e-8),
+    )
+    return VisionTransformer(
+        img_size=image,
+        patch_size=1,
+        embed_dim=64,
+        depth=2,
+        num_heads=2,
+        mlp_ratio=2.0,
+        num_classes=classes,
+        act_layer="gelu_tanh",
+        embed_layer=partial(HybridEmbed, backbone=backbone),
+    )
 
 
 def make(case: str, build, config: dict, out_dir: str, image: int, seed: int) -> float:
@@ -118,8 +155,15 @@ def make(case: str, build, config: dict, out_dir: str, image: int, seed: int) ->
     atomic.write_file(os.path.join(out_dir, case, "input.npy"), lambda tmp: np.save(tmp, x))
     atomic.write_file(os.path.join(out_dir, case, "logits.npy"), lambda tmp: np.save(tmp, logits))
     gap = float(np.abs(logits - original).max())
-    config = dict(config, image_size=image, timm_version=timm.__version__, torch_version=torch.__version__,
-                  reload_vs_original_max_abs=gap, act_layer="gelu_tanh", seed=seed)
+    config = dict(
+        config,
+        image_size=image,
+        timm_version=timm.__version__,
+        torch_version=torch.__version__,
+        reload_vs_original_max_abs=gap,
+        act_layer="gelu_tanh",
+        seed=seed,
+    )
     atomic.write_json(os.path.join(out_dir, case, "config.json"), config)
     print(f"{case}: timm reload vs original max |diff| {gap:.2e}; logits range {logits.min():.2f}..{logits.max():.2f}")
     return gap
@@ -132,15 +176,40 @@ def main() -> None:
     p.add_argument("--full-out", default="/tmp/timm_full", help="where the ViT-B/16 case goes")
     args = p.parse_args()
     if args.full_b16:
-        make("vit_b16_224", lambda: plain_vit(224, 12, 1000, patch=16, dim=768, heads=12),
-             dict(patch_size=16, hidden_size=768, mlp_dim=3072, num_heads=12, num_layers=12, classes=1000),
-             args.full_out, 224, 2)
+        make(
+            "vit_b16_224",
+            lambda: plain_vit(224, 12, 1000, patch=16, dim=768, heads=12),
+            dict(patch_size=16, hidden_size=768, mlp_dim=3072, num_heads=12, num_layers=12, classes=1000),
+            args.full_out,
+            224,
+            2,
+        )
         return
-    make("vit_ti16_depth2_64", lambda: plain_vit(64, 2, 10),
-         dict(patch_size=16, hidden_size=192, mlp_dim=768, num_heads=3, num_layers=2, classes=10), args.out, 64, 0)
-    make("hybrid_r2x1_w05_64", lambda: hybrid_vit(64, 7),
-         dict(patch_size=1, hidden_size=64, mlp_dim=128, num_heads=2, num_layers=2, classes=7,
-              resnet_layers=[1, 1], resnet_width=0.5), args.out, 64, 1)
+    make(
+        "vit_ti16_depth2_64",
+        lambda: plain_vit(64, 2, 10),
+        dict(patch_size=16, hidden_size=192, mlp_dim=768, num_heads=3, num_layers=2, classes=10),
+        args.out,
+        64,
+        0,
+    )
+    make(
+        "hybrid_r2x1_w05_64",
+        lambda: hybrid_vit(64, 7),
+        dict(
+            patch_size=1,
+            hidden_size=64,
+            mlp_dim=128,
+            num_heads=2,
+            num_layers=2,
+            classes=7,
+            resnet_layers=[1, 1],
+            resnet_width=0.5,
+        ),
+        args.out,
+        64,
+        1,
+    )
 
 
 if __name__ == "__main__":

@@ -29,17 +29,19 @@ import torch  # noqa: E402
 from timm.models._hub import save_for_hf  # noqa: E402
 
 SMALL = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
-CASES = {"plain": ("vit_base_patch16_224.augreg2_in21k_ft_in1k", {}),
-         "deit3": ("deit3_base_patch16_224.fb_in1k", {}),
-         "deit": ("deit_base_distilled_patch16_224.fb_in1k", {}),
-         "dinov2": ("vit_small_patch14_reg4_dinov2.lvd142m", {}),
-         "clip": ("vit_base_patch16_clip_224.openai", {}),
-         "clip_quickgelu": ("vit_base_patch16_clip_quickgelu_224.openai", {}),
-         "siglip": ("vit_base_patch16_siglip_224.webli", {}),
-         "gap_fc_norm": ("vit_base_patch16_224.mae", dict(global_pool="avg", class_token=False)),
-         "qk_norm": ("vit_base_patch16_224", dict(qk_norm=True, qkv_bias=False)),
-         "hybrid_root": ("vit_tiny_r_s16_p8_224.augreg_in21k", dict(img_size=64, patch_size=2)),
-         "no_final_norm": ("vit_base_patch16_radio_v3", {})}
+CASES = {
+    "plain": ("vit_base_patch16_224.augreg2_in21k_ft_in1k", {}),
+    "deit3": ("deit3_base_patch16_224.fb_in1k", {}),
+    "deit": ("deit_base_distilled_patch16_224.fb_in1k", {}),
+    "dinov2": ("vit_small_patch14_reg4_dinov2.lvd142m", {}),
+    "clip": ("vit_base_patch16_clip_224.openai", {}),
+    "clip_quickgelu": ("vit_base_patch16_clip_quickgelu_224.openai", {}),
+    "siglip": ("vit_base_patch16_siglip_224.webli", {}),
+    "gap_fc_norm": ("vit_base_patch16_224.mae", dict(global_pool="avg", class_token=False)),
+    "qk_norm": ("vit_base_patch16_224", dict(qk_norm=True, qkv_bias=False)),
+    "hybrid_root": ("vit_tiny_r_s16_p8_224.augreg_in21k", dict(img_size=64, patch_size=2)),
+    "no_final_norm": ("vit_base_patch16_radio_v3", {}),
+}
 
 
 def _hybrid_units(folder: str, images64: np.ndarray) -> None:
@@ -53,10 +55,25 @@ def _hybrid_units(folder: str, images64: np.ndarray) -> None:
     from timm.models.vision_transformer import VisionTransformer
     from timm.models.vision_transformer_hybrid import HybridEmbed
 
-    backbone = ResNetV2(layers=(1, 1), channels=(128, 256), stem_chs=32, num_classes=0, global_pool="", preact=False,
-                        stem_type="same", conv_layer=partial(StdConv2dSame, eps=1e-8))
-    model = VisionTransformer(img_size=64, patch_size=1, embed_dim=32, depth=2, num_heads=2, num_classes=5,
-                              embed_layer=partial(HybridEmbed, backbone=backbone)).eval()
+    backbone = ResNetV2(
+        layers=(1, 1),
+        channels=(128, 256),
+        stem_chs=32,
+        num_classes=0,
+        global_pool="",
+        preact=False,
+        stem_type="same",
+        conv_layer=partial(StdConv2dSame, eps=1e-8),
+    )
+    model = VisionTransformer(
+        img_size=64,
+        patch_size=1,
+        embed_dim=32,
+        depth=2,
+        num_heads=2,
+        num_classes=5,
+        embed_layer=partial(HybridEmbed, backbone=backbone),
+    ).eval()
     _perturb(model, 99)
     os.makedirs(folder, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(folder, "model.safetensors"))
@@ -76,9 +93,12 @@ def _perturb(model: torch.nn.Module, seed: int) -> None:
 def _resized(folder: str, name: str, extra: dict, images48: np.ndarray) -> None:
     """timm's own logits at 48 px from the 32 px repository in `folder`: timm resamples the position embeddings
     on load (bicubic, antialiased), the rule keras_vit must follow for timm-sourced models."""
-    model = timm.create_model(name.split(".")[0], pretrained=True, **{**SMALL, **extra, "img_size": 48},
-                              pretrained_cfg_overlay=dict(file=os.path.join(folder, "model.safetensors"),
-                                                          num_classes=SMALL["num_classes"])).eval()
+    model = timm.create_model(
+        name.split(".")[0],
+        pretrained=True,
+        **{**SMALL, **extra, "img_size": 48},
+        pretrained_cfg_overlay=dict(file=os.path.join(folder, "model.safetensors"), num_classes=SMALL["num_classes"]),
+    ).eval()
     with torch.no_grad():
         logits = model(torch.from_numpy(images48).permute(0, 3, 1, 2)).numpy()
     np.save(os.path.join(folder, "input_48.npy"), images48)

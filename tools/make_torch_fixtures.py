@@ -15,8 +15,7 @@ import sys
 import numpy as np
 import torch
 
-OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures",
-                   "torch_reference")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "torch_reference")
 SIZES = dict(image=32, patch=8, width=32, depth=2, heads=2, mlp=64, classes=5)
 
 
@@ -45,8 +44,15 @@ def timm_fixtures(images) -> dict:
     from timm.models.vision_transformer import VisionTransformer, _load_weights
 
     s = SIZES
-    kw = dict(img_size=s["image"], patch_size=s["patch"], embed_dim=s["width"], depth=s["depth"],
-              num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+    kw = dict(
+        img_size=s["image"],
+        patch_size=s["patch"],
+        embed_dim=s["width"],
+        depth=s["depth"],
+        num_heads=s["heads"],
+        mlp_ratio=s["mlp"] / s["width"],
+        num_classes=s["classes"],
+    )
     model = VisionTransformer(**kw)
     _randomise(model, 1)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(OUT, "timm_vit.safetensors"))
@@ -55,9 +61,16 @@ def timm_fixtures(images) -> dict:
     # an AugReg-layout .npz (official keys, no pre_logits) read by timm's own npz loader
     rng = np.random.default_rng(2)
     d, m, h, p, n = s["width"], s["mlp"], s["heads"], s["patch"], (s["image"] // s["patch"]) ** 2
-    arrays = {"embedding/kernel": (p, p, 3, d), "embedding/bias": (d,), "cls": (1, 1, d),
-              "Transformer/posembed_input/pos_embedding": (1, n + 1, d), "Transformer/encoder_norm/scale": (d,),
-              "Transformer/encoder_norm/bias": (d,), "head/kernel": (d, s["classes"]), "head/bias": (s["classes"],)}
+    arrays = {
+        "embedding/kernel": (p, p, 3, d),
+        "embedding/bias": (d,),
+        "cls": (1, 1, d),
+        "Transformer/posembed_input/pos_embedding": (1, n + 1, d),
+        "Transformer/encoder_norm/scale": (d,),
+        "Transformer/encoder_norm/bias": (d,),
+        "head/kernel": (d, s["classes"]),
+        "head/bias": (s["classes"],),
+    }
     for i in range(s["depth"]):
         b = f"Transformer/encoderblock_{i}/"
         for ln in ("LayerNorm_0", "LayerNorm_2"):
@@ -65,9 +78,16 @@ def timm_fixtures(images) -> dict:
         a = b + "MultiHeadDotProductAttention_1/"
         for part in ("query", "key", "value"):
             arrays.update({f"{a}{part}/kernel": (d, h, d // h), f"{a}{part}/bias": (h, d // h)})
-        arrays.update({f"{a}out/kernel": (h, d // h, d), f"{a}out/bias": (d,),
-                       f"{b}MlpBlock_3/Dense_0/kernel": (d, m), f"{b}MlpBlock_3/Dense_0/bias": (m,),
-                       f"{b}MlpBlock_3/Dense_1/kernel": (m, d), f"{b}MlpBlock_3/Dense_1/bias": (d,)})
+        arrays.update(
+            {
+                f"{a}out/kernel": (h, d // h, d),
+                f"{a}out/bias": (d,),
+                f"{b}MlpBlock_3/Dense_0/kernel": (d, m),
+                f"{b}MlpBlock_3/Dense_0/bias": (m,),
+                f"{b}MlpBlock_3/Dense_1/kernel": (m, d),
+                f"{b}MlpBlock_3/Dense_1/bias": (d,),
+            }
+        )
     params = {k: (rng.normal(size=shape) * 0.2).astype("float32") for k, shape in arrays.items()}
     path = os.path.join(OUT, "augreg_layout.npz")
     np.savez(path, **params)
@@ -85,40 +105,70 @@ def hybrid_fixture(images) -> None:
 
     s = SIZES
     model = _create_vision_transformer_hybrid(
-        "vit_tiny_r_s16_p8_224", backbone=_resnetv2(layers=()), pretrained=False, img_size=64, patch_size=2,
-        embed_dim=s["width"], depth=1, num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+        "vit_tiny_r_s16_p8_224",
+        backbone=_resnetv2(layers=()),
+        pretrained=False,
+        img_size=64,
+        patch_size=2,
+        embed_dim=s["width"],
+        depth=1,
+        num_heads=s["heads"],
+        mlp_ratio=s["mlp"] / s["width"],
+        num_classes=s["classes"],
+    )
     rng = np.random.default_rng(4)
     params = {}
     for key, value in model.state_dict().items():  # shapes only: the file is written in the official layout
         params[key] = (rng.normal(size=tuple(value.shape)) * 0.2).astype("float32")
     d, _m, h = s["width"], s["mlp"], s["heads"]
-    official = {"conv_root/kernel": params["patch_embed.backbone.conv.weight"].transpose(2, 3, 1, 0),
-                "gn_root/scale": 1 + params["patch_embed.backbone.norm.weight"].reshape(1, 1, 1, -1),
-                "gn_root/bias": params["patch_embed.backbone.norm.bias"].reshape(1, 1, 1, -1),
-                "embedding/kernel": params["patch_embed.proj.weight"].transpose(2, 3, 1, 0),
-                "embedding/bias": params["patch_embed.proj.bias"], "cls": params["cls_token"],
-                "Transformer/posembed_input/pos_embedding": params["pos_embed"],
-                "Transformer/encoder_norm/scale": params["norm.weight"], "Transformer/encoder_norm/bias": params["norm.bias"],
-                "head/kernel": params["head.weight"].T, "head/bias": params["head.bias"]}
+    official = {
+        "conv_root/kernel": params["patch_embed.backbone.conv.weight"].transpose(2, 3, 1, 0),
+        "gn_root/scale": 1 + params["patch_embed.backbone.norm.weight"].reshape(1, 1, 1, -1),
+        "gn_root/bias": params["patch_embed.backbone.norm.bias"].reshape(1, 1, 1, -1),
+        "embedding/kernel": params["patch_embed.proj.weight"].transpose(2, 3, 1, 0),
+        "embedding/bias": params["patch_embed.proj.bias"],
+        "cls": params["cls_token"],
+        "Transformer/posembed_input/pos_embedding": params["pos_embed"],
+        "Transformer/encoder_norm/scale": params["norm.weight"],
+        "Transformer/encoder_norm/bias": params["norm.bias"],
+        "head/kernel": params["head.weight"].T,
+        "head/bias": params["head.bias"],
+    }
     b, a = "Transformer/encoderblock_0/", "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/"
     qkv_w, qkv_b = params["blocks.0.attn.qkv.weight"], params["blocks.0.attn.qkv.bias"]
     for i, part in enumerate(("query", "key", "value")):
-        official[f"{a}{part}/kernel"] = qkv_w[i * d:(i + 1) * d].T.reshape(d, h, d // h)
-        official[f"{a}{part}/bias"] = qkv_b[i * d:(i + 1) * d].reshape(h, d // h)
-    official.update({f"{a}out/kernel": params["blocks.0.attn.proj.weight"].T.reshape(h, d // h, d),
-                     f"{a}out/bias": params["blocks.0.attn.proj.bias"],
-                     f"{b}LayerNorm_0/scale": params["blocks.0.norm1.weight"], f"{b}LayerNorm_0/bias": params["blocks.0.norm1.bias"],
-                     f"{b}LayerNorm_2/scale": params["blocks.0.norm2.weight"], f"{b}LayerNorm_2/bias": params["blocks.0.norm2.bias"],
-                     f"{b}MlpBlock_3/Dense_0/kernel": params["blocks.0.mlp.fc1.weight"].T,
-                     f"{b}MlpBlock_3/Dense_0/bias": params["blocks.0.mlp.fc1.bias"],
-                     f"{b}MlpBlock_3/Dense_1/kernel": params["blocks.0.mlp.fc2.weight"].T,
-                     f"{b}MlpBlock_3/Dense_1/bias": params["blocks.0.mlp.fc2.bias"]})
+        official[f"{a}{part}/kernel"] = qkv_w[i * d : (i + 1) * d].T.reshape(d, h, d // h)
+        official[f"{a}{part}/bias"] = qkv_b[i * d : (i + 1) * d].reshape(h, d // h)
+    official.update(
+        {
+            f"{a}out/kernel": params["blocks.0.attn.proj.weight"].T.reshape(h, d // h, d),
+            f"{a}out/bias": params["blocks.0.attn.proj.bias"],
+            f"{b}LayerNorm_0/scale": params["blocks.0.norm1.weight"],
+            f"{b}LayerNorm_0/bias": params["blocks.0.norm1.bias"],
+            f"{b}LayerNorm_2/scale": params["blocks.0.norm2.weight"],
+            f"{b}LayerNorm_2/bias": params["blocks.0.norm2.bias"],
+            f"{b}MlpBlock_3/Dense_0/kernel": params["blocks.0.mlp.fc1.weight"].T,
+            f"{b}MlpBlock_3/Dense_0/bias": params["blocks.0.mlp.fc1.bias"],
+            f"{b}MlpBlock_3/Dense_1/kernel": params["blocks.0.mlp.fc2.weight"].T,
+            f"{b}MlpBlock_3/Dense_1/bias": params["blocks.0.mlp.fc2.bias"],
+        }
+    )
     path = os.path.join(OUT, "augreg_r_ti_layout.npz")
     np.savez(path, **{k: np.ascontiguousarray(v, dtype="float32") for k, v in official.items()})
     timm_loaded = _create_vision_transformer_hybrid(
-        "vit_tiny_r_s16_p8_224", backbone=_resnetv2(layers=()), pretrained=False, img_size=64, patch_size=2,
-        embed_dim=s["width"], depth=1, num_heads=s["heads"], mlp_ratio=s["mlp"] / s["width"], num_classes=s["classes"])
+        "vit_tiny_r_s16_p8_224",
+        backbone=_resnetv2(layers=()),
+        pretrained=False,
+        img_size=64,
+        patch_size=2,
+        embed_dim=s["width"],
+        depth=1,
+        num_heads=s["heads"],
+        mlp_ratio=s["mlp"] / s["width"],
+        num_classes=s["classes"],
+    )
     from timm.models.vision_transformer import _load_weights
+
     _load_weights(timm_loaded, path)
     x64 = np.random.default_rng(5).uniform(-1, 1, (2, 64, 64, 3)).astype("float32")
     np.save(os.path.join(OUT, "augreg_r_ti_input.npy"), x64)
@@ -130,10 +180,19 @@ def transformers_fixtures(images) -> dict:
     from transformers import ViTConfig, ViTForImageClassification
 
     s = SIZES
-    config = ViTConfig(hidden_size=s["width"], num_hidden_layers=s["depth"], num_attention_heads=s["heads"],
-                       intermediate_size=s["mlp"], image_size=s["image"], patch_size=s["patch"],
-                       num_labels=s["classes"], hidden_act="gelu", layer_norm_eps=1e-6,
-                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = ViTConfig(
+        hidden_size=s["width"],
+        num_hidden_layers=s["depth"],
+        num_attention_heads=s["heads"],
+        intermediate_size=s["mlp"],
+        image_size=s["image"],
+        patch_size=s["patch"],
+        num_labels=s["classes"],
+        hidden_act="gelu",
+        layer_norm_eps=1e-6,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = ViTForImageClassification(config)
     _randomise(model, 3)
     model.save_pretrained(os.path.join(OUT, "hf_vit"), safe_serialization=True)

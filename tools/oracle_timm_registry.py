@@ -54,8 +54,11 @@ def architectures(only=None) -> dict:
             if count > MAX_PARAMS:
                 continue
             pe = getattr(model, "patch_embed", None)
-            stride = ((pe.img_size[0] // pe.grid_size[0], pe.img_size[1] // pe.grid_size[1]) if pe is not None
-                      else tuple(model.embeds.patch_size))  # NaFlexVit's embedding
+            stride = (
+                (pe.img_size[0] // pe.grid_size[0], pe.img_size[1] // pe.grid_size[1])
+                if pe is not None
+                else tuple(model.embeds.patch_size)
+            )  # NaFlexVit's embedding
             out[name] = (count, stride)
     return out
 
@@ -137,9 +140,14 @@ def check(name: str, stride: tuple, seed: int, work: str) -> dict:
             result["written"] = _written(folder, os.path.join(work, f"{name}_written"), x, ref, tol)
             bare = os.path.join(work, f"{name}.safetensors")
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, bare)
-            result["bare"] = _outcome(lambda: keras_vit.create_model(
-                name, weights=bare, num_layers=depth, input_shape=(*size, x.shape[-1]), classifier_activation=None),
-                x, ref, tol)
+            result["bare"] = _outcome(
+                lambda: keras_vit.create_model(
+                    name, weights=bare, num_layers=depth, input_shape=(*size, x.shape[-1]), classifier_activation=None
+                ),
+                x,
+                ref,
+                tol,
+            )
         keras.backend.clear_session()
     return result
 

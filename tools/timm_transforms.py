@@ -27,9 +27,14 @@ def main(photos_path: str, configs_json: str, out_path: str) -> int:
     photos, out = np.load(photos_path), {}
     for name, config in json.loads(configs_json).items():
         transform = timm.data.create_transform(
-            input_size=(3, 224, 224), is_training=False, interpolation=config.get("interpolation", "bilinear"),
-            crop_pct=config.get("crop_pct", 1.0), crop_mode=config.get("crop_mode", "center"),
-            mean=tuple(config.get("mean", (0.5, 0.5, 0.5))), std=tuple(config.get("std", (0.5, 0.5, 0.5))))
+            input_size=(3, 224, 224),
+            is_training=False,
+            interpolation=config.get("interpolation", "bilinear"),
+            crop_pct=config.get("crop_pct", 1.0),
+            crop_mode=config.get("crop_mode", "center"),
+            mean=tuple(config.get("mean", (0.5, 0.5, 0.5))),
+            std=tuple(config.get("std", (0.5, 0.5, 0.5))),
+        )
         for photo in photos.files:
             tensor = transform(Image.fromarray(photos[photo]))
             out[f"{name}/{photo}"] = tensor.permute(1, 2, 0).numpy().astype("float32")

@@ -27,9 +27,13 @@ def photos() -> dict:
     from skimage import data
 
     rocket, chelsea = data.rocket(), data.chelsea()
-    return {"wide": rocket, "square": data.astronaut(), "tall": np.ascontiguousarray(rocket.transpose(1, 0, 2)),
-            "tiny": np.ascontiguousarray(chelsea[100:137, 150:203]),
-            "large": np.ascontiguousarray(np.tile(chelsea, (3, 3, 1)))}
+    return {
+        "wide": rocket,
+        "square": data.astronaut(),
+        "tall": np.ascontiguousarray(rocket.transpose(1, 0, 2)),
+        "tiny": np.ascontiguousarray(chelsea[100:137, 150:203]),
+        "large": np.ascontiguousarray(np.tile(chelsea, (3, 3, 1))),
+    }
 
 
 def distinct_configs() -> dict:
@@ -46,11 +50,18 @@ def distinct_configs() -> dict:
         if cfg is None:
             continue
         d = cfg.to_dict()
-        fields = dict(input_size=list(d["input_size"]), interpolation=d.get("interpolation", "bicubic"),
-                      crop_pct=d.get("crop_pct", 0.875), crop_mode=d.get("crop_mode", "center"),
-                      mean=list(d.get("mean", (0.485, 0.456, 0.406))), std=list(d.get("std", (0.229, 0.224, 0.225))))
-        key = f"{fields['input_size'][1]}x{fields['input_size'][2]}_{fields['interpolation']}_" \
-              f"{fields['crop_pct']}_{fields['crop_mode']}"
+        fields = dict(
+            input_size=list(d["input_size"]),
+            interpolation=d.get("interpolation", "bicubic"),
+            crop_pct=d.get("crop_pct", 0.875),
+            crop_mode=d.get("crop_mode", "center"),
+            mean=list(d.get("mean", (0.485, 0.456, 0.406))),
+            std=list(d.get("std", (0.229, 0.224, 0.225))),
+        )
+        key = (
+            f"{fields['input_size'][1]}x{fields['input_size'][2]}_{fields['interpolation']}_"
+            f"{fields['crop_pct']}_{fields['crop_mode']}"
+        )
         out.setdefault(key, dict(fields, example=name))
     return out
 
@@ -66,9 +77,15 @@ def main(out_dir: str) -> int:
     configs, images = distinct_configs(), photos()
     groups = [dict() for _ in range(7)]
     for i, (key, c) in enumerate(sorted(configs.items())):
-        transform = create_transform(input_size=tuple(c["input_size"]), is_training=False,
-                                     interpolation=c["interpolation"], crop_pct=c["crop_pct"],
-                                     crop_mode=c["crop_mode"], mean=tuple(c["mean"]), std=tuple(c["std"]))
+        transform = create_transform(
+            input_size=tuple(c["input_size"]),
+            is_training=False,
+            interpolation=c["interpolation"],
+            crop_pct=c["crop_pct"],
+            crop_mode=c["crop_mode"],
+            mean=tuple(c["mean"]),
+            std=tuple(c["std"]),
+        )
         c["transform"] = repr(transform)
         mean, std = np.asarray(c["mean"])[:, None, None], np.asarray(c["std"])[:, None, None]
         for photo, image in images.items():
@@ -79,10 +96,21 @@ def main(out_dir: str) -> int:
         if group:
             np.savez_compressed(os.path.join(out_dir, f"transforms_{k}.npz"), **group)
     with open(os.path.join(out_dir, "transforms.json"), "w") as f:
-        json.dump(dict(timm=timm.__version__, torchvision=torchvision.__version__, pillow=PIL.__version__,
-                       configs=configs), f, indent=1)
-    print(len(configs), "configs;", "timm", timm.__version__, "torchvision", torchvision.__version__, "Pillow",
-          PIL.__version__)
+        json.dump(
+            dict(timm=timm.__version__, torchvision=torchvision.__version__, pillow=PIL.__version__, configs=configs),
+            f,
+            indent=1,
+        )
+    print(
+        len(configs),
+        "configs;",
+        "timm",
+        timm.__version__,
+        "torchvision",
+        torchvision.__version__,
+        "Pillow",
+        PIL.__version__,
+    )
     return 0
 
 

@@ -19,7 +19,7 @@ from keras_vit.utils import validate
 
 BIAS_FEATURE = 100.0
 WHITEN_EPSILON = 1e-5
-DEFAULT_L2_REG = 2.0 ** 10
+DEFAULT_L2_REG = 2.0**10
 
 
 def _check_pair(features, labels, what: str) -> Tuple[np.ndarray, np.ndarray]:
@@ -28,8 +28,10 @@ def _check_pair(features, labels, what: str) -> Tuple[np.ndarray, np.ndarray]:
     if features.ndim != 2 or features.shape[0] == 0 or features.shape[1] == 0:
         raise ValueError(f"{what}_features must be a non-empty (examples, dims) array, got shape {features.shape}.")
     if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-        raise ValueError(f"{what}_labels must be a vector with one label per row of {what}_features: "
-                         f"got {labels.shape} labels for {features.shape[0]} examples.")
+        raise ValueError(
+            f"{what}_labels must be a vector with one label per row of {what}_features: "
+            f"got {labels.shape} labels for {features.shape[0]} examples."
+        )
     if not np.all(np.isfinite(features)):
         bad = int(np.sum(~np.isfinite(features).all(axis=1)))
         raise ValueError(f"{what}_features contain NaN or inf values ({bad} rows affected).")
@@ -52,8 +54,7 @@ def select_shots(labels: np.ndarray, shots: int, seed: int, num_classes: int) ->
     return np.concatenate(picked)
 
 
-def fit_linear_probe(features: np.ndarray, labels: np.ndarray, num_classes: int,
-                     l2_reg: float = DEFAULT_L2_REG):
+def fit_linear_probe(features: np.ndarray, labels: np.ndarray, num_classes: int, l2_reg: float = DEFAULT_L2_REG):
     """Closed-form ridge fit on whitened features + bias; returns (W, mean, std)."""
     x = np.asarray(features, dtype=np.float64)
     mean, std = x.mean(axis=0), x.std(axis=0) + WHITEN_EPSILON
@@ -77,9 +78,16 @@ def predict_linear_probe(w: np.ndarray, mean: np.ndarray, std: np.ndarray, featu
     return np.argmax(x @ w, axis=1)
 
 
-def linear_fewshot_accuracy(train_features, train_labels, test_features, test_labels, shots: int,
-                            seed: int, l2_reg: float = DEFAULT_L2_REG,
-                            num_classes: Optional[int] = None) -> float:
+def linear_fewshot_accuracy(
+    train_features,
+    train_labels,
+    test_features,
+    test_labels,
+    shots: int,
+    seed: int,
+    l2_reg: float = DEFAULT_L2_REG,
+    num_classes: Optional[int] = None,
+) -> float:
     """Accuracy of a `shots`-per-class linear probe (the paper's few-shot protocol).
 
     Args:
@@ -117,8 +125,10 @@ def feature_extractor(model_or_fn) -> Callable[[np.ndarray], np.ndarray]:
 
     model = ensure_vit(model_or_fn, "pass a feature function images -> features instead")
     if model.pooling == "sequence" and not model.include_top:
-        raise ValueError(f"Model {model.name!r} outputs token sequences (pooling='sequence'); a linear probe "
-                         "needs one vector per image.")
+        raise ValueError(
+            f"Model {model.name!r} outputs token sequences (pooling='sequence'); a linear probe "
+            "needs one vector per image."
+        )
     # the pre-logits, as the paper's probe uses; a backbone built with pooling="avg"/"max"/"token" gives that
     features = model.feature_model(model.pooling if not model.include_top else None)
     return lambda images: features.predict(images, verbose=0, batch_size=64)
@@ -133,8 +143,14 @@ class FewShotEvaluator:
       shots: the shot counts to report. seeds: how many seeds (0..seeds-1) to average.
     """
 
-    def __init__(self, model_or_feature_fn, datasets: Mapping[str, Sequence], shots: Sequence[int] = (1, 5, 10, 25),
-                 seeds: int = 3, l2_reg: float = DEFAULT_L2_REG):
+    def __init__(
+        self,
+        model_or_feature_fn,
+        datasets: Mapping[str, Sequence],
+        shots: Sequence[int] = (1, 5, 10, 25),
+        seeds: int = 3,
+        l2_reg: float = DEFAULT_L2_REG,
+    ):
         if not datasets:
             raise ValueError("datasets must name at least one dataset.")
         for name, parts in datasets.items():
@@ -152,8 +168,12 @@ class FewShotEvaluator:
     def features(self, name: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Extracts the dataset's features once per call (the model may have changed since)."""
         train_x, train_y, test_x, test_y = self.datasets[name]
-        return (self.feature_fn(np.asarray(train_x)), np.asarray(train_y),
-                self.feature_fn(np.asarray(test_x)), np.asarray(test_y))
+        return (
+            self.feature_fn(np.asarray(train_x)),
+            np.asarray(train_y),
+            self.feature_fn(np.asarray(test_x)),
+            np.asarray(test_y),
+        )
 
     def evaluate(self) -> Dict[str, Tuple[float, float]]:
         """{"<dataset>_<shots>shot": (mean accuracy, std over seeds)}."""

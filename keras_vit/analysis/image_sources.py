@@ -81,8 +81,13 @@ def folder_source(directory: str) -> ImageSource:
     if not found:
         raise ValueError(f"folder {directory!r} holds no image files ({', '.join(IMAGE_EXTENSIONS)}).")
     found.sort()
-    return ImageSource("folder", os.path.abspath(directory), [f[0] for f in found],
-                       [os.path.join(directory, f[0]) for f in found], _fingerprint(found))
+    return ImageSource(
+        "folder",
+        os.path.abspath(directory),
+        [f[0] for f in found],
+        [os.path.join(directory, f[0]) for f in found],
+        _fingerprint(found),
+    )
 
 
 def list_source(list_file: str) -> ImageSource:
@@ -110,8 +115,10 @@ def tfds_source(name: str, split: str, data_dir: Optional[str] = None) -> ImageS
     try:
         import tensorflow_datasets as tfds
     except ImportError:
-        raise ImportError("reading a TFDS split needs tensorflow and tensorflow-datasets: pip install "
-                          "'keras-vision-transformer[train]' (a folder or a file list needs neither).") from None
+        raise ImportError(
+            "reading a TFDS split needs tensorflow and tensorflow-datasets: pip install "
+            "'keras-vision-transformer[train]' (a folder or a file list needs neither)."
+        ) from None
     try:
         builder = tfds.builder(name, data_dir=data_dir)
         count = builder.info.splits[split].num_examples
@@ -125,7 +132,7 @@ def tfds_source(name: str, split: str, data_dir: Optional[str] = None) -> ImageS
 def open_source(spec: str, data_dir: Optional[str] = None) -> ImageSource:
     """`spec`: a folder, a text file listing images, or `tfds:<name>:<split>`."""
     if spec.startswith(TFDS_PREFIX):
-        name, _, split = spec[len(TFDS_PREFIX):].rpartition(":")
+        name, _, split = spec[len(TFDS_PREFIX) :].rpartition(":")
         if not name or not split:
             raise ValueError(f"{spec!r}: a TFDS source is tfds:<name>:<split>, e.g. tfds:imagenet_v2:test.")
         return tfds_source(name, split, data_dir)
@@ -133,8 +140,10 @@ def open_source(spec: str, data_dir: Optional[str] = None) -> ImageSource:
         return folder_source(spec)
     if os.path.isfile(spec):
         if spec.lower().endswith(IMAGE_EXTENSIONS):
-            raise ValueError(f"{spec!r} is one image: give a folder of images, or a text file listing them (or "
-                             "use `python -m keras_vit.predict` for a few images).")
+            raise ValueError(
+                f"{spec!r} is one image: give a folder of images, or a text file listing them (or "
+                "use `python -m keras_vit.predict` for a few images)."
+            )
         return list_source(spec)
     raise ValueError(f"{spec!r} is neither a folder, a file list nor tfds:<name>:<split>.")
 

@@ -42,8 +42,9 @@ def read_image(path: str, what: str = "image") -> np.ndarray:
     return pixels.astype("float32")
 
 
-def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int] = (224, 224),
-                     normalize: bool = True) -> np.ndarray:
+def preprocess_image(
+    pixels: np.ndarray, data_config=None, size: Tuple[int, int] = (224, 224), normalize: bool = True
+) -> np.ndarray:
     """The numpy / PIL reference of a data config (`keras_vit.DataConfig` or its dict): one image (H, W, C) in
     [0, 255] -> float32 (size[0], size[1], C), resized, centre-cropped and normalised as the checkpoint was
     evaluated. For runtimes that take the model's input only (ONNX, LiteRT, OpenVINO: `metadata.json` holds
@@ -67,7 +68,7 @@ def preprocess_image(pixels: np.ndarray, data_config=None, size: Tuple[int, int]
     else:
         resized = _resample(_resample(image.astype("float64"), rw, 1, config), rh, 0, config)  # PIL's order
     top, left = center_crop_offset(rh, size[0]), center_crop_offset(rw, size[1])
-    crop = resized[top:top + size[0], left:left + size[1]]
+    crop = resized[top : top + size[0], left : left + size[1]]
     if not normalize:
         return crop.astype("float32")
     mean, std = config.for_channels(crop.shape[-1])
@@ -83,7 +84,8 @@ def _resample(image: np.ndarray, out: int, axis: int, config) -> np.ndarray:
     from keras_vit.vit.preprocessing import resampling_matrix
 
     n = image.shape[axis]
-    weights = np.asarray(keras.ops.convert_to_numpy(
-        resampling_matrix(n, out, 0, out, config.interpolation, config.antialias)), "float64")
+    weights = np.asarray(
+        keras.ops.convert_to_numpy(resampling_matrix(n, out, 0, out, config.interpolation, config.antialias)), "float64"
+    )
     resized = np.moveaxis(np.tensordot(weights, np.moveaxis(image, axis, 0), axes=1), 0, axis)
     return np.clip(resized, 0, 255) if config.interpolation == "bicubic" else resized

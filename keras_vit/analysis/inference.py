@@ -68,8 +68,10 @@ def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], n
     """(batch -> outputs, task): softmax scores of the head, pre-logits features, or the patch tokens."""
     if features is None:
         if not getattr(model, "include_top", False):
-            raise ValueError(f"model {model.name!r} has no classification head (include_top=False): ask for "
-                             "--features=pooled or patches.")
+            raise ValueError(
+                f"model {model.name!r} has no classification head (include_top=False): ask for "
+                "--features=pooled or patches."
+            )
         call = _compiled(model)
         if model.classifier_activation == "softmax":
             return call, "top"
@@ -85,10 +87,12 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return (shifted / shifted.sum(axis=-1, keepdims=True)).astype("float32")
 
 
-def _loaded(source: ImageSource, start: int, prepare: Callable, workers: int,
-            exif_transpose: bool) -> Iterator[Tuple[int, Optional[np.ndarray], str]]:
+def _loaded(
+    source: ImageSource, start: int, prepare: Callable, workers: int, exif_transpose: bool
+) -> Iterator[Tuple[int, Optional[np.ndarray], str]]:
     """(index, prepared image or None, error) for each image from `start` on, in order, read `workers` at a
     time a few batches ahead."""
+
     def load(index_pixels):
         index, pixels = index_pixels
         try:
@@ -98,8 +102,7 @@ def _loaded(source: ImageSource, start: int, prepare: Callable, workers: int,
         except (ValueError, OSError) as e:
             return index, None, str(e)
 
-    items = (tfds_images(source, start) if source.kind == "tfds"
-             else ((i, None) for i in range(start, len(source))))
+    items = tfds_images(source, start) if source.kind == "tfds" else ((i, None) for i in range(start, len(source)))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         pending = collections.deque()
         for item in items:
@@ -122,10 +125,12 @@ def _results(outputs: np.ndarray, task: str, top: int, labels, dtype: str, l2: b
     scores = outputs.astype("float64")
     rows = decode_predictions(scores, top=k, labels=labels) if len(outputs) else []
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # decode_predictions' order
-    return {"class_index": order.astype("int64").reshape(-1, k),
-            "class_id": np.asarray([[r[0] for r in row] for row in rows], object).reshape(-1, k),
-            "class_name": np.asarray([[r[1] for r in row] for row in rows], object).reshape(-1, k),
-            "score": np.asarray([[r[2] for r in row] for row in rows], "float32").reshape(-1, k)}
+    return {
+        "class_index": order.astype("int64").reshape(-1, k),
+        "class_id": np.asarray([[r[0] for r in row] for row in rows], object).reshape(-1, k),
+        "class_name": np.asarray([[r[1] for r in row] for row in rows], object).reshape(-1, k),
+        "score": np.asarray([[r[2] for r in row] for row in rows], "float32").reshape(-1, k),
+    }
 
 
 def _check_settings(features, dtype, top: int, batch_size: int, shard_size: Optional[int]) -> None:
@@ -150,10 +155,20 @@ def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, 
 
 
 def _settings(model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights) -> dict:
-    return dict(task=task, features=features, top=top if task == "top" else None, format=fmt, dtype=dtype,
-                l2_normalize=bool(l2), shard_size=shard_size, weights=weights, weights_sha256=weights_digest(model),
-                image_size=list(model.base_image_size), data_config=model.data_config.to_dict(),
-                source=source.describe())
+    return dict(
+        task=task,
+        features=features,
+        top=top if task == "top" else None,
+        format=fmt,
+        dtype=dtype,
+        l2_normalize=bool(l2),
+        shard_size=shard_size,
+        weights=weights,
+        weights_sha256=weights_digest(model),
+        image_size=list(model.base_image_size),
+        data_config=model.data_config.to_dict(),
+        source=source.describe(),
+    )
 
 
 def _open_output(output: str, settings: dict) -> dict:
@@ -162,17 +177,21 @@ def _open_output(output: str, settings: dict) -> dict:
     manifest = shards.read_manifest(output) if os.path.isdir(output) else None
     if manifest is None:
         if os.path.isdir(output) and os.listdir(output):
-            raise ValueError(f"--output={output!r} holds other files and no {shards.MANIFEST}: use a new or empty "
-                             "folder (nothing there was changed).")
+            raise ValueError(
+                f"--output={output!r} holds other files and no {shards.MANIFEST}: use a new or empty "
+                "folder (nothing there was changed)."
+            )
         os.makedirs(output, exist_ok=True)
         return dict(settings=settings, shards=[], complete=False)
     before = manifest["settings"]
     changed = [k for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k)]
     if changed:
         key = changed[0]
-        raise ValueError(f"--output={output!r} holds a run with other {', '.join(changed)} ({key}: "
-                         f"{before.get(key)!r}, now {settings.get(key)!r}): resume with the same model, settings "
-                         "and images, or use a new --output (nothing there was changed).")
+        raise ValueError(
+            f"--output={output!r} holds a run with other {', '.join(changed)} ({key}: "
+            f"{before.get(key)!r}, now {settings.get(key)!r}): resume with the same model, settings "
+            "and images, or use a new --output (nothing there was changed)."
+        )
     return manifest
 
 
@@ -200,19 +219,32 @@ def _shard(predict, loaded, first: int, last: int, batch_size: int, progress: Pr
         if batch:
             images = np.stack([image for _, image in batch])
             if len(batch) < batch_size:  # one compiled shape: pad the shard's last batch
-                images = np.concatenate([images, np.zeros((batch_size - len(batch), *images.shape[1:]),
-                                                          images.dtype)])
-            outputs.append(predict(images)[:len(batch)])
+                images = np.concatenate([images, np.zeros((batch_size - len(batch), *images.shape[1:]), images.dtype)])
+            outputs.append(predict(images)[: len(batch)])
             indices += [i for i, _ in batch]
         progress.update(len(batch) + len(errors))
     return indices, (np.concatenate(outputs) if outputs else None), bad
 
 
-def run_inference(model, source: Union[str, ImageSource], output: str, *, features: Optional[str] = None,
-                  top: int = 5, fmt: str = "parquet", batch_size: int = 32, shard_size: Optional[int] = None,
-                  dtype: str = "float32", l2_normalize: bool = False, labels=None, workers: Optional[int] = None,
-                  exif_transpose: bool = False, weights: str = "", data_dir: Optional[str] = None,
-                  progress: bool = True) -> dict:
+def run_inference(
+    model,
+    source: Union[str, ImageSource],
+    output: str,
+    *,
+    features: Optional[str] = None,
+    top: int = 5,
+    fmt: str = "parquet",
+    batch_size: int = 32,
+    shard_size: Optional[int] = None,
+    dtype: str = "float32",
+    l2_normalize: bool = False,
+    labels=None,
+    workers: Optional[int] = None,
+    exif_transpose: bool = False,
+    weights: str = "",
+    data_dir: Optional[str] = None,
+    progress: bool = True,
+) -> dict:
     """Runs `model` over every image of `source` and writes the results to the folder `output`.
 
     Args:
@@ -245,10 +277,17 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
     manifest = _open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
-    prepare = lambda pixels: preprocess_image(pixels, model.data_config, size,  # noqa: E731
-                                              normalize=not model.include_preprocessing)
-    meter = Progress(f"{task} of {source.location}", len(source), unit="images", done=start,
-                     log=None if progress else (lambda line: None))
+
+    def prepare(pixels):
+        return preprocess_image(pixels, model.data_config, size, normalize=not model.include_preprocessing)
+
+    meter = Progress(
+        f"{task} of {source.location}",
+        len(source),
+        unit="images",
+        done=start,
+        log=None if progress else (lambda line: None),
+    )
     loaded = _loaded(source, start, prepare, workers or os.cpu_count() or 1, exif_transpose)
     for first in range(start, len(source), shard_size):
         last = min(first + shard_size, len(source))
@@ -256,8 +295,15 @@ def run_inference(model, source: Union[str, ImageSource], output: str, *, featur
         files = [source.names[i] for i in indices]
         values = _results(outputs, task, top, labels, dtype, l2_normalize) if outputs is not None else None
         name = shards.write_shard(output, first // shard_size, fmt, files, values) if values else ""
-        manifest["shards"].append(dict(file=name, first=first, images=last - first, rows=len(files),
-                                       bad=[dict(file=source.names[i], error=e) for i, e in bad]))
+        manifest["shards"].append(
+            dict(
+                file=name,
+                first=first,
+                images=last - first,
+                rows=len(files),
+                bad=[dict(file=source.names[i], error=e) for i, e in bad],
+            )
+        )
         shards.write_manifest(output, manifest)
     loaded.close()
     meter.close()
@@ -287,20 +333,32 @@ def main(argv=None) -> int:
 
     from keras_vit.analysis.predict import read_labels
 
-    p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.inference"), description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=commands.prog("python -m keras_vit.inference"),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("source", help="a folder of images, a text file listing images, or tfds:<name>:<split>")
-    p.add_argument("--weights", required=True, help="what `keras_vit.load_model` reads (with --model for release "
-                                                    "names)")
-    p.add_argument("--model", default=None, help="a table name (needed for release dataset names and .weights.h5) "
-                                                 "or a timm architecture name (for a bare timm file)")
+    p.add_argument(
+        "--weights", required=True, help="what `keras_vit.load_model` reads (with --model for release names)"
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="a table name (needed for release dataset names and .weights.h5) "
+        "or a timm architecture name (for a bare timm file)",
+    )
     p.add_argument("--output", required=True, help="folder for the shards and manifest.json (resumed if present)")
     p.add_argument("--features", choices=FEATURES, default=None, help="write features instead of top-k classes")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=shards.FORMATS, default="parquet")
     p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--shard_size", type=int, default=None,
-                   help="images per output file (default 10,000; per-patch features: ~256 MB per shard)")
+    p.add_argument(
+        "--shard_size",
+        type=int,
+        default=None,
+        help="images per output file (default 10,000; per-patch features: ~256 MB per shard)",
+    )
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--l2_normalize", action="store_true")
     p.add_argument("--labels", default=None, help="a label set's name, or a file of one class name per line")
@@ -312,15 +370,30 @@ def main(argv=None) -> int:
         source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
         model = load(args.weights, args.model)
         labels = read_labels(args.labels, model.classes) if args.labels and not args.features else None
-        manifest = run_inference(model, source, args.output, features=args.features, top=args.top,
-                                 fmt=args.format, batch_size=args.batch_size, shard_size=args.shard_size,
-                                 dtype=args.dtype, l2_normalize=args.l2_normalize, labels=labels,
-                                 workers=args.workers, exif_transpose=args.exif_transpose, weights=args.weights)
+        manifest = run_inference(
+            model,
+            source,
+            args.output,
+            features=args.features,
+            top=args.top,
+            fmt=args.format,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            dtype=args.dtype,
+            l2_normalize=args.l2_normalize,
+            labels=labels,
+            workers=args.workers,
+            exif_transpose=args.exif_transpose,
+            weights=args.weights,
+        )
     except (ValueError, FileNotFoundError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows = sum(s["rows"] for s in manifest["shards"])
     bad = [b for s in manifest["shards"] for b in s["bad"]]
-    print(f"{rows} image(s) written to {args.output} in {len(manifest['shards'])} shard(s); {len(bad)} unreadable"
-          + (f" (e.g. {bad[0]['file']}: {bad[0]['error']})" if bad else "") + ".")
+    print(
+        f"{rows} image(s) written to {args.output} in {len(manifest['shards'])} shard(s); {len(bad)} unreadable"
+        + (f" (e.g. {bad[0]['file']}: {bad[0]['error']})" if bad else "")
+        + "."
+    )
     return 0

@@ -23,6 +23,7 @@ HEAD_FUSIONS = ("mean", "max", "min")
 
 # ----------------------------------------------------------------------------- plumbing
 
+
 def check_images(model: keras.Model, images) -> np.ndarray:
     """Validates a batch against the model's input size and value range ([-1, 1], or [0, 255]
     for models built with include_preprocessing=True)."""
@@ -34,9 +35,12 @@ def check_images(model: keras.Model, images) -> np.ndarray:
     raw = model.include_preprocessing
     lo, hi = (0.0, 255.0) if raw else (-1.0, 1.0)
     if images.min() < lo - 1e-3 or images.max() > hi + 1e-3:
-        raise ValueError(f"images must lie in [{lo:g}, {hi:g}] for this model, got values in "
-                         f"[{images.min():.3g}, {images.max():.3g}]" +
-                         ("" if raw else " (use keras_vit.preprocess_input on [0, 255] pixels)") + ".")
+        raise ValueError(
+            f"images must lie in [{lo:g}, {hi:g}] for this model, got values in "
+            f"[{images.min():.3g}, {images.max():.3g}]"
+            + ("" if raw else " (use keras_vit.preprocess_input on [0, 255] pixels)")
+            + "."
+        )
     return images
 
 
@@ -49,8 +53,10 @@ def attention_weights(model: keras.Model, images) -> List[np.ndarray]:
 
 # ----------------------------------------------------------------------------- rollout
 
-def rollout_from_attention(attention: Sequence[np.ndarray], head_fusion: str = "mean",
-                           discard_ratio: float = 0.0) -> np.ndarray:
+
+def rollout_from_attention(
+    attention: Sequence[np.ndarray], head_fusion: str = "mean", discard_ratio: float = 0.0
+) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): [batch, tokens, tokens] joint attention.
 
     Per layer: fuse heads (mean/max/min), optionally zero the weakest `discard_ratio`
@@ -68,7 +74,7 @@ def rollout_from_attention(attention: Sequence[np.ndarray], head_fusion: str = "
         if discard_ratio:
             k = int(fused.shape[-1] * discard_ratio)
             if k:
-                cut = np.sort(fused, axis=-1)[..., k - 1:k]
+                cut = np.sort(fused, axis=-1)[..., k - 1 : k]
                 fused = np.where(fused <= cut, 0.0, fused)
         fused = fused + np.eye(fused.shape[-1])
         fused = fused / fused.sum(axis=-1, keepdims=True)
@@ -85,8 +91,9 @@ def _upsample(maps: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     return np.stack([scipy.ndimage.zoom(m, (size[0] / gh, size[1] / gw), order=1) for m in maps])
 
 
-def attention_rollout(model: keras.Model, images, head_fusion: str = "mean", discard_ratio: float = 0.0,
-                      upsample: bool = True) -> np.ndarray:
+def attention_rollout(
+    model: keras.Model, images, head_fusion: str = "mean", discard_ratio: float = 0.0, upsample: bool = True
+) -> np.ndarray:
     """Per-image rollout map over the patch grid, upsampled to the image size: [batch, H, W] in [0, 1]
     (`upsample=False`: [batch, grid_h, grid_w]).
 
@@ -115,14 +122,16 @@ def _sizes(model, images) -> tuple:
 
 # ----------------------------------------------------------------------------- distance
 
+
 def patch_centres(grid: Tuple[int, int], patch_px: Tuple[float, float]) -> np.ndarray:
     """Pixel coordinates (row, col) of the patch centres, row-major: [tokens, 2]."""
     rows, cols = np.meshgrid(np.arange(grid[0]), np.arange(grid[1]), indexing="ij")
     return np.stack([(rows.ravel() + 0.5) * patch_px[0], (cols.ravel() + 0.5) * patch_px[1]], axis=1)
 
 
-def attention_distance_from_attention(attention: np.ndarray, grid: Tuple[int, int], patch_px,
-                                      num_prefix_tokens: int = 1) -> np.ndarray:
+def attention_distance_from_attention(
+    attention: np.ndarray, grid: Tuple[int, int], patch_px, num_prefix_tokens: int = 1
+) -> np.ndarray:
     """Mean attention distance per head, [heads], in pixels (appendix D.7).
 
     For each query patch: the distance to every key patch's centre weighted by the
@@ -143,11 +152,16 @@ def mean_attention_distance(model: keras.Model, images) -> np.ndarray:
     images = check_images(model, images)
     (h, w), (gh, gw) = _sizes(model, images)
     px = (h / gh, w / gw)
-    return np.stack([attention_distance_from_attention(a, (gh, gw), px, model.num_prefix_tokens)
-                     for a in attention_weights(model, images)])
+    return np.stack(
+        [
+            attention_distance_from_attention(a, (gh, gw), px, model.num_prefix_tokens)
+            for a in attention_weights(model, images)
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- embeddings
+
 
 def similarity_from_posemb(posemb: np.ndarray, grid: Tuple[int, int], num_prefix_tokens: int = 1) -> np.ndarray:
     """Cosine similarity of every patch's position embedding with every other: [gh, gw, gh, gw]."""
@@ -174,7 +188,7 @@ def principal_components(filters: np.ndarray, n: int) -> Tuple[np.ndarray, np.nd
     x = np.asarray(filters, dtype="float64")
     x = x - x.mean(axis=0, keepdims=True)
     _, s, vt = np.linalg.svd(x, full_matrices=False)
-    var = s ** 2
+    var = s**2
     n = min(n, vt.shape[0])
     return vt[:n], var[:n] / var.sum()
 
@@ -192,6 +206,7 @@ def embedding_filter_components(model: keras.Model, n: int = 28) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- CLI
+
 
 def _load_image(path: str, model: keras.Model) -> np.ndarray:
     """The image file read at its real bit depth (16-bit scans are not clipped) and prepared as the checkpoint
@@ -218,17 +233,21 @@ def write_figures(model: keras.Model, image: np.ndarray, out_dir: str) -> dict:
     image = check_images(model, image)
     shown = _displayable(model, image[0])
     paths = {
-        "attention_rollout": plots.plot_attention_rollout(shown, attention_rollout(model, image)[0],
-                                                          os.path.join(out_dir, "attention_rollout.png")),
-        "attention_distance": plots.plot_attention_distance(mean_attention_distance(model, image),
-                                                            os.path.join(out_dir, "attention_distance.png")),
+        "attention_rollout": plots.plot_attention_rollout(
+            shown, attention_rollout(model, image)[0], os.path.join(out_dir, "attention_rollout.png")
+        ),
+        "attention_distance": plots.plot_attention_distance(
+            mean_attention_distance(model, image), os.path.join(out_dir, "attention_distance.png")
+        ),
         "position_embedding_similarity": plots.plot_position_similarity(
-            position_embedding_similarity(model), os.path.join(out_dir, "position_embedding_similarity.png")),
+            position_embedding_similarity(model), os.path.join(out_dir, "position_embedding_similarity.png")
+        ),
     }
     components = embedding_filter_components(model)
     if components.shape[-1] == 3:
         paths["embedding_filters"] = plots.plot_filter_components(
-            components, os.path.join(out_dir, "embedding_filters.png"))
+            components, os.path.join(out_dir, "embedding_filters.png")
+        )
     return paths
 
 
@@ -238,10 +257,13 @@ def main(argv=None) -> int:
     from keras_vit.weights.load import load_model
 
     p = argparse.ArgumentParser(prog="python -m keras_vit.analysis.inspect", description=__doc__)
-    p.add_argument("--weights", default=None,
-                   help="the weight source: a release name, an official .npz, a .keras model, a timm .safetensors "
-                        "file or a transformers directory (each says what model it is), or a .weights.h5 file (with "
-                        "--model); none: random weights")
+    p.add_argument(
+        "--weights",
+        default=None,
+        help="the weight source: a release name, an official .npz, a .keras model, a timm .safetensors "
+        "file or a transformers directory (each says what model it is), or a .weights.h5 file (with "
+        "--model); none: random weights",
+    )
     p.add_argument("--model", default=None, help="table name; needed for .weights.h5 and release dataset names")
     p.add_argument("--image", required=True)
     p.add_argument("--image_size", type=int, default=0, help="resolution to run at (default: the file's)")

@@ -37,8 +37,9 @@ def read_labels(spec: Optional[str], classes: int):
         return [line.strip() for line in f if line.strip()]
 
 
-def classify(model, paths: Sequence[str], top: int = 5, labels=None,
-             pixels: Optional[Sequence[np.ndarray]] = None) -> List[dict]:
+def classify(
+    model, paths: Sequence[str], top: int = 5, labels=None, pixels: Optional[Sequence[np.ndarray]] = None
+) -> List[dict]:
     """[{"image": path, "top": [{"id", "name", "score"}, ...]}] for each image file in `paths` (`pixels`: the
     files already read with `keras_vit.analysis.images.read_image`, so they are not read again)."""
     import keras
@@ -52,8 +53,7 @@ def classify(model, paths: Sequence[str], top: int = 5, labels=None,
     if model.classifier_activation != "softmax":
         outputs = np.asarray(keras.ops.convert_to_numpy(keras.ops.softmax(outputs, axis=-1)))
     decoded = decode_predictions(outputs, top=min(top, outputs.shape[1]), labels=labels)
-    return [{"image": p, "top": [dict(id=i, name=n, score=s) for i, n, s in rows]}
-            for p, rows in zip(paths, decoded)]
+    return [{"image": p, "top": [dict(id=i, name=n, score=s) for i, n, s in rows]} for p, rows in zip(paths, decoded)]
 
 
 def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
@@ -71,7 +71,7 @@ def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
         call = lambda x: forward([v.value for v in trainable], [v.value for v in fixed], x)  # noqa: E731
     else:
         call = lambda x: model(x, training=False)  # noqa: E731
-    return np.concatenate([keras.ops.convert_to_numpy(call(batch[i:i + chunk])) for i in range(0, len(batch), chunk)])
+    return np.concatenate([keras.ops.convert_to_numpy(call(batch[i : i + chunk])) for i in range(0, len(batch), chunk)])
 
 
 _JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -104,15 +104,22 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.predict"), description=__doc__)
     p.add_argument("images", nargs="+", help="image files (JPEG, PNG, GIF, BMP, TIFF; 8- or 16-bit)")
-    p.add_argument("--weights", required=True,
-                   help="a release name (with --model), an official .npz, a .keras model, a timm .safetensors file "
-                        "or a transformers directory")
+    p.add_argument(
+        "--weights",
+        required=True,
+        help="a release name (with --model), an official .npz, a .keras model, a timm .safetensors file "
+        "or a transformers directory",
+    )
     p.add_argument("--model", default=None, help="table name; needed for release dataset names and .weights.h5")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--labels", default=None, help=f"{' or '.join(LABEL_SETS)}, or a file of one name per line")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--compilation_cache", action=argparse.BooleanOptionalAction, default=True,
-                   help="JAX: keep XLA's compiled prediction for the next run (keras_vit.enable_compilation_cache)")
+    p.add_argument(
+        "--compilation_cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="JAX: keep XLA's compiled prediction for the next run (keras_vit.enable_compilation_cache)",
+    )
     args = p.parse_args(argv)
     try:
         if args.top < 1:
@@ -124,8 +131,11 @@ def main(argv=None) -> int:
             except OSError as e:  # a speed-up only: an unwritable cache directory must not stop the prediction
                 print(f"warning: no compilation cache ({e})", file=sys.stderr)
         model = load_model(args.weights, model=args.model or None)
-        labels = (read_labels(args.labels, model.classes) if args.labels  # else the checkpoint's own label set
-                  else model.data_config.labels or read_labels(None, model.classes))
+        labels = (
+            read_labels(args.labels, model.classes)
+            if args.labels  # else the checkpoint's own label set
+            else model.data_config.labels or read_labels(None, model.classes)
+        )
         results = classify(model, args.images, args.top, labels, pixels)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -52,8 +52,10 @@ def _pyarrow():
         import pyarrow
         import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise ImportError("Parquet output needs pyarrow: pip install 'keras-vision-transformer[inference]' (or "
-                          "write --format=npy or csv).") from None
+        raise ImportError(
+            "Parquet output needs pyarrow: pip install 'keras-vision-transformer[inference]' (or "
+            "write --format=npy or csv)."
+        ) from None
     return pyarrow
 
 
@@ -91,8 +93,12 @@ def _csv_text(files: List[str], values: Dict[str, np.ndarray]) -> str:
     for i, name in enumerate(files):
         cells = [name]
         for r in range(k):
-            cells += [int(values["class_index"][i, r]), values["class_id"][i, r], values["class_name"][i, r],
-                      repr(float(values["score"][i, r]))]
+            cells += [
+                int(values["class_index"][i, r]),
+                values["class_id"][i, r],
+                values["class_name"][i, r],
+                repr(float(values["score"][i, r])),
+            ]
         writer.writerow(cells)
     return out.getvalue()
 
@@ -108,7 +114,7 @@ def write_shard(directory: str, index: int, fmt: str, files: List[str], values: 
     else:
         buffer = io.BytesIO()
         np.save(buffer, values["embedding"], allow_pickle=False)
-        write_file(path[:-len(".npy")] + ".files.txt", "".join(f + "\n" for f in files).encode("utf-8"))
+        write_file(path[: -len(".npy")] + ".files.txt", "".join(f + "\n" for f in files).encode("utf-8"))
         write_file(path, buffer.getvalue())
     return name
 
@@ -127,7 +133,7 @@ def write_manifest(directory: str, manifest: dict) -> None:
 
 def _read_shard(path: str, fmt: str) -> Dict[str, np.ndarray]:
     if fmt == "npy":
-        with open(path[:-len(".npy")] + ".files.txt", encoding="utf-8") as f:
+        with open(path[: -len(".npy")] + ".files.txt", encoding="utf-8") as f:
             files = [line.rstrip("\n") for line in f]
         return {"file": np.asarray(files, dtype=object), "embedding": np.load(path, allow_pickle=False)}
     if fmt == "parquet":
@@ -145,10 +151,13 @@ def _read_shard(path: str, fmt: str) -> Dict[str, np.ndarray]:
         return {"file": files, "embedding": np.asarray([[float(v) for v in r[1:]] for r in body], "float32")}
     k, n = (len(header) - 1) // len(TOP_COLUMNS), len(TOP_COLUMNS)
     cell = lambda j: [[r[1 + n * i + j] for i in range(k)] for r in body]  # noqa: E731
-    return {"file": files, "class_index": np.asarray(cell(0), "int64").reshape(-1, k),
-            "class_id": np.asarray(cell(1), object).reshape(-1, k),
-            "class_name": np.asarray(cell(2), object).reshape(-1, k),
-            "score": np.asarray(cell(3), "float32").reshape(-1, k)}
+    return {
+        "file": files,
+        "class_index": np.asarray(cell(0), "int64").reshape(-1, k),
+        "class_id": np.asarray(cell(1), object).reshape(-1, k),
+        "class_name": np.asarray(cell(2), object).reshape(-1, k),
+        "score": np.asarray(cell(3), "float32").reshape(-1, k),
+    }
 
 
 def read_output(directory: str) -> Dict[str, np.ndarray]:
@@ -157,8 +166,11 @@ def read_output(directory: str) -> Dict[str, np.ndarray]:
     manifest = read_manifest(directory)
     if manifest is None:
         raise ValueError(f"{directory!r} holds no {MANIFEST}: not a keras_vit inference output.")
-    parts = [_read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
-             for s in manifest["shards"] if s["rows"]]
+    parts = [
+        _read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
+        for s in manifest["shards"]
+        if s["rows"]
+    ]
     out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]} if parts else {}
     out["bad"] = [dict(b) for s in manifest["shards"] for b in s["bad"]]
     return out

@@ -68,8 +68,7 @@ def model_table(image_size: int = 224, names: Optional[list] = None) -> list:
 
 
 def format_table(rows: list, image_size: int = 224) -> str:
-    lines = [f"{'model':<14} {'parameters':>13} {f'GFLOPs@{image_size}':>11}  output",
-             "-" * 50]
+    lines = [f"{'model':<14} {'parameters':>13} {f'GFLOPs@{image_size}':>11}  output", "-" * 50]
     for name, params, gflops, shape in rows:
         lines.append(f"{name:<14} {params:>13,} {gflops:>11.1f}  {shape}")
     return "\n".join(lines)

@@ -7,10 +7,40 @@ class itself does no file I/O). A release's own head size is resolved before bui
 
 from keras_vit.applications.create import create_model
 from keras_vit.applications.paper_models import (
-    ViT_Ti16, ViT_S16, ViT_S32, ViT_B8, ViT_B16, ViT_B32, ViT_L16, ViT_L32, ViT_H14, R50_ViT_B16, R50_ViT_B32,
-    R50_ViT_L16, R50_ViT_L32, R26_ViT_S32, R26_ViT_B32, R_ViT_Ti16)
+    ViT_Ti16,
+    ViT_S16,
+    ViT_S32,
+    ViT_B8,
+    ViT_B16,
+    ViT_B32,
+    ViT_L16,
+    ViT_L32,
+    ViT_H14,
+    R50_ViT_B16,
+    R50_ViT_B32,
+    R50_ViT_L16,
+    R50_ViT_L32,
+    R26_ViT_S32,
+    R26_ViT_B32,
+    R_ViT_Ti16,
+)
 
 __all__ = [
-    "create_model", "ViT_Ti16", "ViT_S16", "ViT_S32", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_L16", "ViT_L32",
-    "ViT_H14", "R50_ViT_B16", "R50_ViT_B32", "R50_ViT_L16", "R50_ViT_L32", "R26_ViT_S32", "R26_ViT_B32",
-    "R_ViT_Ti16"]
+    "create_model",
+    "ViT_Ti16",
+    "ViT_S16",
+    "ViT_S32",
+    "ViT_B8",
+    "ViT_B16",
+    "ViT_B32",
+    "ViT_L16",
+    "ViT_L32",
+    "ViT_H14",
+    "R50_ViT_B16",
+    "R50_ViT_B32",
+    "R50_ViT_L16",
+    "R50_ViT_L32",
+    "R26_ViT_S32",
+    "R26_ViT_B32",
+    "R_ViT_Ti16",
+]

@@ -15,8 +15,9 @@ from keras_vit.vit.model import VisionTransformer
 from keras_vit.weights import load
 
 
-def create_model(model_name: str, *, weights=None, classes: Optional[int] = None,
-                 representation_size: Optional[int] = None, **kwargs) -> VisionTransformer:
+def create_model(
+    model_name: str, *, weights=None, classes: Optional[int] = None, representation_size: Optional[int] = None, **kwargs
+) -> VisionTransformer:
     """Builds a model by name: `create_model("ViT-B/16", classes=10)`, `create_model("vit_small_patch14_dinov2")`.
 
     Names as in the paper ("ViT-B/16", "R50+ViT-B/16") or the checkpoints ("ViT-B_16"), or a timm architecture
@@ -33,8 +34,11 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
         arguments.update(kwargs)
         source = load.read_source(weights, None, arguments["num_heads"]) or weights  # read once, used thrice
         if arguments.get("data_config") is None:  # a source's own config, else timm's for the name's default tag
-            stated = load.data_config(source, None) if weights is not None and getattr(
-                source, "kind", None) != "safetensors" else None
+            stated = (
+                load.data_config(source, None)
+                if weights is not None and getattr(source, "kind", None) != "safetensors"
+                else None
+            )
             arguments["data_config"] = stated or timm_table.data_config(model_name)
         with weights_follow(weights is not None):  # assigned from `weights` next: no random draws first
             model = VisionTransformer(**arguments, representation_size=representation_size)
@@ -45,8 +49,9 @@ def create_model(model_name: str, *, weights=None, classes: Optional[int] = None
     if kwargs.get("data_config") is None:
         kwargs["data_config"] = load.data_config(source, config.name)
     with weights_follow(weights is not None):
-        model = VisionTransformer(**config.model_kwargs(), classes=classes, representation_size=representation_size,
-                                  **kwargs)
+        model = VisionTransformer(
+            **config.model_kwargs(), classes=classes, representation_size=representation_size, **kwargs
+        )
     return load.load_weights(model, source)
 
 

@@ -92,7 +92,8 @@ def variant(model_name: str):
         function.__doc__ = (
             f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, MLP {config.mlp_dim}, "
             f"{config.num_heads} heads, {config.effective_patch_size}x{config.effective_patch_size} pixels per "
-            f"token{hybrid}.\n" + ARGS)
+            f"token{hybrid}.\n" + ARGS
+        )
         return function
 
     return document

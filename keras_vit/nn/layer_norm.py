@@ -48,5 +48,4 @@ class LayerNorm(keras.layers.LayerNormalization):
     def _one_pass_applies(self, inputs) -> bool:
         axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
         last = len(inputs.shape) - 1
-        return (self.center and self.scale and not self.rms_scaling
-                and [a % len(inputs.shape) for a in axes] == [last])
+        return self.center and self.scale and not self.rms_scaling and [a % len(inputs.shape) for a in axes] == [last]

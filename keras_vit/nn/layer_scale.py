@@ -19,8 +19,9 @@ class LayerScale(ArraySpecs, keras.layers.Layer):
         self.init_value = float(init_value)
 
     def build(self, input_shape):
-        self.scale = self.add_weight(name="scale", shape=(input_shape[-1],),
-                                     initializer=initial(keras.initializers.Constant(self.init_value)))
+        self.scale = self.add_weight(
+            name="scale", shape=(input_shape[-1],), initializer=initial(keras.initializers.Constant(self.init_value))
+        )
 
     def call(self, x):
         return x * keras.ops.cast(self.scale, x.dtype)

@@ -64,8 +64,10 @@ class Rotary:
         if value is None or isinstance(value, Rotary):
             return value
         if not isinstance(value, dict):
-            raise ValueError(f"rotary_embedding must be None or a dict of {[f.name for f in dataclasses.fields(cls)]}, "
-                             f"got {value!r}.")
+            raise ValueError(
+                f"rotary_embedding must be None or a dict of {[f.name for f in dataclasses.fields(cls)]}, "
+                f"got {value!r}."
+            )
         unknown = sorted(set(value) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise ValueError(f"rotary_embedding has unknown keys {unknown}.")
@@ -81,8 +83,10 @@ class Rotary:
                 raise ValueError("rotary_embedding reference_grid is (rows, cols), for the 'axial' form only.")
             v["reference_grid"] = grid
         if v.get("form") == "mixed" and (v["rotate_half"] or v["offset"]):
-            raise ValueError("rotary_embedding form 'mixed' pairs neighbouring channels at integer grid positions: "
-                             "rotate_half and offset do not apply.")
+            raise ValueError(
+                "rotary_embedding form 'mixed' pairs neighbouring channels at integer grid positions: "
+                "rotate_half and offset do not apply."
+            )
         return cls(**v)
 
     def to_config(self) -> dict:
@@ -132,8 +136,7 @@ class RotaryPositionEmbedding(ArraySpecs, keras.layers.Layer):
     identity rows, then one row per patch of the grid the images give (`stride` pixels per patch side), so an
     any-size model follows its input. No weights."""
 
-    def __init__(self, rotary: Union[dict, Rotary], head_dim: int, stride: int, num_prefix_tokens: int = 0,
-                 **kwargs):
+    def __init__(self, rotary: Union[dict, Rotary], head_dim: int, stride: int, num_prefix_tokens: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.rotary = Rotary.from_config(rotary)
         self.head_dim, self.stride, self.num_prefix_tokens = int(head_dim), int(stride), int(num_prefix_tokens)
@@ -146,8 +149,11 @@ class RotaryPositionEmbedding(ArraySpecs, keras.layers.Layer):
         if self.rotary.form == "mixed":  # the positions: each attention layer has its own frequencies
             return grid_positions(self.rotary, rows, cols, self.num_prefix_tokens)
         angles = rotary_angles(self.rotary, self.head_dim, rows, cols)
-        layout = (ops.concatenate([angles, angles], axis=-1) if self.rotary.rotate_half
-                  else ops.reshape(ops.repeat(ops.expand_dims(angles, -1), 2, axis=-1), (-1, self.head_dim)))
+        layout = (
+            ops.concatenate([angles, angles], axis=-1)
+            if self.rotary.rotate_half
+            else ops.reshape(ops.repeat(ops.expand_dims(angles, -1), 2, axis=-1), (-1, self.head_dim))
+        )
         table = ops.concatenate([ops.cos(layout), ops.sin(layout)], axis=-1)
         if self.num_prefix_tokens:
             identity = np.concatenate([np.ones(self.head_dim), np.zeros(self.head_dim)]).astype("float32")
@@ -160,8 +166,13 @@ class RotaryPositionEmbedding(ArraySpecs, keras.layers.Layer):
         return (n, 2 if self.rotary.form == "mixed" else 2 * self.head_dim)
 
     def get_config(self):
-        return {**super().get_config(), "rotary": self.rotary.to_config(), "head_dim": self.head_dim,
-                "stride": self.stride, "num_prefix_tokens": self.num_prefix_tokens}
+        return {
+            **super().get_config(),
+            "rotary": self.rotary.to_config(),
+            "head_dim": self.head_dim,
+            "stride": self.stride,
+            "num_prefix_tokens": self.num_prefix_tokens,
+        }
 
 
 def apply_rotary(x, table, rotation: np.ndarray):
@@ -182,8 +193,11 @@ def grid_positions(rotary: Rotary, rows, cols, num_prefix_tokens: int):
     r, c = ops.meshgrid(ops.cast(ops.arange(rows), "float32"), ops.cast(ops.arange(cols), "float32"), indexing="ij")
     axes = (r, c) if rotary.axis_order == "ij" else (c, r)
     positions = ops.stack([ops.reshape(a, (-1,)) for a in axes], axis=-1)
-    return ops.concatenate([ops.zeros((num_prefix_tokens, 2), "float32"), positions], 0) if num_prefix_tokens \
+    return (
+        ops.concatenate([ops.zeros((num_prefix_tokens, 2), "float32"), positions], 0)
+        if num_prefix_tokens
         else positions
+    )
 
 
 def mixed_frequencies(num_heads: int, head_dim: int, temperature: float, rng: np.random.Generator) -> np.ndarray:

@@ -32,26 +32,44 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
       use_bias: biases on the three Dense layers (AIMv2 has none).
     """
 
-    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, hidden_norm: bool = False,
-                 layer_norm_epsilon: float = 1e-6, rms_norm: bool = False, use_bias: bool = True, **kwargs):
+    def __init__(
+        self,
+        mlp_dim: int,
+        dropout_rate: float = 0.0,
+        hidden_norm: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        rms_norm: bool = False,
+        use_bias: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.mlp_dim, self.dropout_rate = int(mlp_dim), float(dropout_rate)
         self.hidden_norm, self.layer_norm_epsilon = bool(hidden_norm), float(layer_norm_epsilon)
         self.rms_norm, self.use_bias = bool(rms_norm), bool(use_bias)
         self.activation = "silu"  # what `SwiGLU` means; recorded for the block function's cache key
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
-        self.norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
-                     if self.hidden_norm else None)
+        self.norm = (
+            normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
+            if self.hidden_norm
+            else None
+        )
 
     def build(self, input_shape):
         d = input_shape[-1]
         hidden = tuple(input_shape[:-1]) + (self.mlp_dim,)
-        for attribute, name, fan_in, fan_out in (("dense_0", "Dense_0", d, self.mlp_dim),
-                                                 ("gate", "gate", d, self.mlp_dim),
-                                                 ("dense_1", "Dense_1", self.mlp_dim, d)):
-            layer = keras.layers.Dense(fan_out, kernel_initializer=xavier_uniform(fan_in, fan_out),
-                                       use_bias=self.use_bias,
-                                       bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name=name)
+        for attribute, name, fan_in, fan_out in (
+            ("dense_0", "Dense_0", d, self.mlp_dim),
+            ("gate", "gate", d, self.mlp_dim),
+            ("dense_1", "Dense_1", self.mlp_dim, d),
+        ):
+            layer = keras.layers.Dense(
+                fan_out,
+                kernel_initializer=xavier_uniform(fan_in, fan_out),
+                use_bias=self.use_bias,
+                bias_initializer=mlp_bias_init(),
+                dtype=self.dtype_policy,
+                name=name,
+            )
             layer.build(hidden if name == "Dense_1" else input_shape)
             setattr(self, attribute, layer)
         if self.norm is not None:
@@ -68,6 +86,12 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
-                "hidden_norm": self.hidden_norm, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "rms_norm": self.rms_norm, "use_bias": self.use_bias}
+        return {
+            **super().get_config(),
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "hidden_norm": self.hidden_norm,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "rms_norm": self.rms_norm,
+            "use_bias": self.use_bias,
+        }

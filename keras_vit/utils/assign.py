@@ -39,7 +39,7 @@ def _aligned(allocate, shape: tuple, dtype) -> np.ndarray:
     size = int(np.prod(shape)) * dtype.itemsize
     raw = allocate(size + 64, np.uint8)
     start = (-raw.ctypes.data) % 64
-    return raw[start:start + size].view(dtype).reshape(shape)
+    return raw[start : start + size].view(dtype).reshape(shape)
 
 
 class FreshZeros(np.ndarray):
@@ -87,8 +87,11 @@ def _adopting_creator(next_creator, **kwargs):
     dtype = kwargs.get("dtype")
     if not isinstance(value, FreshZeros) or (dtype is not None and tf.as_dtype(dtype) != tf.as_dtype(value.dtype)):
         return next_creator(**dict(kwargs, initial_value=value))
-    variable = UninitializedVariable(shape=value.shape, dtype=tf.as_dtype(value.dtype),
-                                     **{k: kwargs[k] for k in _PASSED_ON if kwargs.get(k) is not None})
+    variable = UninitializedVariable(
+        shape=value.shape,
+        dtype=tf.as_dtype(value.dtype),
+        **{k: kwargs[k] for k in _PASSED_ON if kwargs.get(k) is not None},
+    )
     tf.raw_ops.AssignVariableOp(resource=variable.handle, value=value.view(np.ndarray), validate_shape=True)
     return variable
 
@@ -103,8 +106,11 @@ def assign_array(variable: keras.Variable, array: np.ndarray, *, adopt: bool = F
     """
     if tuple(array.shape) != tuple(variable.shape):
         raise ValueError(f"{variable.path}: array of shape {array.shape}, variable of shape {tuple(variable.shape)}.")
-    if adopt and keras.backend.backend() == "tensorflow" and array.dtype == np.dtype(
-            keras.backend.standardize_dtype(variable.dtype)):
+    if (
+        adopt
+        and keras.backend.backend() == "tensorflow"
+        and array.dtype == np.dtype(keras.backend.standardize_dtype(variable.dtype))
+    ):
         import tensorflow as tf
         from tensorflow.python.ops.resource_variable_ops import ResourceVariable, UninitializedVariable
 

@@ -125,9 +125,14 @@ def foreign_entry(path: str, legacy: Callable[[str], bool] = lambda entry: False
     return None
 
 
-def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *, overwrite: bool = False,
-                    replaceable: Callable[[str], bool] = lambda existing: True,
-                    legacy: Callable[[str], bool] = lambda entry: False) -> str:
+def write_directory(
+    path: Union[str, os.PathLike],
+    fill: Callable[[str], Any],
+    *,
+    overwrite: bool = False,
+    replaceable: Callable[[str], bool] = lambda existing: True,
+    legacy: Callable[[str], bool] = lambda entry: False,
+) -> str:
     """Builds a directory with `fill(tmp_dir)` and renames it to `path`.
 
     An existing `path` is replaced only with `overwrite=True`, when `replaceable(path)` says it is ours
@@ -139,13 +144,17 @@ def write_directory(path: Union[str, os.PathLike], fill: Callable[[str], Any], *
         if not overwrite:
             raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to replace it.")
         if not os.path.isdir(path) or not replaceable(path):
-            raise FileExistsError(f"{path} exists and is not an earlier output of ours; refusing to replace it "
-                                  "(remove it yourself or choose another path).")
+            raise FileExistsError(
+                f"{path} exists and is not an earlier output of ours; refusing to replace it "
+                "(remove it yourself or choose another path)."
+            )
         foreign = foreign_entry(path, legacy)
         if foreign is not None:
-            raise FileExistsError(f"{path} holds {foreign!r}, which keras_vit did not write there or which was "
-                                  "changed since; refusing to replace the directory (move that out, or choose "
-                                  "another path).")
+            raise FileExistsError(
+                f"{path} holds {foreign!r}, which keras_vit did not write there or which was "
+                "changed since; refusing to replace the directory (move that out, or choose "
+                "another path)."
+            )
     tmp = tempfile.mkdtemp(prefix=f".tmp-{tag}", dir=parent)
     try:
         fill(tmp)

@@ -8,8 +8,12 @@ import os
 from typing import Callable, List, Tuple
 
 
-def files_below(directory: str, start: str = "", keep: Callable[[str], bool] = lambda name: True,
-                name_check: Callable[[str, str], str] = lambda parent, name: name) -> List[Tuple[str, int, int]]:
+def files_below(
+    directory: str,
+    start: str = "",
+    keep: Callable[[str], bool] = lambda name: True,
+    name_check: Callable[[str, str], str] = lambda parent, name: name,
+) -> List[Tuple[str, int, int]]:
     """(path relative to `directory`, size in bytes, modification time in ns) of every file below
     `directory/start` whose name `keep` accepts, unsorted. Hidden entries are left out and linked folders are
     not followed (as `os.walk`); `name_check(directory, name)` may refuse a name by raising."""

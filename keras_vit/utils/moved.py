@@ -25,8 +25,9 @@ class Forwarder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def warn(self, old: str) -> None:
         new = " and ".join(self.moved[old])
-        warnings.warn(f"{old} is deprecated and will be removed in {self.removal}; use {new}.", DeprecationWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"{old} is deprecated and will be removed in {self.removal}; use {new}.", DeprecationWarning, stacklevel=4
+        )
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.moved:

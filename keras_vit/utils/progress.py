@@ -34,8 +34,15 @@ class Progress:
         done: units already done before this run (a resumed run): counted in the total, not in the rate.
     """
 
-    def __init__(self, what: str, total: Optional[int], unit: str = "items", every: float = 10.0,
-                 log: Optional[Callable[[str], None]] = None, done: int = 0):
+    def __init__(
+        self,
+        what: str,
+        total: Optional[int],
+        unit: str = "items",
+        every: float = 10.0,
+        log: Optional[Callable[[str], None]] = None,
+        done: int = 0,
+    ):
         self.what, self.total, self.unit, self.every, self.log = what, total, unit, every, log
         self.done = self._start_done = done
         self._start = self._last = time.monotonic()
@@ -77,8 +84,14 @@ class Progress:
             self._emit(final=True)
 
 
-def counted(items: Iterable, what: str, total: Optional[int] = None, unit: str = "items", every: float = 30.0,
-            log: Optional[Callable[[str], None]] = None) -> Iterator:
+def counted(
+    items: Iterable,
+    what: str,
+    total: Optional[int] = None,
+    unit: str = "items",
+    every: float = 30.0,
+    log: Optional[Callable[[str], None]] = None,
+) -> Iterator:
     """`items` as they are consumed, reported by a `Progress` (one unit per item)."""
     progress = Progress(what, total, unit=unit, every=every, log=log)
     for item in items:

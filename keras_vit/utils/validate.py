@@ -21,8 +21,9 @@ def integer(field: str, value, *, minimum: int = 1, allow_none: bool = False) ->
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{field} must be an integer >= {minimum}{' or None' if allow_none else ''}, "
-                         f"got {_shown(value)}.")
+        raise ValueError(
+            f"{field} must be an integer >= {minimum}{' or None' if allow_none else ''}, got {_shown(value)}."
+        )
     if not isinstance(value, numbers.Integral) and float(value) != int(value):
         raise ValueError(f"{field} must be a whole number, got {value!r}; it is not rounded for you.")
     if int(value) < minimum:
@@ -30,8 +31,9 @@ def integer(field: str, value, *, minimum: int = 1, allow_none: bool = False) ->
     return int(value)
 
 
-def number(field: str, value, *, minimum: Optional[float] = None, below: Optional[float] = None,
-           positive: bool = False) -> float:
+def number(
+    field: str, value, *, minimum: Optional[float] = None, below: Optional[float] = None, positive: bool = False
+) -> float:
     """`value` as a finite float in [minimum, below) (and > 0 when `positive`)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{field} must be a number, got {_shown(value)}.")
@@ -62,7 +64,7 @@ def boolean(field: str, value) -> bool:
 
 
 def nearest_multiples(size: int, multiple: int) -> str:
-    """"24 or 32": the multiples of `multiple` on either side of `size` (for errors about patch grids)."""
+    """ "24 or 32": the multiples of `multiple` on either side of `size` (for errors about patch grids)."""
     lower = max(multiple, size // multiple * multiple)
     return f"{lower} or {lower + multiple}"
 
@@ -83,8 +85,7 @@ def integers(field: str, value, *, minimum: int = 1, allow_empty: bool = False) 
 def image_shape(field: str, value) -> Tuple[Optional[int], Optional[int], Optional[int]]:
     """(height, width, channels): a list or tuple of three positive ints (or None)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 3:
-        raise ValueError(f"{field} must be a tuple (height, width, channels), e.g. (224, 224, 3), "
-                         f"got {_shown(value)}.")
+        raise ValueError(f"{field} must be a tuple (height, width, channels), e.g. (224, 224, 3), got {_shown(value)}.")
     return tuple(integer(f"{field}[{i}]", v, allow_none=True) for i, v in enumerate(value))
 
 

@@ -12,7 +12,26 @@ from keras_vit.vit.resnet import ResidualUnit, ResNetStem, StdConv2D
 from keras_vit.vit.sharding import layout_map
 from keras_vit.vit.table import MODELS, ViTConfig, list_models, vit_config
 
-__all__ = ["AddPositionEmbedding", "ClassToken", "DropPath", "Encoder", "EncoderBlock", "LayerNorm", "MODELS",
-           "MlpBlock", "MultiHeadDotProductAttention", "PatchEmbedding", "ResNetStem", "ResidualUnit", "StdConv2D",
-           "TokenPooling", "ViTConfig", "VisionTransformer", "ensure_vit", "layout_map", "list_models",
-           "preprocess_input", "vit_config"]
+__all__ = [
+    "AddPositionEmbedding",
+    "ClassToken",
+    "DropPath",
+    "Encoder",
+    "EncoderBlock",
+    "LayerNorm",
+    "MODELS",
+    "MlpBlock",
+    "MultiHeadDotProductAttention",
+    "PatchEmbedding",
+    "ResNetStem",
+    "ResidualUnit",
+    "StdConv2D",
+    "TokenPooling",
+    "ViTConfig",
+    "VisionTransformer",
+    "ensure_vit",
+    "layout_map",
+    "list_models",
+    "preprocess_input",
+    "vit_config",
+]

@@ -25,6 +25,8 @@ def all_or_nothing(model: keras.Model, load: Callable[[], None], source) -> kera
     bad = [v.path for v in model.weights if not np.all(np.isfinite(keras.ops.convert_to_numpy(v)))]
     if bad:
         restore()
-        raise ValueError(f"weights file {source!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
-                         f"{bad[0]} -- a diverged or damaged file (no weight was changed).")
+        raise ValueError(
+            f"weights file {source!r}: {len(bad)} array(s) hold non-finite values (NaN/Inf), e.g. "
+            f"{bad[0]} -- a diverged or damaged file (no weight was changed)."
+        )
     return model

@@ -18,18 +18,21 @@ POOLINGS = (None, "token", "avg", "max", "sequence")
 DEFAULT_INPUT_SHAPE = (224, 224, 3)
 DEFAULT_CLASSES = 1000
 
+
 def _check_input_shape(input_shape, effective_patch: int) -> Tuple[Optional[int], Optional[int], int]:
     """(height, width, channels); None height/width: any size at call time (position embeddings resized)."""
     input_shape = validate.image_shape("input_shape", DEFAULT_INPUT_SHAPE if input_shape is None else input_shape)
     h, w, c = input_shape
     if c is None:
-        raise ValueError(f"input_shape needs a known channel count (1 for grayscale, 3 for RGB, ...), "
-                         f"got {input_shape}.")
+        raise ValueError(
+            f"input_shape needs a known channel count (1 for grayscale, 3 for RGB, ...), got {input_shape}."
+        )
     bad = [(axis, s) for axis, s in (("height", h), ("width", w)) if s is not None and s % effective_patch]
     if bad:
         detail = "; ".join(f"{axis} {s} (try {validate.nearest_multiples(s, effective_patch)})" for axis, s in bad)
-        raise ValueError(f"input_shape {input_shape} is not divisible by the effective patch size "
-                         f"{effective_patch}: {detail}.")
+        raise ValueError(
+            f"input_shape {input_shape} is not divisible by the effective patch size {effective_patch}: {detail}."
+        )
     return h, w, c
 
 
@@ -47,8 +50,10 @@ def position_grid_for(h, w, effective_patch: int, position_grid) -> Tuple[int, i
             grid.append(position_grid[i] if position_grid is not None else default)
         else:
             if position_grid is not None and position_grid[i] != size // effective_patch:
-                raise ValueError(f"position_grid {tuple(position_grid)} disagrees with the fixed input size "
-                                 f"{(h, w)}; it is only for size-free (None) axes.")
+                raise ValueError(
+                    f"position_grid {tuple(position_grid)} disagrees with the fixed input size "
+                    f"{(h, w)}; it is only for size-free (None) axes."
+                )
             grid.append(size // effective_patch)
     return tuple(grid)
 
@@ -65,8 +70,17 @@ def model_inputs(input_shape, input_tensor, effective_patch: int) -> tuple:
     return input_tensor, (h, w, c)
 
 
-def check_arguments(sizes: dict, resnet_layers, resnet_width, flags: dict, classifier, pooling, representation_size,
-                    classes, rates: dict) -> tuple:
+def check_arguments(
+    sizes: dict,
+    resnet_layers,
+    resnet_width,
+    flags: dict,
+    classifier,
+    pooling,
+    representation_size,
+    classes,
+    rates: dict,
+) -> tuple:
     """The constructor's keywords after type and range checks."""
     sizes = {field: validate.integer(field, v) for field, v in sizes.items()}
     if resnet_layers is not None:

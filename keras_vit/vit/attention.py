@@ -47,10 +47,22 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     FUSED = None
     PROJECTIONS = ("query", "key", "value", "out")
 
-    def __init__(self, num_heads: int, dropout_rate: float = 0.0, qk_norm: bool = False, qkv_bias: bool = True,
-                 layer_norm_epsilon: float = 1e-6, rotate_half: bool = False, output_norm: bool = False,
-                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
-                 projection_bias: bool = True, num_key_value_heads: Optional[int] = None, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        dropout_rate: float = 0.0,
+        qk_norm: bool = False,
+        qkv_bias: bool = True,
+        layer_norm_epsilon: float = 1e-6,
+        rotate_half: bool = False,
+        output_norm: bool = False,
+        key_bias: bool = True,
+        mixed_rotary_temperature: Optional[float] = None,
+        rms_norm: bool = False,
+        projection_bias: bool = True,
+        num_key_value_heads: Optional[int] = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
@@ -58,9 +70,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.rms_norm, self.projection_bias = bool(rms_norm), bool(projection_bias)  # AIMv2: RMSNorm, no out bias
         self.num_key_value_heads = self.num_heads if num_key_value_heads is None else int(num_key_value_heads)
         if self.num_heads % self.num_key_value_heads:
-            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_key_value_heads "
-                             f"{self.num_key_value_heads} (grouped-query attention shares each key/value head "
-                             "among a whole number of query heads).")
+            raise ValueError(
+                f"num_heads {self.num_heads} is not a multiple of num_key_value_heads "
+                f"{self.num_key_value_heads} (grouped-query attention shares each key/value head "
+                "among a whole number of query heads)."
+            )
         # RoPE-Mixed: this layer learns its own rotary frequencies (initialised at this temperature)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
         self.dropout_rate = float(dropout_rate)
@@ -68,10 +82,15 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
         self.query_norm = self.key_norm = None
         if self.qk_norm:  # a LayerNorm over each head's queries and keys (ViT-22B; timm's q_norm / k_norm)
-            self.query_norm, self.key_norm = (normalization(
-                self.layer_norm_epsilon, n, self.dtype_policy, self.rms_norm) for n in ("query_norm", "key_norm"))
-        self.attention_norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
-                               if self.output_norm else None)
+            self.query_norm, self.key_norm = (
+                normalization(self.layer_norm_epsilon, n, self.dtype_policy, self.rms_norm)
+                for n in ("query_norm", "key_norm")
+            )
+        self.attention_norm = (
+            normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
+            if self.output_norm
+            else None
+        )
 
     def build(self, input_shape):
         d = input_shape[-1]
@@ -84,14 +103,26 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         for name in ("query", "key", "value"):  # (batch, tokens, D) -> (batch, tokens, heads, D/heads)
             biased = self.qkv_bias and (name != "key" or self.key_bias)
             n = h if name == "query" else self.num_key_value_heads  # grouped-query attention: fewer key/value heads
-            layer = Projection("btd,dhk->bthk", output_shape=(None, n, dh), bias_axes="hk" if biased else None,
-                               input_axes=1,
-                               kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer = Projection(
+                "btd,dhk->bthk",
+                output_shape=(None, n, dh),
+                bias_axes="hk" if biased else None,
+                input_axes=1,
+                kernel_initializer=init,
+                dtype=self.dtype_policy,
+                name=name,
+            )
             layer.build(tuple(input_shape))
             setattr(self, name, layer)
-        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d" if self.projection_bias else None,
-                              input_axes=2,
-                              kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out = Projection(
+            "bthk,hkd->btd",
+            output_shape=(None, d),
+            bias_axes="d" if self.projection_bias else None,
+            input_axes=2,
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="out",
+        )
         self.out.build(tuple(input_shape[:-1]) + (h, dh))
         for norm in (self.query_norm, self.key_norm):
             if norm is not None:
@@ -101,8 +132,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         self.rotary_frequencies = None
         if self.mixed_rotary_temperature is not None:
             start = mixed_frequencies(h, dh, self.mixed_rotary_temperature, np.random.default_rng())
-            self.rotary_frequencies = self.add_weight(name="rotary_frequencies", shape=start.shape,
-                                                      initializer=initial(keras.initializers.Constant(start)))
+            self.rotary_frequencies = self.add_weight(
+                name="rotary_frequencies", shape=start.shape, initializer=initial(keras.initializers.Constant(start))
+            )
 
     @property
     def quantized(self) -> bool:
@@ -120,11 +152,13 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         kernel = ops.concatenate([ops.reshape(layer.kernel, (-1, n)) for layer, n in zip(layers, widths)], axis=-1)
         qkv = ops.matmul(x, ops.cast(kernel, x.dtype))
         if self.qkv_bias:
-            biases = [ops.reshape(layer.bias, (n,)) if layer.bias is not None else ops.zeros((n,), layer.kernel.dtype)
-                      for layer, n in zip(layers, widths)]  # no key bias: zeros (softmax ignores one shared by all keys)
+            biases = [
+                ops.reshape(layer.bias, (n,)) if layer.bias is not None else ops.zeros((n,), layer.kernel.dtype)
+                for layer, n in zip(layers, widths)
+            ]  # no key bias: zeros (softmax ignores one shared by all keys)
             qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
         b, t = ops.shape(x)[0], ops.shape(x)[1]
-        q, k, v = qkv[..., :widths[0]], qkv[..., widths[0]:widths[0] + widths[1]], qkv[..., widths[0] + widths[1]:]
+        q, k, v = qkv[..., : widths[0]], qkv[..., widths[0] : widths[0] + widths[1]], qkv[..., widths[0] + widths[1] :]
         return tuple(ops.reshape(y, (b, t, *shape)) for y, shape in zip((q, k, v), heads))
 
     def call(self, x, rotary=None, training=None, return_attention=False):
@@ -159,8 +193,10 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """(batch, tokens, heads, head_dim) -> the out projection, (batch, tokens, D)."""
         h, dh = self.num_heads, self.head_dim
         if self.attention_norm is not None:
-            y = ops.reshape(self.attention_norm(ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))),
-                            (ops.shape(x)[0], ops.shape(x)[1], h, dh))
+            y = ops.reshape(
+                self.attention_norm(ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))),
+                (ops.shape(x)[0], ops.shape(x)[1], h, dh),
+            )
         if self.quantized:
             return self.out(y)
         d = ops.shape(x)[-1]
@@ -172,8 +208,18 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "dropout_rate": self.dropout_rate,
-                "qk_norm": self.qk_norm, "qkv_bias": self.qkv_bias, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "rotate_half": self.rotate_half, "output_norm": self.output_norm, "key_bias": self.key_bias,
-                "mixed_rotary_temperature": self.mixed_rotary_temperature, "rms_norm": self.rms_norm,
-                "projection_bias": self.projection_bias, "num_key_value_heads": self.num_key_value_heads}
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "dropout_rate": self.dropout_rate,
+            "qk_norm": self.qk_norm,
+            "qkv_bias": self.qkv_bias,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "rotate_half": self.rotate_half,
+            "output_norm": self.output_norm,
+            "key_bias": self.key_bias,
+            "mixed_rotary_temperature": self.mixed_rotary_temperature,
+            "rms_norm": self.rms_norm,
+            "projection_bias": self.projection_bias,
+            "num_key_value_heads": self.num_key_value_heads,
+        }

@@ -34,8 +34,16 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
       num_prefix_tokens: leading tokens (class, registers) the probe does not attend to (timm's default).
     """
 
-    def __init__(self, num_heads: int, mlp_dim: int, activation: Optional[str] = None,
-                 layer_norm_epsilon: float = 1e-6, num_prefix_tokens: int = 0, rms_norm: bool = False, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        mlp_dim: int,
+        activation: Optional[str] = None,
+        layer_norm_epsilon: float = 1e-6,
+        num_prefix_tokens: int = 0,
+        rms_norm: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads, self.mlp_dim = int(num_heads), int(mlp_dim)
         self.num_prefix_tokens = int(num_prefix_tokens)  # rows skipped: the probe attends to patch tokens only
@@ -53,18 +61,32 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
         self.probe = self.add_weight(name="probe", shape=(1, 1, d), initializer=xavier_uniform(1, d))
         init = xavier_uniform(d, d)
         for name in ("query", "key", "value"):
-            layer = Projection("btd,dhk->bthk", output_shape=(None, h, dh), bias_axes="hk", input_axes=1,
-                               kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer = Projection(
+                "btd,dhk->bthk",
+                output_shape=(None, h, dh),
+                bias_axes="hk",
+                input_axes=1,
+                kernel_initializer=init,
+                dtype=self.dtype_policy,
+                name=name,
+            )
             layer.build((None, None, d))
             setattr(self, name, layer)
-        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d", input_axes=2,
-                              kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out = Projection(
+            "bthk,hkd->btd",
+            output_shape=(None, d),
+            bias_axes="d",
+            input_axes=2,
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="out",
+        )
         self.out.build((None, None, h, dh))
         self.layer_norm.build((None, 1, d))
         self.mlp.build((None, 1, d))
 
     def call(self, x, return_attention: bool = False):
-        x = x[:, self.num_prefix_tokens:] if self.num_prefix_tokens else x
+        x = x[:, self.num_prefix_tokens :] if self.num_prefix_tokens else x
         probe = ops.broadcast_to(ops.cast(self.probe, x.dtype), (ops.shape(x)[0], 1, ops.shape(x)[-1]))
         q, k, v = self.query(probe), self.key(x), self.value(x)
         scale = ops.cast(1.0 / math.sqrt(int(q.shape[-1])), q.dtype)
@@ -77,6 +99,12 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
         return (input_shape[0], input_shape[-1])
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
-                "activation": self.activation, "layer_norm_epsilon": self.layer_norm_epsilon,
-                "num_prefix_tokens": self.num_prefix_tokens, "rms_norm": self.rms_norm}
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "rms_norm": self.rms_norm,
+        }

@@ -53,8 +53,7 @@ def _signature(block) -> List[Tuple[str, tuple, str]]:
     """(path below the block, shape, dtype) of each of the block's variables, in order. Numeric suffixes are
     dropped from the path: Keras numbers its seed generators across the whole model."""
     prefix = block.name + "/"
-    return [(re.sub(r"_\d+(?=/|$)", "", v.path.split(prefix, 1)[-1]), tuple(v.shape), v.dtype)
-            for v in block.variables]
+    return [(re.sub(r"_\d+(?=/|$)", "", v.path.split(prefix, 1)[-1]), tuple(v.shape), v.dtype) for v in block.variables]
 
 
 # Layer attributes that do not change what an inference call computes: names and paths (they differ from block
@@ -67,18 +66,27 @@ def _settings(layer) -> tuple:
     calls it: epsilon, heads, activation, LoRA's rank and alpha, and any setting a later part adds. Derived from
     the layer itself rather than listed by hand, so a setting outside `computation()` cannot be missed."""
     plain = (bool, int, float, str, type(None))
-    return tuple((k, v) for k, v in sorted(vars(layer).items())
-                 if not k.startswith("_") and k not in _NOT_COMPUTED and not k.endswith("_rate")
-                 and (isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(i, plain) for i in v))))
+    return tuple(
+        (k, v)
+        for k, v in sorted(vars(layer).items())
+        if not k.startswith("_")
+        and k not in _NOT_COMPUTED
+        and not k.endswith("_rate")
+        and (isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(i, plain) for i in v)))
+    )
 
 
 def _structure(block) -> tuple:
     """What the block computes from (weights, x): its class, `computation()` config, every sublayer's class,
     dtype policy and settings (`_settings`), its variables' signature and the attention path. (Not `get_config`:
     Keras' serialisation of the dtype policy imports TensorFlow, seconds on the JAX backend.)"""
-    return (type(block), tuple(sorted(block.computation().items())),
-            tuple((type(layer), layer.dtype_policy.name, _settings(layer)) for layer in block._flatten_layers()),
-            tuple(_signature(block)), bool(MultiHeadDotProductAttention.FUSED))
+    return (
+        type(block),
+        tuple(sorted(block.computation().items())),
+        tuple((type(layer), layer.dtype_policy.name, _settings(layer)) for layer in block._flatten_layers()),
+        tuple(_signature(block)),
+        bool(MultiHeadDotProductAttention.FUSED),
+    )
 
 
 def _uniform(blocks) -> Optional[tuple]:

@@ -28,13 +28,23 @@ def checked_stem(value) -> Optional[Tuple[Tuple[int, int], ...]]:
     """`convolutional_stem` as ((channels, size), ...), or a ValueError naming the keyword."""
     if value is None:
         return None
-    layers = tuple(tuple(layer) if isinstance(layer, (list, tuple)) else (layer,) for layer in value) \
-        if isinstance(value, (list, tuple)) else None
+    layers = (
+        tuple(tuple(layer) if isinstance(layer, (list, tuple)) else (layer,) for layer in value)
+        if isinstance(value, (list, tuple))
+        else None
+    )
     if not layers or any(len(layer) != 2 for layer in layers):
-        raise ValueError(f"convolutional_stem={value!r}: expected (channels, kernel size) pairs, one per layer, "
-                         "e.g. ((192, 4), (192, 2)) for MobileCLIP's ViT-B.")
-    return tuple((validate.integer("convolutional_stem channels", c, minimum=1),
-                  validate.integer("convolutional_stem kernel size", k, minimum=1)) for c, k in layers)
+        raise ValueError(
+            f"convolutional_stem={value!r}: expected (channels, kernel size) pairs, one per layer, "
+            "e.g. ((192, 4), (192, 2)) for MobileCLIP's ViT-B."
+        )
+    return tuple(
+        (
+            validate.integer("convolutional_stem channels", c, minimum=1),
+            validate.integer("convolutional_stem kernel size", k, minimum=1),
+        )
+        for c, k in layers
+    )
 
 
 def stem_stride(layers: Optional[Sequence[Tuple[int, int]]]) -> int:
@@ -52,8 +62,10 @@ def embedding_patch(patch_size: int, layers: Optional[Sequence[Tuple[int, int]]]
         raise ValueError("convolutional_stem and resnet_layers are two stems; a model has one.")
     stride = stem_stride(layers)
     if patch_size % stride:
-        raise ValueError(f"convolutional_stem={[list(layer) for layer in layers]} down-samples {stride}x, which does "
-                         f"not divide patch_size={patch_size}: the embedding takes the rest of each patch.")
+        raise ValueError(
+            f"convolutional_stem={[list(layer) for layer in layers]} down-samples {stride}x, which does "
+            f"not divide patch_size={patch_size}: the embedding takes the rest of each patch."
+        )
     return patch_size // stride
 
 
@@ -66,14 +78,30 @@ class ConvolutionalStem(ArraySpecs, keras.layers.Layer):
         self.stem_layers = checked_stem(layers)
         self.convs, self.norms = [], []
         for i, (channels, size) in enumerate(self.stem_layers):
-            self.convs.append(keras.layers.Conv2D(
-                channels, size, strides=size, padding="valid", use_bias=False, dtype=self.dtype_policy,
-                kernel_initializer=initial(keras.initializers.HeNormal()), name=f"conv_{i}"))
-            self.norms.append(keras.layers.BatchNormalization(
-                epsilon=BATCH_NORM_EPSILON, momentum=BATCH_NORM_MOMENTUM, dtype=self.dtype_policy,
-                gamma_initializer=initial("ones"), beta_initializer=initial("zeros"),
-                moving_mean_initializer=initial("zeros"), moving_variance_initializer=initial("ones"),
-                name=f"norm_{i}"))
+            self.convs.append(
+                keras.layers.Conv2D(
+                    channels,
+                    size,
+                    strides=size,
+                    padding="valid",
+                    use_bias=False,
+                    dtype=self.dtype_policy,
+                    kernel_initializer=initial(keras.initializers.HeNormal()),
+                    name=f"conv_{i}",
+                )
+            )
+            self.norms.append(
+                keras.layers.BatchNormalization(
+                    epsilon=BATCH_NORM_EPSILON,
+                    momentum=BATCH_NORM_MOMENTUM,
+                    dtype=self.dtype_policy,
+                    gamma_initializer=initial("ones"),
+                    beta_initializer=initial("zeros"),
+                    moving_mean_initializer=initial("zeros"),
+                    moving_variance_initializer=initial("ones"),
+                    name=f"norm_{i}",
+                )
+            )
 
     def build(self, input_shape):
         shape = tuple(input_shape)

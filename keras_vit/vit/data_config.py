@@ -66,28 +66,31 @@ class DataConfig:
         for field in ("mean", "std"):
             value = getattr(self, field)
             value = (value,) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-            if (not isinstance(value, Sequence) or isinstance(value, str) or not value
-                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                               for v in value)):
+            if (
+                not isinstance(value, Sequence)
+                or isinstance(value, str)
+                or not value
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+            ):
                 raise ValueError(f"data_config {field} must be a number or a list of numbers, got {value!r}.")
             object.__setattr__(self, field, tuple(float(v) for v in value))
         if any(s <= 0 for s in self.std):
             raise ValueError(f"data_config std must be > 0, got {list(self.std)}.")
         if any(not 0 <= m <= 1 for m in self.mean) or any(s > 1 for s in self.std):
-            raise ValueError(f"data_config mean {list(self.mean)} and std {list(self.std)} must be in [0, 1] pixel "
-                             "units, as timm and transformers write them (ImageNet's mean is 0.485, 0.456, 0.406); "
-                             "values in [0, 255] units are 255 times too large: divide them by 255.")
+            raise ValueError(
+                f"data_config mean {list(self.mean)} and std {list(self.std)} must be in [0, 1] pixel "
+                "units, as timm and transformers write them (ImageNet's mean is 0.485, 0.456, 0.406); "
+                "values in [0, 255] units are 255 times too large: divide them by 255."
+            )
         if len(self.mean) != len(self.std) and 1 not in (len(self.mean), len(self.std)):
             raise ValueError(f"data_config mean has {len(self.mean)} values and std {len(self.std)}.")
-        if (isinstance(self.crop_pct, bool) or not isinstance(self.crop_pct, (int, float))
-                or not 0 < self.crop_pct <= 1):
+        if isinstance(self.crop_pct, bool) or not isinstance(self.crop_pct, (int, float)) or not 0 < self.crop_pct <= 1:
             raise ValueError(f"data_config crop_pct must be in (0, 1], got {self.crop_pct!r}.")
         object.__setattr__(self, "crop_pct", float(self.crop_pct))
         if self.crop_mode not in CROP_MODES:
             raise ValueError(f"data_config crop_mode must be one of {CROP_MODES}, got {self.crop_mode!r}.")
         if self.interpolation not in INTERPOLATIONS:
-            raise ValueError(f"data_config interpolation must be one of {INTERPOLATIONS}, got "
-                             f"{self.interpolation!r}.")
+            raise ValueError(f"data_config interpolation must be one of {INTERPOLATIONS}, got {self.interpolation!r}.")
         if not isinstance(self.antialias, bool):
             raise ValueError(f"data_config antialias must be True or False, got {self.antialias!r}.")
         if self.pass_order not in PASS_ORDERS:
@@ -113,9 +116,16 @@ class DataConfig:
 
     def to_dict(self) -> dict:
         """JSON-serialisable fields (what `get_config`, `.keras` files and `metadata.json` hold)."""
-        return dict(mean=list(self.mean), std=list(self.std), crop_pct=self.crop_pct, crop_mode=self.crop_mode,
-                    interpolation=self.interpolation, antialias=self.antialias, labels=self.labels,
-                    pass_order=self.pass_order)
+        return dict(
+            mean=list(self.mean),
+            std=list(self.std),
+            crop_pct=self.crop_pct,
+            crop_mode=self.crop_mode,
+            interpolation=self.interpolation,
+            antialias=self.antialias,
+            labels=self.labels,
+            pass_order=self.pass_order,
+        )
 
     def for_channels(self, channels: int) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
         """(mean, std) with one value per channel of a `channels`-channel image; a clear error when the
@@ -127,8 +137,10 @@ class DataConfig:
             elif len(value) == 1 or len(set(value)) == 1:
                 out.append((value[0],) * channels)
             else:
-                raise ValueError(f"data_config {field} has {len(value)} values {list(value)}, which a "
-                                 f"{channels}-channel model cannot use: give one value or {channels}.")
+                raise ValueError(
+                    f"data_config {field} has {len(value)} values {list(value)}, which a "
+                    f"{channels}-channel model cannot use: give one value or {channels}."
+                )
         return out[0], out[1]
 
     def input_range(self, channels: int = 3) -> Tuple[float, float]:

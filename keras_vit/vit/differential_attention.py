@@ -41,27 +41,44 @@ class DifferentialAttention(MultiHeadDotProductAttention):
         self.depth = int(depth)
         self.lambda_init = lambda_init(self.depth)
         if self.qk_norm or self.num_key_value_heads != self.num_heads or self.mixed_rotary_temperature is not None:
-            raise ValueError("Differential attention with qk_norm, grouped-query attention or RoPE-Mixed: no model "
-                             "combines them, and keras_vit does not build it.")
+            raise ValueError(
+                "Differential attention with qk_norm, grouped-query attention or RoPE-Mixed: no model "
+                "combines them, and keras_vit does not build it."
+            )
         self.sub_norm = RMSNorm(epsilon=1e-5, dtype=self.dtype_policy, name="sub_norm")
 
     def build(self, input_shape):
         d = input_shape[-1]
         h = self.num_heads
         if d % (2 * h):
-            raise ValueError(f"hidden_size {d} is not divisible by twice num_heads {h} (differential attention "
-                             "splits each head's queries and keys in two).")
+            raise ValueError(
+                f"hidden_size {d} is not divisible by twice num_heads {h} (differential attention "
+                "splits each head's queries and keys in two)."
+            )
         dh = d // h
         self.head_dim = dh
         init = xavier_uniform(d, d)
         for name, heads, width in (("query", 2 * h, dh // 2), ("key", 2 * h, dh // 2), ("value", h, dh)):
-            layer = Projection("btd,dhk->bthk", output_shape=(None, heads, width),
-                               bias_axes="hk" if self.qkv_bias and (name != "key" or self.key_bias) else None,
-                               input_axes=1, kernel_initializer=init, dtype=self.dtype_policy, name=name)
+            layer = Projection(
+                "btd,dhk->bthk",
+                output_shape=(None, heads, width),
+                bias_axes="hk" if self.qkv_bias and (name != "key" or self.key_bias) else None,
+                input_axes=1,
+                kernel_initializer=init,
+                dtype=self.dtype_policy,
+                name=name,
+            )
             layer.build(tuple(input_shape))
             setattr(self, name, layer)
-        self.out = Projection("bthk,hkd->btd", output_shape=(None, d), bias_axes="d" if self.projection_bias else None,
-                              input_axes=2, kernel_initializer=init, dtype=self.dtype_policy, name="out")
+        self.out = Projection(
+            "bthk,hkd->btd",
+            output_shape=(None, d),
+            bias_axes="d" if self.projection_bias else None,
+            input_axes=2,
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="out",
+        )
         self.out.build(tuple(input_shape[:-1]) + (h, dh))
         start = initial(keras.initializers.RandomNormal(stddev=0.1))
         for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
@@ -73,8 +90,10 @@ class DifferentialAttention(MultiHeadDotProductAttention):
 
     def _lambda(self):
         """lambda (a float32 scalar) from the four learned vectors."""
-        dot = [ops.sum(ops.cast(a, "float32") * ops.cast(b, "float32"))
-               for a, b in ((self.lambda_q1, self.lambda_k1), (self.lambda_q2, self.lambda_k2))]
+        dot = [
+            ops.sum(ops.cast(a, "float32") * ops.cast(b, "float32"))
+            for a, b in ((self.lambda_q1, self.lambda_k1), (self.lambda_q2, self.lambda_k2))
+        ]
         return ops.exp(dot[0]) - ops.exp(dot[1]) + self.lambda_init
 
     def call(self, x, rotary=None, training=None, return_attention=False):

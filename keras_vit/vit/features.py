@@ -63,22 +63,27 @@ class FeatureAPI:
             tokens = self._taps["sequence"]
         else:
             if self.rotary_embedding is not None:  # the rotary table follows the grid, not a rewritten sequence
-                raise ValueError("patch_transform rewrites the patch sequence, which a model with rotary position "
-                                 "embeddings rotates by grid position: not supported for this model.")
+                raise ValueError(
+                    "patch_transform rewrites the patch sequence, which a model with rotary position "
+                    "embeddings rotates by grid position: not supported for this model."
+                )
             x, extras = self._embed(self.inputs[0], patch_transform=patch_transform)
             tokens = self.encoder(x)
         if pooling is None:
             if "pre_logits" not in self._taps:
-                raise ValueError(f"Model {self.name!r} was built with include_top=False, pooling={self.pooling!r}: "
-                                 "it has no pre-logits; ask for pooling='sequence', 'avg', 'max' or 'token'.")
+                raise ValueError(
+                    f"Model {self.name!r} was built with include_top=False, pooling={self.pooling!r}: "
+                    "it has no pre-logits; ask for pooling='sequence', 'avg', 'max' or 'token'."
+                )
             out = self._taps["pre_logits"] if patch_transform is None else self._pool(tokens)
         elif pooling == "sequence":
             out = tokens
         else:
             out = TokenPooling(POOLING_MODES[pooling], self.num_prefix_tokens, dtype=self._layer_policy)(tokens)
         outputs = [out, *extras] if extras else out
-        return FeatureModel(self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}",
-                            check=self.check_batch)
+        return FeatureModel(
+            self.inputs, outputs, name=f"{self.name}_features_{pooling or 'pre_logits'}", check=self.check_batch
+        )
 
     def logits_model(self) -> keras.Model:
         """The classifier without its activation: images -> logits (batch, classes)."""
@@ -106,16 +111,23 @@ class FeatureAPI:
         want = (*self.image_size, self.channels)
         fits = len(shape) == 4 and all(w is None or s == w for s, w in zip(shape[1:], want))
         if not fits:
-            hint = (" (channels first? move the channel axis last)"
-                    if len(shape) == 4 and shape[1] == self.channels else "")
-            raise ValueError(f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {self.name!r}, "
-                             f"got {shape}{hint}.")
+            hint = (
+                " (channels first? move the channel axis last)" if len(shape) == 4 and shape[1] == self.channels else ""
+            )
+            raise ValueError(
+                f"images must be (batch, {want[0]}, {want[1]}, {want[2]}) for model {self.name!r}, got {shape}{hint}."
+            )
         p = self.effective_patch_size
         bad = [(axis, s) for axis, s in (("height", shape[1]), ("width", shape[2])) if s is not None and s % p]
         if bad:
-            raise ValueError(f"images {shape} for model {self.name!r}: " + "; ".join(
-                f"{axis} {s} is not a multiple of the effective patch size {p} (try {validate.nearest_multiples(s, p)})"
-                for axis, s in bad) + ".")
+            raise ValueError(
+                f"images {shape} for model {self.name!r}: "
+                + "; ".join(
+                    f"{axis} {s} is not a multiple of the effective patch size {p} (try {validate.nearest_multiples(s, p)})"
+                    for axis, s in bad
+                )
+                + "."
+            )
         if shape[0] == 0:
             raise ValueError(f"images is an empty batch {shape} for model {self.name!r}.")
         return images
@@ -129,8 +141,10 @@ class FeatureAPI:
             return
         shape = tuple(x.shape)
         if len(shape) == 3 and shape[-1] == self.channels:
-            raise ValueError(f"{where} takes a batch (batch, H, W, {self.channels}); got one image {shape}: add a "
-                             "batch axis (x[None]).")
+            raise ValueError(
+                f"{where} takes a batch (batch, H, W, {self.channels}); got one image {shape}: add a "
+                "batch axis (x[None])."
+            )
         self.check_images(x)
         if isinstance(x, np.ndarray) and x.size:
             self._warn_about_range(x, where)
@@ -152,16 +166,23 @@ class FeatureAPI:
             hint = "pixels in [0, 255]: this model normalises them itself (include_preprocessing=True)"
         if wrong:
             self._range_warned = True
-            warnings.warn(f"{where}: model {self.name!r} takes values in [{low:g}, {high:g}] but got "
-                          f"{'integer pixels' if integers else 'values'} in [{bottom:g}, {top:g}]; feed it {hint}.",
-                          stacklevel=3)
+            warnings.warn(
+                f"{where}: model {self.name!r} takes values in [{low:g}, {high:g}] but got "
+                f"{'integer pixels' if integers else 'values'} in [{bottom:g}, {top:g}]; feed it {hint}.",
+                stacklevel=3,
+            )
 
     def __call__(self, *args, **kwargs):
         """`keras.Model.__call__` with `predict`'s input check: a batch of the wrong size or channel count is one
         line naming the shapes (not a backend's convolution error), and a NumPy batch of another range than the
         model takes warns once (tensors are not read back: that would cost a device sync on every call)."""
-        if args and hasattr(args[0], "shape") and not isinstance(args[0], keras.KerasTensor) and \
-                len(args[0].shape) == 4 and all(isinstance(d, int) for d in tuple(args[0].shape)[1:]):
+        if (
+            args
+            and hasattr(args[0], "shape")
+            and not isinstance(args[0], keras.KerasTensor)
+            and len(args[0].shape) == 4
+            and all(isinstance(d, int) for d in tuple(args[0].shape)[1:])
+        ):
             # the static sizes only (a traced call's batch axis is unknown): checked on a symbolic stand-in
             self.check_images(keras.KerasTensor((1, *tuple(args[0].shape)[1:]), "float32"))
         if args and isinstance(args[0], np.ndarray) and args[0].ndim == 4 and args[0].size:
@@ -182,8 +203,9 @@ class FeatureAPI:
         self.check_batch(x, "predict_on_batch")
         return super().predict_on_batch(x)
 
-    def intermediates(self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False,
-                      training: bool = False) -> Dict[str, object]:
+    def intermediates(
+        self, images, *, blocks: Optional[Sequence[int]] = None, attention: bool = False, training: bool = False
+    ) -> Dict[str, object]:
         """Runs `images` and returns the model's taps (big_vision's `out` dict).
 
         Keys: "blocks" {index: (batch, tokens, D) output of that encoder block}, "attention"

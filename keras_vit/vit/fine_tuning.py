@@ -14,8 +14,9 @@ import keras
 from keras_vit.utils import validate
 
 
-def fine_tuning_optimizer(total_steps: int, learning_rate: float = 0.01,
-                          warmup_steps: Optional[int] = None) -> keras.optimizers.Optimizer:
+def fine_tuning_optimizer(
+    total_steps: int, learning_rate: float = 0.01, warmup_steps: Optional[int] = None
+) -> keras.optimizers.Optimizer:
     """A Keras optimizer for fine-tuning a pretrained ViT with `model.fit`, as the paper did.
 
     Args:
@@ -28,11 +29,13 @@ def fine_tuning_optimizer(total_steps: int, learning_rate: float = 0.01,
     """
     total_steps = validate.integer("total_steps", total_steps)
     learning_rate = validate.number("learning_rate", learning_rate, positive=True)
-    warmup = total_steps // 10 if warmup_steps is None else validate.integer("warmup_steps", warmup_steps,
-                                                                             minimum=0)
+    warmup = total_steps // 10 if warmup_steps is None else validate.integer("warmup_steps", warmup_steps, minimum=0)
     if warmup >= total_steps:
         raise ValueError(f"warmup_steps={warmup} must be below total_steps={total_steps}.")
     schedule = keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0 if warmup else learning_rate, decay_steps=total_steps - warmup,
-        warmup_target=learning_rate if warmup else None, warmup_steps=warmup)
+        initial_learning_rate=0.0 if warmup else learning_rate,
+        decay_steps=total_steps - warmup,
+        warmup_target=learning_rate if warmup else None,
+        warmup_steps=warmup,
+    )
     return keras.optimizers.SGD(learning_rate=schedule, momentum=0.9, global_clipnorm=1.0)

@@ -56,16 +56,19 @@ def _labels(labels, classes: int) -> Tuple[ClassLabel, ...]:
     if labels is None:
         name = label_set_for(classes)
         if name is None:
-            raise ValueError(f"predictions have {classes} classes, which no shipped label set has "
-                             f"({', '.join(f'{k}: {c}' for k, (_, c) in LABEL_SETS.items())}): pass labels=[...] "
-                             "(e.g. the class_names.txt a folder run writes).")
+            raise ValueError(
+                f"predictions have {classes} classes, which no shipped label set has "
+                f"({', '.join(f'{k}: {c}' for k, (_, c) in LABEL_SETS.items())}): pass labels=[...] "
+                "(e.g. the class_names.txt a folder run writes)."
+            )
         return label_set(name)
     if isinstance(labels, str):
         chosen = label_set(labels)
         if len(chosen) != classes:
-            raise ValueError(f"predictions have {classes} classes but label set {labels!r} has {len(chosen)}"
-                             + (f"; these look like {label_set_for(classes)!r} outputs." if label_set_for(classes)
-                                else "."))
+            raise ValueError(
+                f"predictions have {classes} classes but label set {labels!r} has {len(chosen)}"
+                + (f"; these look like {label_set_for(classes)!r} outputs." if label_set_for(classes) else ".")
+            )
         return chosen
     names = [str(n) for n in labels]
     if len(names) != classes:
@@ -73,8 +76,9 @@ def _labels(labels, classes: int) -> Tuple[ClassLabel, ...]:
     return tuple(ClassLabel(str(i), n, (n,)) for i, n in enumerate(names))
 
 
-def decode_predictions(preds, top: int = 5, labels: Union[None, str, Sequence[str]] = None
-                       ) -> List[List[Tuple[str, str, float]]]:
+def decode_predictions(
+    preds, top: int = 5, labels: Union[None, str, Sequence[str]] = None
+) -> List[List[Tuple[str, str, float]]]:
     """The `top` classes of each row of `preds` as (id, name, score), best first.
 
     Args:

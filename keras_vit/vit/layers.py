@@ -28,8 +28,21 @@ from keras_vit.nn.drop_path import DropPath
 from keras_vit.nn.specs import ArraySpecs
 
 LAYER_NORM_EPSILON = 1e-6
-__all__ = ["LAYER_NORM_EPSILON", "BLOCK_OPTIONS", "gelu", "layer_norm", "LayerNorm", "PatchEmbedding", "ClassToken",
-           "DropPath", "MultiHeadDotProductAttention", "MlpBlock", "EncoderBlock", "Encoder", "TokenPooling"]
+__all__ = [
+    "LAYER_NORM_EPSILON",
+    "BLOCK_OPTIONS",
+    "gelu",
+    "layer_norm",
+    "LayerNorm",
+    "PatchEmbedding",
+    "ClassToken",
+    "DropPath",
+    "MultiHeadDotProductAttention",
+    "MlpBlock",
+    "EncoderBlock",
+    "Encoder",
+    "TokenPooling",
+]
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -50,10 +63,15 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
         channels = input_shape[-1]
         p = self.patch_size
         self.kernel = self.add_weight(
-            name="kernel", shape=(p, p, channels, self.hidden_size),
-            initializer=initial(keras.initializers.LecunNormal()))
-        self.bias = (self.add_weight(name="bias", shape=(self.hidden_size,), initializer=initial("zeros"))
-                     if self.use_bias else None)
+            name="kernel",
+            shape=(p, p, channels, self.hidden_size),
+            initializer=initial(keras.initializers.LecunNormal()),
+        )
+        self.bias = (
+            self.add_weight(name="bias", shape=(self.hidden_size,), initializer=initial("zeros"))
+            if self.use_bias
+            else None
+        )
 
     def call(self, images):
         x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
@@ -67,8 +85,12 @@ class PatchEmbedding(ArraySpecs, keras.layers.Layer):
         return (input_shape[0], n, self.hidden_size)
 
     def get_config(self):
-        return {**super().get_config(), "patch_size": self.patch_size,
-                "hidden_size": self.hidden_size, "use_bias": self.use_bias}
+        return {
+            **super().get_config(),
+            "patch_size": self.patch_size,
+            "hidden_size": self.hidden_size,
+            "use_bias": self.use_bias,
+        }
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -81,8 +103,9 @@ class ClassToken(ArraySpecs, keras.layers.Layer):
         self.num_tokens = int(num_tokens)
 
     def build(self, input_shape):
-        self.cls = self.add_weight(name="cls", shape=(1, self.num_tokens, input_shape[-1]),
-                                   initializer=initial("zeros"))
+        self.cls = self.add_weight(
+            name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer=initial("zeros")
+        )
 
     def call(self, tokens):
         cls = ops.cast(self.cls, tokens.dtype)
@@ -120,10 +143,24 @@ def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
 
 # The block options beyond the paper's sizes and rates (the ViT family's variations), with their defaults: the
 # paper's ViT. Encoder and EncoderBlock take and report them alike.
-BLOCK_OPTIONS = dict(activation=None, layer_norm_epsilon=LAYER_NORM_EPSILON, qk_norm=False, qkv_bias=True,
-                     swiglu=False, mlp_norm=False, attention_norm=False, rotate_half=False, key_bias=True,
-                     mixed_rotary_temperature=None, rms_norm=False, projection_bias=True, post_norm=False,
-                     attention_only_layer_scale=False, parallel_layers=False, differential_attention=False)
+BLOCK_OPTIONS = dict(
+    activation=None,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
+    qk_norm=False,
+    qkv_bias=True,
+    swiglu=False,
+    mlp_norm=False,
+    attention_norm=False,
+    rotate_half=False,
+    key_bias=True,
+    mixed_rotary_temperature=None,
+    rms_norm=False,
+    projection_bias=True,
+    post_norm=False,
+    attention_only_layer_scale=False,
+    parallel_layers=False,
+    differential_attention=False,
+)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -145,16 +182,36 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     tokens, tokens), used by `keras_vit.inspect`.
     """
 
-    def __init__(self, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
-                 remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None,
-                 activation: Optional[str] = None,
-                 layer_norm_epsilon: float = LAYER_NORM_EPSILON, qk_norm: bool = False, qkv_bias: bool = True,
-                 swiglu: bool = False, mlp_norm: bool = False, attention_norm: bool = False, rotate_half: bool = False,
-                 key_bias: bool = True, mixed_rotary_temperature: Optional[float] = None, rms_norm: bool = False,
-                 projection_bias: bool = True, post_norm: bool = False, attention_only_layer_scale: bool = False,
-                 num_key_value_heads: Optional[int] = None, parallel_layers: bool = False,
-                 differential_attention: bool = False, block_index: int = 0, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        mlp_dim: int,
+        dropout_rate: float = 0.0,
+        attention_dropout_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        gelu_approximate=None,
+        remat: Union[bool, str] = False,
+        layer_scale_init: Optional[float] = None,
+        activation: Optional[str] = None,
+        layer_norm_epsilon: float = LAYER_NORM_EPSILON,
+        qk_norm: bool = False,
+        qkv_bias: bool = True,
+        swiglu: bool = False,
+        mlp_norm: bool = False,
+        attention_norm: bool = False,
+        rotate_half: bool = False,
+        key_bias: bool = True,
+        mixed_rotary_temperature: Optional[float] = None,
+        rms_norm: bool = False,
+        projection_bias: bool = True,
+        post_norm: bool = False,
+        attention_only_layer_scale: bool = False,
+        num_key_value_heads: Optional[int] = None,
+        parallel_layers: bool = False,
+        differential_attention: bool = False,
+        block_index: int = 0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         # Differential Transformer's attention; its lambda_init depends on the block's depth (`block_index`)
         # (private: a plain setting would tell the blocks apart in `block_graph`'s key where it changes nothing)
@@ -164,8 +221,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
         self.parallel_layers = bool(parallel_layers)  # ViT-22B: both branches read one norm, their sum is added
         if self.parallel_layers and self.post_norm:
-            raise ValueError("parallel_layers=True and post_norm=True: no model combines them, and keras_vit does not "
-                             "build it.")
+            raise ValueError(
+                "parallel_layers=True and post_norm=True: no model combines them, and keras_vit does not build it."
+            )
         self.swiglu, self.mlp_norm, self.attention_norm = bool(swiglu), bool(mlp_norm), bool(attention_norm)
         self.rotate_half, self.key_bias = bool(rotate_half), bool(key_bias) and bool(qkv_bias)
         self.mixed_rotary_temperature = None if mixed_rotary_temperature is None else float(mixed_rotary_temperature)
@@ -184,31 +242,61 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         if self.differential_attention:
             attention, extra = DifferentialAttention, dict(depth=self._block_index)
         self.attention = attention(
-            self.num_heads, self.attention_dropout_rate, qk_norm=self.qk_norm, qkv_bias=self.qkv_bias, **extra,
-            layer_norm_epsilon=eps, rotate_half=self.rotate_half, output_norm=self.attention_norm,
-            key_bias=self.key_bias, mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=rms,
-            projection_bias=self.projection_bias, num_key_value_heads=self.num_key_value_heads, dtype=policy,
-            name="MultiHeadDotProductAttention_1")
+            self.num_heads,
+            self.attention_dropout_rate,
+            qk_norm=self.qk_norm,
+            qkv_bias=self.qkv_bias,
+            **extra,
+            layer_norm_epsilon=eps,
+            rotate_half=self.rotate_half,
+            output_norm=self.attention_norm,
+            key_bias=self.key_bias,
+            mixed_rotary_temperature=self.mixed_rotary_temperature,
+            rms_norm=rms,
+            projection_bias=self.projection_bias,
+            num_key_value_heads=self.num_key_value_heads,
+            dtype=policy,
+            name="MultiHeadDotProductAttention_1",
+        )
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
         self.drop_path = DropPath(self.drop_path_rate, dtype=policy)
         self.layer_norm_2 = None if self.parallel_layers else layer_norm("LayerNorm_2", policy, eps, rms)
-        mlp = dict(hidden_norm=self.mlp_norm, layer_norm_epsilon=eps, rms_norm=rms, use_bias=self.projection_bias,
-                   dtype=policy, name="MlpBlock_3")
-        self.mlp = (SwiGLU(self.mlp_dim, self.dropout_rate, **mlp) if self.swiglu
-                    else MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation, **mlp))
+        mlp = dict(
+            hidden_norm=self.mlp_norm,
+            layer_norm_epsilon=eps,
+            rms_norm=rms,
+            use_bias=self.projection_bias,
+            dtype=policy,
+            name="MlpBlock_3",
+        )
+        self.mlp = (
+            SwiGLU(self.mlp_dim, self.dropout_rate, **mlp)
+            if self.swiglu
+            else MlpBlock(self.mlp_dim, self.dropout_rate, activation=self.activation, **mlp)
+        )
         self.layer_scale_0 = self.layer_scale_2 = None  # LayerScale on the attention and MLP branches
         if self.layer_scale_init is not None:
             self.layer_scale_0 = LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_0")
-            self.layer_scale_2 = (None if self.attention_only_layer_scale or self.parallel_layers else
-                                  LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2"))
+            self.layer_scale_2 = (
+                None
+                if self.attention_only_layer_scale or self.parallel_layers
+                else LayerScale(self.layer_scale_init, dtype=policy, name="LayerScale_2")
+            )
 
     @property
     def gelu_approximate(self) -> bool:
         return self.activation == "gelu_tanh"
 
     def build(self, input_shape):
-        for layer in (self.layer_norm_0, self.attention, self.layer_norm_2, self.mlp, self.drop_path,
-                      self.layer_scale_0, self.layer_scale_2):
+        for layer in (
+            self.layer_norm_0,
+            self.attention,
+            self.layer_norm_2,
+            self.mlp,
+            self.drop_path,
+            self.layer_scale_0,
+            self.layer_scale_2,
+        ):
             if layer is not None:  # the weightless DropPath too: model.quantize() wants every layer built
                 layer.build(input_shape)
 
@@ -221,8 +309,11 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         """The block as a function of its input alone (`training` stays a Python value: jax.checkpoint would
         trace an argument). TensorFlow's recomputation re-runs the dropout draws on stateful seed variables,
         so the function first rewinds them to their values at the forward pass: the same masks twice."""
-        seeds = [layer.seed_generator.state for layer in self._flatten_layers()
-                 if isinstance(getattr(layer, "seed_generator", None), keras.random.SeedGenerator)]
+        seeds = [
+            layer.seed_generator.state
+            for layer in self._flatten_layers()
+            if isinstance(getattr(layer, "seed_generator", None), keras.random.SeedGenerator)
+        ]
         rewind = [ops.copy(s.value) for s in seeds] if training and keras.backend.backend() == "tensorflow" else []
 
         def forward(tokens):
@@ -236,8 +327,9 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         if self.parallel_layers:
             return self._parallel_forward(x, rotary, training, return_attention)
         pre, post = (lambda n, t: t, lambda n, t: n(t)) if self.post_norm else (lambda n, t: n(t), lambda n, t: t)
-        y = self.attention(pre(self.layer_norm_0, x), rotary=rotary, training=training,
-                           return_attention=return_attention)
+        y = self.attention(
+            pre(self.layer_norm_0, x), rotary=rotary, training=training, return_attention=return_attention
+        )
         y, probs = y if return_attention else (y, None)
         y = post(self.layer_norm_0, self.dropout(y, training=training))
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
@@ -262,22 +354,39 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     def options(self) -> dict:
         """The family options (`BLOCK_OPTIONS`' keys) as built."""
-        return dict(activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon, qk_norm=self.qk_norm,
-                    qkv_bias=self.qkv_bias, swiglu=self.swiglu, mlp_norm=self.mlp_norm,
-                    attention_norm=self.attention_norm, rotate_half=self.rotate_half, key_bias=self.key_bias,
-                    mixed_rotary_temperature=self.mixed_rotary_temperature, rms_norm=self.rms_norm,
-                    projection_bias=self.projection_bias, post_norm=self.post_norm,
-                    attention_only_layer_scale=self.attention_only_layer_scale, parallel_layers=self.parallel_layers,
-                    differential_attention=self.differential_attention)
+        return dict(
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            qk_norm=self.qk_norm,
+            qkv_bias=self.qkv_bias,
+            swiglu=self.swiglu,
+            mlp_norm=self.mlp_norm,
+            attention_norm=self.attention_norm,
+            rotate_half=self.rotate_half,
+            key_bias=self.key_bias,
+            mixed_rotary_temperature=self.mixed_rotary_temperature,
+            rms_norm=self.rms_norm,
+            projection_bias=self.projection_bias,
+            post_norm=self.post_norm,
+            attention_only_layer_scale=self.attention_only_layer_scale,
+            parallel_layers=self.parallel_layers,
+            differential_attention=self.differential_attention,
+        )
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
         the name, trainability and stochastic depth (`keras_vit.vit.block_graph` keys its functions by it)."""
-        return {"num_heads": self.num_heads, "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
-                "num_key_value_heads": self.num_key_value_heads,
-                "attention_dropout_rate": self.attention_dropout_rate, "remat": self.remat,
-                "layer_scale_init": self.layer_scale_init, **self.options(),
-                **({"block_index": self._block_index} if self.differential_attention else {})}
+        return {
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "num_key_value_heads": self.num_key_value_heads,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "remat": self.remat,
+            "layer_scale_init": self.layer_scale_init,
+            **self.options(),
+            **({"block_index": self._block_index} if self.differential_attention else {}),
+        }
 
     def get_config(self):
         return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
@@ -288,8 +397,9 @@ def key_value_heads_per_block(key_value_heads, num_layers: int) -> Optional[tupl
     every block, or a count per block (Sapiens2 keeps full attention in its first and last blocks)."""
     if key_value_heads is None:
         return None
-    counts = ((key_value_heads,) * num_layers if isinstance(key_value_heads, int)
-              else tuple(int(k) for k in key_value_heads))
+    counts = (
+        (key_value_heads,) * num_layers if isinstance(key_value_heads, int) else tuple(int(k) for k in key_value_heads)
+    )
     if len(counts) != num_layers:
         raise ValueError(f"key_value_heads gives {len(counts)} blocks' counts for a {num_layers}-block model.")
     return counts
@@ -304,10 +414,21 @@ class Encoder(ArraySpecs, keras.layers.Layer):
     options (`BLOCK_OPTIONS`) go to every block.
     """
 
-    def __init__(self, num_layers: int, num_heads: int, mlp_dim: int, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0, gelu_approximate=None,
-                 remat: Union[bool, str] = False, layer_scale_init: Optional[float] = None, final_norm: bool = True,
-                 key_value_heads=None, **options):
+    def __init__(
+        self,
+        num_layers: int,
+        num_heads: int,
+        mlp_dim: int,
+        dropout_rate: float = 0.0,
+        attention_dropout_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        gelu_approximate=None,
+        remat: Union[bool, str] = False,
+        layer_scale_init: Optional[float] = None,
+        final_norm: bool = True,
+        key_value_heads=None,
+        **options,
+    ):
         block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
         super().__init__(**options)
         block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
@@ -320,14 +441,30 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         steps = max(self.num_layers - 1, 1)
         self.key_value_heads = key_value_heads_per_block(key_value_heads, self.num_layers)
         self.blocks = [
-            EncoderBlock(self.num_heads, self.mlp_dim, self.dropout_rate, self.attention_dropout_rate,
-                         self.drop_path_rate * i / steps, None, self.remat, self.layer_scale_init,
-                         **block_options, num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
-                         block_index=i, dtype=self.dtype_policy, name=f"encoderblock_{i}")
+            EncoderBlock(
+                self.num_heads,
+                self.mlp_dim,
+                self.dropout_rate,
+                self.attention_dropout_rate,
+                self.drop_path_rate * i / steps,
+                None,
+                self.remat,
+                self.layer_scale_init,
+                **block_options,
+                num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
+                block_index=i,
+                dtype=self.dtype_policy,
+                name=f"encoderblock_{i}",
+            )
             for i in range(self.num_layers)
         ]
-        self.encoder_norm = (layer_norm("encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"],
-                                        block_options["rms_norm"]) if self.final_norm else None)
+        self.encoder_norm = (
+            layer_norm(
+                "encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"], block_options["rms_norm"]
+            )
+            if self.final_norm
+            else None
+        )
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         """TensorFlow's object graph (`tf.train.Checkpoint`, `CheckpointManager`) does not follow the `blocks`
@@ -377,10 +514,17 @@ class Encoder(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         options = self.blocks[0].options() if self.blocks else dict(BLOCK_OPTIONS)
-        return {**super().get_config(), "num_layers": self.num_layers,
-                "num_heads": self.num_heads, "mlp_dim": self.mlp_dim,
-                "dropout_rate": self.dropout_rate,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "drop_path_rate": self.drop_path_rate, "remat": self.remat,
-                "layer_scale_init": self.layer_scale_init, "final_norm": self.final_norm,
-                "key_value_heads": list(self.key_value_heads) if self.key_value_heads else None, **options}
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "drop_path_rate": self.drop_path_rate,
+            "remat": self.remat,
+            "layer_scale_init": self.layer_scale_init,
+            "final_norm": self.final_norm,
+            "key_value_heads": list(self.key_value_heads) if self.key_value_heads else None,
+            **options,
+        }

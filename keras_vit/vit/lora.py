@@ -47,8 +47,9 @@ class Projection(ArraySpecs, keras.layers.EinsumDense):
         super().__init__(*args, **kwargs)
         self.input_axes = int(input_axes)
 
-    def enable_lora(self, rank: int, lora_alpha: Optional[float] = None, a_initializer="he_uniform",
-                    b_initializer="zeros") -> None:
+    def enable_lora(
+        self, rank: int, lora_alpha: Optional[float] = None, a_initializer="he_uniform", b_initializer="zeros"
+    ) -> None:
         """Adds A (d_in, rank) and B (rank, d_out) in float32 and freezes the kernel."""
         rank = validate.integer("rank", rank)
         if not self.built:
@@ -56,15 +57,22 @@ class Projection(ArraySpecs, keras.layers.EinsumDense):
         if self.lora_enabled:
             raise ValueError(f"LoRA is already enabled on layer {self.path!r}.")
         if self.quantization_mode is not None:
-            raise ValueError(f"Layer {self.path!r} is quantized ({self.quantization_mode}): enable LoRA on the "
-                             "float model, then merge (model.merge_lora()) and quantize.")
+            raise ValueError(
+                f"Layer {self.path!r} is quantized ({self.quantization_mode}): enable LoRA on the "
+                "float model, then merge (model.merge_lora()) and quantize."
+            )
         shape = tuple(self._kernel.shape)
-        d_in, d_out = math.prod(shape[:self.input_axes]), math.prod(shape[self.input_axes:])
+        d_in, d_out = math.prod(shape[: self.input_axes]), math.prod(shape[self.input_axes :])
         self._tracker.unlock()
-        self.lora_kernel_a = self.add_weight(name="lora_kernel_a", shape=(d_in, rank), dtype="float32",
-                                             initializer=keras.initializers.get(a_initializer))
-        self.lora_kernel_b = self.add_weight(name="lora_kernel_b", shape=(rank, d_out), dtype="float32",
-                                             initializer=keras.initializers.get(b_initializer))
+        self.lora_kernel_a = self.add_weight(
+            name="lora_kernel_a", shape=(d_in, rank), dtype="float32", initializer=keras.initializers.get(a_initializer)
+        )
+        self.lora_kernel_b = self.add_weight(
+            name="lora_kernel_b",
+            shape=(rank, d_out),
+            dtype="float32",
+            initializer=keras.initializers.get(b_initializer),
+        )
         self._kernel.trainable = False
         self._tracker.lock()
         self.lora_enabled, self.lora_rank = True, rank
@@ -143,8 +151,9 @@ class LoRA:
         layers = list(self.lora_layers().values())
         return layers[0].lora_rank if layers else None
 
-    def enable_lora(self, rank: int, target_layer_names: Optional[Sequence[str]] = None,
-                    alpha: Optional[float] = None) -> None:
+    def enable_lora(
+        self, rank: int, target_layer_names: Optional[Sequence[str]] = None, alpha: Optional[float] = None
+    ) -> None:
         """Adds rank-`rank` adapters to `target_layer_names` of every block and freezes all but the adapters
         and the head (keras-hub's name and keywords).
 
@@ -158,14 +167,17 @@ class LoRA:
         names = tuple(DEFAULT_LORA_TARGETS if target_layer_names is None else target_layer_names)
         unknown = [n for n in names if n not in LORA_TARGETS]
         if isinstance(target_layer_names, str) or unknown or not names:
-            raise ValueError(f"target_layer_names={target_layer_names!r}: expected a list drawn from "
-                             f"{list(LORA_TARGETS)}" + (f" ({unknown[0]!r} is not one)." if unknown else "."))
+            raise ValueError(
+                f"target_layer_names={target_layer_names!r}: expected a list drawn from "
+                f"{list(LORA_TARGETS)}" + (f" ({unknown[0]!r} is not one)." if unknown else ".")
+            )
         if self.lora_layers():
             raise ValueError(f"LoRA is already enabled on {self.name!r} (rank {self.lora_rank}).")
         quantized = sorted(set(self.quantized_layers().values()))
         if quantized:
-            raise ValueError(f"Model {self.name!r} is quantized ({', '.join(quantized)}): enable LoRA on the "
-                             "float model.")
+            raise ValueError(
+                f"Model {self.name!r} is quantized ({', '.join(quantized)}): enable LoRA on the float model."
+            )
         if alpha is not None:
             alpha = validate.number("alpha", alpha, positive=True)
         for variable in self.weights:
@@ -210,11 +222,16 @@ class LoRA:
             arrays[key + "/lora_kernel_a"] = ops.convert_to_numpy(layer.lora_kernel_a)
             arrays[key + "/lora_kernel_b"] = ops.convert_to_numpy(layer.lora_kernel_b)
         if self.head is not None:
-            arrays["head/kernel"], arrays["head/bias"] = (ops.convert_to_numpy(v) for v in (self.head.kernel,
-                                                                                            self.head.bias))
+            arrays["head/kernel"], arrays["head/bias"] = (
+                ops.convert_to_numpy(v) for v in (self.head.kernel, self.head.bias)
+            )
         first = next(iter(layers.values()))
-        meta = dict(rank=int(first.lora_rank), alpha=float(first.lora_alpha), targets=self._lora_targets(),
-                    base=self.lora_base_fingerprint())
+        meta = dict(
+            rank=int(first.lora_rank),
+            alpha=float(first.lora_alpha),
+            targets=self._lora_targets(),
+            base=self.lora_base_fingerprint(),
+        )
         return {k: np.asarray(v, dtype="float32") for k, v in arrays.items()}, meta
 
     def set_lora_state(self, arrays: Dict[str, np.ndarray], meta: dict, source: str = "LoRA state") -> None:
@@ -223,23 +240,29 @@ class LoRA:
         refusal."""
         rank, targets = int(meta["rank"]), list(meta["targets"])
         if self.lora_layers() and (self.lora_rank != rank or self._lora_targets() != targets):
-            raise ValueError(f"{source}: adapters of rank {rank} on {targets}, but {self.name!r} has rank "
-                             f"{self.lora_rank} on {self._lora_targets()}.")
+            raise ValueError(
+                f"{source}: adapters of rank {rank} on {targets}, but {self.name!r} has rank "
+                f"{self.lora_rank} on {self._lora_targets()}."
+            )
         expected = _expected_shapes(self, rank, targets)
         for name, value in arrays.items():
             if name not in expected:
                 raise ValueError(f"{source}: tensor {name!r} has no place in {self.name!r} (no weight was changed).")
             if tuple(value.shape) != expected[name]:
-                raise ValueError(f"{source}: {name} has shape {tuple(value.shape)}, {self.name!r} needs "
-                                 f"{expected[name]} (no weight was changed).")
+                raise ValueError(
+                    f"{source}: {name} has shape {tuple(value.shape)}, {self.name!r} needs "
+                    f"{expected[name]} (no weight was changed)."
+                )
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"{source}: {name} holds NaN/Inf (no weight was changed).")
         missing = sorted(set(expected) - set(arrays))
         if missing:
             raise ValueError(f"{source}: {missing[0]} is missing ({len(missing)} in all; no weight was changed).")
         if meta["base"] != self.lora_base_fingerprint():
-            raise ValueError(f"{source}: the adapters were trained on another base model (its weights differ from "
-                             f"{self.name!r}'s): load the same pretrained weights first (no weight was changed).")
+            raise ValueError(
+                f"{source}: the adapters were trained on another base model (its weights differ from "
+                f"{self.name!r}'s): load the same pretrained weights first (no weight was changed)."
+            )
         if not self.lora_layers():
             self.enable_lora(rank, targets, alpha=meta["alpha"])
         layers = self.lora_layers()

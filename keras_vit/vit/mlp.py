@@ -48,6 +48,7 @@ def _gelu_tanh_keeping_input(x):
     Here the derivative is recomputed from `x`, with 0.5 (1 + tanh u) = sigmoid(2u):
     d/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3). A sigmoid, not the
     forward's tanh, so that XLA's common-subexpression pass cannot fold it back into the forward pass."""
+
     def grad(*args, upstream=None):
         upstream = args[0] if upstream is None else upstream
         wide = keras.backend.result_type(x.dtype, "float32")  # bfloat16 / float16 inputs: float32 arithmetic
@@ -94,14 +95,26 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
     layers without biases (AIMv2).
     """
 
-    def __init__(self, mlp_dim: int, dropout_rate: float = 0.0, gelu_approximate=None, activation=None,
-                 hidden_norm: bool = False, layer_norm_epsilon: float = 1e-6, rms_norm: bool = False,
-                 use_bias: bool = True, **kwargs):
+    def __init__(
+        self,
+        mlp_dim: int,
+        dropout_rate: float = 0.0,
+        gelu_approximate=None,
+        activation=None,
+        hidden_norm: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        rms_norm: bool = False,
+        use_bias: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.hidden_norm, self.layer_norm_epsilon = bool(hidden_norm), float(layer_norm_epsilon)
         self.rms_norm, self.use_bias = bool(rms_norm), bool(use_bias)
-        self.norm = (normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
-                     if self.hidden_norm else None)
+        self.norm = (
+            normalization(self.layer_norm_epsilon, "norm", self.dtype_policy, self.rms_norm)
+            if self.hidden_norm
+            else None
+        )
         self.mlp_dim = int(mlp_dim)
         self.activation = activation_name(activation, gelu_approximate)
         self.dropout_rate = float(dropout_rate)
@@ -114,11 +127,21 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
     def build(self, input_shape):
         d = input_shape[-1]
         self.dense_0 = keras.layers.Dense(
-            self.mlp_dim, kernel_initializer=xavier_uniform(d, self.mlp_dim), use_bias=self.use_bias,
-            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_0")
+            self.mlp_dim,
+            kernel_initializer=xavier_uniform(d, self.mlp_dim),
+            use_bias=self.use_bias,
+            bias_initializer=mlp_bias_init(),
+            dtype=self.dtype_policy,
+            name="Dense_0",
+        )
         self.dense_1 = keras.layers.Dense(
-            d, kernel_initializer=xavier_uniform(self.mlp_dim, d), use_bias=self.use_bias,
-            bias_initializer=mlp_bias_init(), dtype=self.dtype_policy, name="Dense_1")
+            d,
+            kernel_initializer=xavier_uniform(self.mlp_dim, d),
+            use_bias=self.use_bias,
+            bias_initializer=mlp_bias_init(),
+            dtype=self.dtype_policy,
+            name="Dense_1",
+        )
         self.dense_0.build(input_shape)
         self.dense_1.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
         if self.norm is not None:
@@ -140,13 +163,26 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         of two for the backward pass: training on TensorFlow or JAX, no dropout, and a plain float `Dense_1`
         (no LoRA, not quantized, with a bias)."""
         dense = self.dense_1
-        return (recomputes(training) and not self.dropout_rate and dense.quantization_mode is None
-                and not dense.lora_enabled and dense.use_bias and self.norm is None)
+        return (
+            recomputes(training)
+            and not self.dropout_rate
+            and dense.quantization_mode is None
+            and not dense.lora_enabled
+            and dense.use_bias
+            and self.norm is None
+        )
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), "mlp_dim": self.mlp_dim, "dropout_rate": self.dropout_rate,
-                "activation": self.activation, "hidden_norm": self.hidden_norm,
-                "layer_norm_epsilon": self.layer_norm_epsilon, "rms_norm": self.rms_norm, "use_bias": self.use_bias}
+        return {
+            **super().get_config(),
+            "mlp_dim": self.mlp_dim,
+            "dropout_rate": self.dropout_rate,
+            "activation": self.activation,
+            "hidden_norm": self.hidden_norm,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "rms_norm": self.rms_norm,
+            "use_bias": self.use_bias,
+        }

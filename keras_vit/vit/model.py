@@ -84,10 +84,18 @@ def preprocess_input(x):
     already lies in [-1, 1] with negative values (preprocessed once) warns: a second pass squeezes it into
     [-1.008, -0.992]."""
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
-        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size and -1.0 <= float(x.min()) < 0.0 \
-                and float(x.max()) <= 1.0:
-            warnings.warn("preprocess_input takes pixels in [0, 255], but these values lie in [-1, 1] with negatives: "
-                          "they look preprocessed already.", stacklevel=2)
+        if (
+            isinstance(x, np.ndarray)
+            and x.dtype.kind == "f"
+            and x.size
+            and -1.0 <= float(x.min()) < 0.0
+            and float(x.max()) <= 1.0
+        ):
+            warnings.warn(
+                "preprocess_input takes pixels in [0, 255], but these values lie in [-1, 1] with negatives: "
+                "they look preprocessed already.",
+                stacklevel=2,
+            )
         return rescale_pixels(np.asarray(x, dtype="float32"))
     return rescale_pixels(keras.ops.cast(x, "float32"))
 
@@ -148,39 +156,97 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
     """
 
-    def __init__(self, patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
-                 resnet_layers: Optional[Sequence[int]] = None, resnet_width: float = 1,
-                 include_top: bool = True, weights: Optional[str] = None, input_tensor=None, convolutional_stem=None,
-                 input_shape: Optional[Tuple[int, int, int]] = None, position_resampling: Optional[dict] = None,
-                 pooling: Optional[str] = None, classes: Optional[int] = None, differential_attention: bool = False,
-                 classifier_activation: Union[str, None] = "softmax", classifier: str = "token",
-                 representation_size: Optional[int] = None, dropout_rate: float = 0.0,
-                 attention_dropout_rate: float = 0.0, drop_path_rate: float = 0.0,
-                 include_preprocessing: bool = False, gelu_approximate: Optional[bool] = None,
-                 position_grid: Optional[Tuple[int, int]] = None, name: Optional[str] = None,
-                 dtype=None, trainable: bool = True, remat: Union[bool, str] = False,
-                 data_config: Union[None, dict, DataConfig] = None, layer_scale_init: Optional[float] = None,
-                 prefix_position_embedding: bool = True, activation: Optional[str] = None,
-                 layer_norm_epsilon: float = 1e-6, num_register_tokens: int = 0, distillation_token: bool = False,
-                 pre_norm: bool = False, fc_norm: bool = False, qk_norm: bool = False, qkv_bias: bool = True,
-                 patch_bias: bool = True, class_token: Optional[bool] = None, stem_numerics: str = "original",
-                 position_interpolation: str = "linear", final_norm: bool = True, rotary_embedding: Optional[dict] = None,
-                 absolute_position_embedding: bool = True, swiglu: bool = False, mlp_norm: bool = False,
-                 attention_norm: bool = False, attention_pooling_heads: Optional[int] = None,
-                 pooling_includes_prefix: bool = False, key_bias: bool = True, rms_norm: bool = False,
-                 patch_norm: bool = False, projection_bias: bool = True, post_norm: bool = False,
-                 attention_only_layer_scale: bool = False, key_value_heads=None, parallel_layers: bool = False, **kwargs):
+    def __init__(
+        self,
+        patch_size: int,
+        hidden_size: int,
+        mlp_dim: int,
+        num_heads: int,
+        num_layers: int,
+        resnet_layers: Optional[Sequence[int]] = None,
+        resnet_width: float = 1,
+        include_top: bool = True,
+        weights: Optional[str] = None,
+        input_tensor=None,
+        convolutional_stem=None,
+        input_shape: Optional[Tuple[int, int, int]] = None,
+        position_resampling: Optional[dict] = None,
+        pooling: Optional[str] = None,
+        classes: Optional[int] = None,
+        differential_attention: bool = False,
+        classifier_activation: Union[str, None] = "softmax",
+        classifier: str = "token",
+        representation_size: Optional[int] = None,
+        dropout_rate: float = 0.0,
+        attention_dropout_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        include_preprocessing: bool = False,
+        gelu_approximate: Optional[bool] = None,
+        position_grid: Optional[Tuple[int, int]] = None,
+        name: Optional[str] = None,
+        dtype=None,
+        trainable: bool = True,
+        remat: Union[bool, str] = False,
+        data_config: Union[None, dict, DataConfig] = None,
+        layer_scale_init: Optional[float] = None,
+        prefix_position_embedding: bool = True,
+        activation: Optional[str] = None,
+        layer_norm_epsilon: float = 1e-6,
+        num_register_tokens: int = 0,
+        distillation_token: bool = False,
+        pre_norm: bool = False,
+        fc_norm: bool = False,
+        qk_norm: bool = False,
+        qkv_bias: bool = True,
+        patch_bias: bool = True,
+        class_token: Optional[bool] = None,
+        stem_numerics: str = "original",
+        position_interpolation: str = "linear",
+        final_norm: bool = True,
+        rotary_embedding: Optional[dict] = None,
+        absolute_position_embedding: bool = True,
+        swiglu: bool = False,
+        mlp_norm: bool = False,
+        attention_norm: bool = False,
+        attention_pooling_heads: Optional[int] = None,
+        pooling_includes_prefix: bool = False,
+        key_bias: bool = True,
+        rms_norm: bool = False,
+        patch_norm: bool = False,
+        projection_bias: bool = True,
+        post_norm: bool = False,
+        attention_only_layer_scale: bool = False,
+        key_value_heads=None,
+        parallel_layers: bool = False,
+        **kwargs,
+    ):
         sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
-            dict(patch_size=patch_size, hidden_size=hidden_size, mlp_dim=mlp_dim, num_heads=num_heads,
-                 num_layers=num_layers), resnet_layers, resnet_width,
-            dict(include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable,
-                 remat=remat), classifier, pooling, representation_size, classes,
-            dict(dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate))
+            dict(
+                patch_size=patch_size,
+                hidden_size=hidden_size,
+                mlp_dim=mlp_dim,
+                num_heads=num_heads,
+                num_layers=num_layers,
+            ),
+            resnet_layers,
+            resnet_width,
+            dict(
+                include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable, remat=remat
+            ),
+            classifier,
+            pooling,
+            representation_size,
+            classes,
+            dict(
+                dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate
+            ),
+        )
         family = {field: value for field, value in locals().items() if field in Variant.fields()}  # the keywords
         variant = Variant.for_model(classifier, representation_size, gelu_approximate, **family)
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
-        loader, classes, representation_size, data_config = _weights_room(weights, vit_config, classes,
-                                                                           representation_size, data_config)
+        loader, classes, representation_size, data_config = _weights_room(
+            weights, vit_config, classes, representation_size, data_config
+        )
         classes, policy = DEFAULT_CLASSES if classes is None else classes, _layer_policy(dtype)
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
@@ -188,10 +254,19 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         prefix = variant.num_prefix_tokens(classifier)
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
         with weights_follow(loader is not None):  # the loader assigns every variable: no random draws first
-            parts = make_components(vit_config, resnet_width, data_config if include_preprocessing else None,
-                                    classifier, grid, dict(rates, dynamic=h is None or w is None, remat=remat),
-                                    variant, representation_size if include_top or pooling is None else None,
-                                    classes if include_top else None, classifier_activation, policy)
+            parts = make_components(
+                vit_config,
+                resnet_width,
+                data_config if include_preprocessing else None,
+                classifier,
+                grid,
+                dict(rates, dynamic=h is None or w is None, remat=remat),
+                variant,
+                representation_size if include_top or pooling is None else None,
+                classes if include_top else None,
+                classifier_activation,
+                policy,
+            )
             outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
         super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
         self._dtype_policy = keras.dtype_policies.get(dtype) if dtype is not None else self._dtype_policy  # own too
@@ -199,10 +274,16 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             setattr(self, component, layer)
         self.vit_config = vit_config  # the description
         self.include_top, self.pooling, self.classes = bool(include_top), pooling, int(classes)
-        self.classifier_activation, self.classifier, self.representation_size = (classifier_activation, classifier,
-                                                                                 representation_size)
+        self.classifier_activation, self.classifier, self.representation_size = (
+            classifier_activation,
+            classifier,
+            representation_size,
+        )
         self.dropout_rate, self.attention_dropout_rate, self.drop_path_rate = (
-            float(dropout_rate), float(attention_dropout_rate), float(drop_path_rate))
+            float(dropout_rate),
+            float(attention_dropout_rate),
+            float(drop_path_rate),
+        )
         self.include_preprocessing, self.data_config, self.variant = bool(include_preprocessing), data_config, variant
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps, self._layer_policy = taps, policy
@@ -245,8 +326,11 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         """{part: (start, stop)} rows of the token sequence: "class", "distillation", "registers" (those the
         model has) and "patches" (stop None: any-size models have as many as the input gives)."""
         layout, start = {}, 0
-        for part, count in (("class", self.class_token is not None), ("distillation", self.variant.distillation_token),
-                            ("registers", self.variant.num_register_tokens)):
+        for part, count in (
+            ("class", self.class_token is not None),
+            ("distillation", self.variant.distillation_token),
+            ("registers", self.variant.num_register_tokens),
+        ):
             if count:
                 layout[part], start = (start, start + int(count)), start + int(count)
         layout["patches"] = (start, None if self.dynamic_size else start + self.grid_size[0] * self.grid_size[1])
@@ -276,15 +360,27 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
     def describe(self) -> dict:
         """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
         c = self.vit_config
-        return dict(name=c.name, patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim,
-                    num_heads=c.num_heads, num_layers=c.num_layers,
-                    resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
-                    resnet_width=c.resnet_width, classifier=self.classifier,
-                    representation_size=self.representation_size, classes=self.classes if self.include_top else None,
-                    image_size=list(self.image_size), grid_size=list(self.grid_size),
-                    num_prefix_tokens=self.num_prefix_tokens, include_preprocessing=self.include_preprocessing,
-                    channels=self.channels, any_input_size=self.dynamic_size,
-                    data_config=self.data_config.to_dict(), **self.variant.to_config())
+        return dict(
+            name=c.name,
+            patch_size=c.patch_size,
+            hidden_size=c.hidden_size,
+            mlp_dim=c.mlp_dim,
+            num_heads=c.num_heads,
+            num_layers=c.num_layers,
+            resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
+            resnet_width=c.resnet_width,
+            classifier=self.classifier,
+            representation_size=self.representation_size,
+            classes=self.classes if self.include_top else None,
+            image_size=list(self.image_size),
+            grid_size=list(self.grid_size),
+            num_prefix_tokens=self.num_prefix_tokens,
+            include_preprocessing=self.include_preprocessing,
+            channels=self.channels,
+            any_input_size=self.dynamic_size,
+            data_config=self.data_config.to_dict(),
+            **self.variant.to_config(),
+        )
 
     def get_config(self) -> dict:
         """The constructor's keywords (weights live in the saved file, not the config), plus
@@ -292,20 +388,41 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         c = self.vit_config
         quantized = self.quantized_layers()
         extra = {"quantized_layers": quantized} if quantized else {}
-        return dict(**extra,
-            patch_size=c.patch_size, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
-            num_layers=c.num_layers, resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
-            resnet_width=c.resnet_width, include_top=self.include_top, weights=None,
-            input_shape=[*self.image_size, self.channels], input_tensor=None, pooling=self.pooling, classes=self.classes,
-            classifier_activation=self.classifier_activation, classifier=self.classifier,
-            representation_size=self.representation_size, dropout_rate=self.dropout_rate,
-            attention_dropout_rate=self.attention_dropout_rate, drop_path_rate=self.drop_path_rate,
+        return dict(
+            **extra,
+            patch_size=c.patch_size,
+            hidden_size=c.hidden_size,
+            mlp_dim=c.mlp_dim,
+            num_heads=c.num_heads,
+            num_layers=c.num_layers,
+            resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
+            resnet_width=c.resnet_width,
+            include_top=self.include_top,
+            weights=None,
+            input_shape=[*self.image_size, self.channels],
+            input_tensor=None,
+            pooling=self.pooling,
+            classes=self.classes,
+            classifier_activation=self.classifier_activation,
+            classifier=self.classifier,
+            representation_size=self.representation_size,
+            dropout_rate=self.dropout_rate,
+            attention_dropout_rate=self.attention_dropout_rate,
+            drop_path_rate=self.drop_path_rate,
             include_preprocessing=self.include_preprocessing,
-            position_grid=list(self.grid_size) if self.dynamic_size else None, name=self.name,
-            dtype=(self._layer_policy if isinstance(self._layer_policy, str)
-                   else keras.saving.serialize_keras_object(self._layer_policy)),
-            trainable=self.trainable, remat=self.remat, data_config=self.data_config.to_dict(),
-            gelu_approximate=None, **self.variant.to_config())  # the older spelling: `activation` says it
+            position_grid=list(self.grid_size) if self.dynamic_size else None,
+            name=self.name,
+            dtype=(
+                self._layer_policy
+                if isinstance(self._layer_policy, str)
+                else keras.saving.serialize_keras_object(self._layer_policy)
+            ),
+            trainable=self.trainable,
+            remat=self.remat,
+            data_config=self.data_config.to_dict(),
+            gelu_approximate=None,
+            **self.variant.to_config(),
+        )  # the older spelling: `activation` says it
 
     @classmethod
     def from_config(cls, config: dict) -> "VisionTransformer":
@@ -313,8 +430,12 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         quantized = config.pop("quantized_layers", None)
         model = cls(**config)
         for mode in sorted(set((quantized or {}).values())):  # before Keras loads the saved int8 weights
-            model.quantize(mode, filters=lambda layer, m=mode: quantized.get(layer.path) == m
-                           and not getattr(layer, "quantization_mode", None))  # a policy map quantized it already
+            model.quantize(
+                mode,
+                filters=lambda layer, m=mode: (
+                    quantized.get(layer.path) == m and not getattr(layer, "quantization_mode", None)
+                ),
+            )  # a policy map quantized it already
         return model
 
     # ------------------------------------------------------------------ Keras' own entry points
@@ -323,8 +444,9 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         """`keras.Model.load_weights`, all-or-nothing (`all_or_nothing`): a file that fails to load (another
         architecture, a truncated file) or holds NaN/Inf leaves every weight as it was, as
         `keras_vit.load_weights` does, instead of failing after Keras has assigned part of it."""
-        all_or_nothing(self, lambda: keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs),
-                       filepath)
+        all_or_nothing(
+            self, lambda: keras.Model.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs), filepath
+        )
 
     # ------------------------------------------------------------------ forward pieces (shared)
 
@@ -346,12 +468,11 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
                 x, extras = x[0], tuple(x[1:])
         prefix = [t for t in (p.register_tokens, p.distillation_token, p.class_token) if t is not None]
         late = p.position_embedding is not None and p.position_embedding.num_prefix_tokens == 0  # DeiT-III, DINOv2
-        for token in ([] if late else prefix):
+        for token in [] if late else prefix:
             x = token(x)
         if p.position_embedding is not None:  # None: rotary embeddings alone (DINOv3, RoPE-ViT)
-            x = (p.position_embedding(x, images) if p.position_embedding.stride is not None
-                 else p.position_embedding(x))
-        for token in (prefix if late else []):
+            x = p.position_embedding(x, images) if p.position_embedding.stride is not None else p.position_embedding(x)
+        for token in prefix if late else []:
             x = token(x)
         x = p.embedding_dropout(x, training=training)
         if p.pre_norm is not None:
@@ -387,4 +508,3 @@ def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> Vision
     if not isinstance(model, VisionTransformer):
         raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer ({hint}).")
     return model
-

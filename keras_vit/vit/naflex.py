@@ -32,9 +32,11 @@ def sequence_size(height: int, width: int, patch_size: int, max_patches: int) ->
     """(height, width) an image is resized to so that its patch grid holds at most `max_patches` patches: the
     largest scale found by bisection (down to 1e-5), each side then rounded up to whole patches, at least one
     (timm's `get_image_size_for_seq` with `divisible_by_patch`)."""
+
     def size_at(ratio: float) -> Tuple[int, int]:
-        return tuple(int(max(patch_size * math.ceil(side * ratio / patch_size), patch_size))
-                     for side in (height, width))
+        return tuple(
+            int(max(patch_size * math.ceil(side * ratio / patch_size), patch_size)) for side in (height, width)
+        )
 
     low, high = 1e-6, 100.0
     while high - low >= 1e-5:
@@ -56,9 +58,13 @@ def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     return ops.convert_to_numpy(_two_passes(ops.convert_to_tensor(image[None]), rows, cols, False, False))[0]
 
 
-def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int,
-                 mean: Sequence[float] = (0.5, 0.5, 0.5),
-                 std: Sequence[float] = (0.5, 0.5, 0.5)) -> Dict[str, np.ndarray]:
+def naflex_batch(
+    images: Sequence[np.ndarray],
+    patch_size: int,
+    max_patches: int,
+    mean: Sequence[float] = (0.5, 0.5, 0.5),
+    std: Sequence[float] = (0.5, 0.5, 0.5),
+) -> Dict[str, np.ndarray]:
     """A NaFlex batch of `images` ((H, W, C) arrays in [0, 255], each of its own size).
 
     Returns {"patches": (B, max_patches, patch_size**2 * C) float32, "patch_coord": (B, max_patches, 2) int32
@@ -75,26 +81,33 @@ def naflex_batch(images: Sequence[np.ndarray], patch_size: int, max_patches: int
         raise ValueError("naflex_batch needs at least one image.")
     channels = {np.shape(image)[-1] for image in images}
     if len(channels) != 1 or any(np.ndim(image) != 3 for image in images):
-        raise ValueError(f"naflex_batch takes (H, W, C) images with one channel count, got shapes "
-                         f"{[np.shape(image) for image in images]}.")
+        raise ValueError(
+            f"naflex_batch takes (H, W, C) images with one channel count, got shapes "
+            f"{[np.shape(image) for image in images]}."
+        )
     c = channels.pop()
     for name, values in (("mean", mean), ("std", std)):
         if len(values) != c or (name == "std" and min(values) <= 0):
-            raise ValueError(f"naflex_batch: {name}={tuple(values)} must give one {'positive ' * (name == 'std')}"
-                             f"value per channel of the images ({c}).")
-    out = dict(patches=np.zeros((len(images), max_patches, patch_size * patch_size * c), "float32"),
-               patch_coord=np.zeros((len(images), max_patches, 2), "int32"),
-               patch_valid=np.zeros((len(images), max_patches), bool))
+            raise ValueError(
+                f"naflex_batch: {name}={tuple(values)} must give one {'positive ' * (name == 'std')}"
+                f"value per channel of the images ({c})."
+            )
+    out = dict(
+        patches=np.zeros((len(images), max_patches, patch_size * patch_size * c), "float32"),
+        patch_coord=np.zeros((len(images), max_patches, 2), "int32"),
+        patch_valid=np.zeros((len(images), max_patches), bool),
+    )
     for i, image in enumerate(images):
         image = np.asarray(image, "float32")
         size = sequence_size(image.shape[0], image.shape[1], patch_size, max_patches)
         x = (_resize(image, size) / 255.0 - np.asarray(mean, "float32")) / np.asarray(std, "float32")
         gh, gw = size[0] // patch_size, size[1] // patch_size
         patches = x.reshape(gh, patch_size, gw, patch_size, c).transpose(0, 2, 1, 3, 4).reshape(gh * gw, -1)
-        out["patches"][i, :gh * gw] = patches
-        out["patch_coord"][i, :gh * gw] = np.stack(np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij"),
-                                                   -1).reshape(-1, 2)
-        out["patch_valid"][i, :gh * gw] = True
+        out["patches"][i, : gh * gw] = patches
+        out["patch_coord"][i, : gh * gw] = np.stack(
+            np.meshgrid(np.arange(gh), np.arange(gw), indexing="ij"), -1
+        ).reshape(-1, 2)
+        out["patch_valid"][i, : gh * gw] = True
     return out
 
 
@@ -107,20 +120,34 @@ def _check(model, batch) -> tuple:
     if missing:
         raise ValueError(f"A NaFlex batch holds patches, patch_coord and patch_valid; this one lacks {missing}.")
     if getattr(model.position_embedding, "resampling", None) is None and model.position_embedding is not None:
-        raise ValueError(f"Model {model.name!r} has a position table for one grid; NaFlex batches need one "
-                         "resampled per input (position_resampling: timm's naflexvit models).")
-    if model.rotary_embedding is not None or model.stem is not None or model.include_preprocessing or \
-            model.pooling is not None:
-        raise ValueError(f"Model {model.name!r} has rotary embeddings, a ResNet stem, in-model preprocessing or "
-                         f"pooling={model.pooling!r}: NaFlex batches are built for none of those.")
+        raise ValueError(
+            f"Model {model.name!r} has a position table for one grid; NaFlex batches need one "
+            "resampled per input (position_resampling: timm's naflexvit models)."
+        )
+    if (
+        model.rotary_embedding is not None
+        or model.stem is not None
+        or model.include_preprocessing
+        or model.pooling is not None
+    ):
+        raise ValueError(
+            f"Model {model.name!r} has rotary embeddings, a ResNet stem, in-model preprocessing or "
+            f"pooling={model.pooling!r}: NaFlex batches are built for none of those."
+        )
     patches, coords, valid = (np.asarray(batch[k]) for k in ("patches", "patch_coord", "patch_valid"))
     kernel = model.patch_embedding.kernel
     width = int(np.prod(kernel.shape[:3]))
-    if patches.ndim != 3 or patches.shape[-1] != width or coords.shape != (*patches.shape[:2], 2) \
-            or valid.shape != patches.shape[:2]:
-        raise ValueError(f"NaFlex batch shapes patches {patches.shape}, patch_coord {coords.shape}, patch_valid "
-                         f"{valid.shape}; model {model.name!r} takes patches of {width} values "
-                         f"({kernel.shape[0]}x{kernel.shape[1]}x{kernel.shape[2]}).")
+    if (
+        patches.ndim != 3
+        or patches.shape[-1] != width
+        or coords.shape != (*patches.shape[:2], 2)
+        or valid.shape != patches.shape[:2]
+    ):
+        raise ValueError(
+            f"NaFlex batch shapes patches {patches.shape}, patch_coord {coords.shape}, patch_valid "
+            f"{valid.shape}; model {model.name!r} takes patches of {width} values "
+            f"({kernel.shape[0]}x{kernel.shape[1]}x{kernel.shape[2]})."
+        )
     if not valid.any(axis=1).all():
         raise ValueError("Every image of a NaFlex batch needs at least one valid patch.")
     return patches, coords.astype("int64"), valid.astype(bool)
@@ -144,8 +171,9 @@ def _embed_image(model, patches, coords, tables: dict):
     return x
 
 
-def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False,
-                   pre_logits: bool = False) -> "keras.KerasTensor":
+def naflex_forward(
+    model, batch: Dict[str, np.ndarray], training: bool = False, pre_logits: bool = False
+) -> "keras.KerasTensor":
     """`model`'s output for each image of a NaFlex batch (`naflex_batch`'s dict, or timm's collated one):
     (B, classes) with the top (after its activation), else the pooled features; `pre_logits=True`: the pooled,
     normalised features before the head. See the module docstring for how padding is kept out."""
@@ -154,8 +182,9 @@ def naflex_forward(model, batch: Dict[str, np.ndarray], training: bool = False,
     results: list = [None] * len(patches)
     for count in sorted(set(int(c) for c in counts)):
         members = [i for i in range(len(patches)) if counts[i] == count]
-        x = ops.concatenate([_embed_image(model, patches[i][valid[i]], coords[i][valid[i]], tables)
-                             for i in members], 0)
+        x = ops.concatenate(
+            [_embed_image(model, patches[i][valid[i]], coords[i][valid[i]], tables) for i in members], 0
+        )
         for token in [t for t in (model.register_tokens, model.distillation_token, model.class_token) if t is not None]:
             x = token(x)
         x = model.embedding_dropout(x, training=training)

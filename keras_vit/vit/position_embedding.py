@@ -32,8 +32,14 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
     code's rule (`zoom(order=1)`, see `interpolate_grid`); the prefix rows stay.
     """
 
-    def __init__(self, grid_size: Sequence[int], num_prefix_tokens: int = 1, stride: Optional[int] = None,
-                 interpolation: str = "linear", **kwargs):
+    def __init__(
+        self,
+        grid_size: Sequence[int],
+        num_prefix_tokens: int = 1,
+        stride: Optional[int] = None,
+        interpolation: str = "linear",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if interpolation not in INTERPOLATIONS:
             raise ValueError(f"interpolation={interpolation!r}; expected one of {INTERPOLATIONS}.")
@@ -50,10 +56,13 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
         if self.stride is None and tokens_shape[1] is not None and tokens_shape[1] != self.num_tokens:
             raise ValueError(
                 f"AddPositionEmbedding expects {self.num_tokens} tokens (grid {self.grid_size} + "
-                f"{self.num_prefix_tokens} prefix), got {tokens_shape[1]}.")
+                f"{self.num_prefix_tokens} prefix), got {tokens_shape[1]}."
+            )
         self.pos_embedding = self.add_weight(
-            name="pos_embedding", shape=(1, self.num_tokens, tokens_shape[-1]),
-            initializer=initial(keras.initializers.RandomNormal(stddev=0.02)))
+            name="pos_embedding",
+            shape=(1, self.num_tokens, tokens_shape[-1]),
+            initializer=initial(keras.initializers.RandomNormal(stddev=0.02)),
+        )
 
     def call(self, tokens, images=None):
         table = ops.cast(self.pos_embedding, tokens.dtype)
@@ -66,17 +75,21 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
         otherwise; a size that is not a multiple of the stride is refused naming the nearest that are."""
         for axis, size in (("height", images.shape[1]), ("width", images.shape[2])):
             if size is not None and size % self.stride:
-                raise ValueError(f"Input {axis} {size} is not a multiple of the effective patch size {self.stride}; "
-                                 f"{validate.nearest_multiples(size, self.stride)} would work.")
-        return tuple(images.shape[i] // self.stride if images.shape[i] is not None
-                     else ops.shape(images)[i] // self.stride for i in (1, 2))
+                raise ValueError(
+                    f"Input {axis} {size} is not a multiple of the effective patch size {self.stride}; "
+                    f"{validate.nearest_multiples(size, self.stride)} would work."
+                )
+        return tuple(
+            images.shape[i] // self.stride if images.shape[i] is not None else ops.shape(images)[i] // self.stride
+            for i in (1, 2)
+        )
 
     def _table_for(self, table, images):
         """The table for the patch grid of `images` (resized unless it is the stored grid)."""
         grid = self.grid_of(images)
         if all(isinstance(g, int) for g in grid) and tuple(grid) == self.grid_size:
             return table
-        prefix, patches = table[:, :self.num_prefix_tokens], table[0, self.num_prefix_tokens:]
+        prefix, patches = table[:, : self.num_prefix_tokens], table[0, self.num_prefix_tokens :]
         patches = ops.reshape(patches, (*self.grid_size, -1))
         patches = resample_grid(patches, grid, self.interpolation)
         patches = ops.reshape(patches, (1, -1, ops.shape(table)[-1]))
@@ -86,8 +99,13 @@ class AddPositionEmbedding(ArraySpecs, keras.layers.Layer):
         return tokens_shape
 
     def get_config(self):
-        return {**super().get_config(), "grid_size": list(self.grid_size),
-                "num_prefix_tokens": self.num_prefix_tokens, "stride": self.stride, "interpolation": self.interpolation}
+        return {
+            **super().get_config(),
+            "grid_size": list(self.grid_size),
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "stride": self.stride,
+            "interpolation": self.interpolation,
+        }
 
 
 INTERPOLATIONS = ("linear", "bicubic")

@@ -70,12 +70,13 @@ class PositionResampling:
         for field in ("factorized", "antialias", "align_corners", "aspect_preserving"):
             if field in v:
                 validate.boolean(f"position_resampling {field}", v[field])
-        validate.choice("position_resampling interpolation", v.get("interpolation", "bicubic"),
-                        ("bicubic", "bilinear"))
+        validate.choice("position_resampling interpolation", v.get("interpolation", "bicubic"), ("bicubic", "bilinear"))
         record = cls(**v)
         if record.align_corners and (record.antialias or record.interpolation != "bilinear" or record.factorized):
-            raise ValueError("position_resampling align_corners=True is PyTorch's bilinear rule without "
-                             "antialiasing on a 2-D table: set interpolation='bilinear' and antialias=False.")
+            raise ValueError(
+                "position_resampling align_corners=True is PyTorch's bilinear rule without "
+                "antialiasing on a 2-D table: set interpolation='bilinear' and antialias=False."
+            )
         return record
 
     def to_config(self) -> dict:
@@ -111,13 +112,16 @@ class ResampledPositionEmbedding(AddPositionEmbedding):
         init = initial(keras.initializers.RandomNormal(stddev=0.02))
         width = tokens_shape[-1]
         if self.resampling.factorized:
-            self.pos_embedding_y = self.add_weight(name="pos_embedding_y", shape=(1, self.grid_size[0], width),
-                                                   initializer=init)
-            self.pos_embedding_x = self.add_weight(name="pos_embedding_x", shape=(1, self.grid_size[1], width),
-                                                   initializer=init)
+            self.pos_embedding_y = self.add_weight(
+                name="pos_embedding_y", shape=(1, self.grid_size[0], width), initializer=init
+            )
+            self.pos_embedding_x = self.add_weight(
+                name="pos_embedding_x", shape=(1, self.grid_size[1], width), initializer=init
+            )
         else:
-            self.pos_embedding = self.add_weight(name="pos_embedding", shape=(1, self.num_tokens, width),
-                                                 initializer=init)
+            self.pos_embedding = self.add_weight(
+                name="pos_embedding", shape=(1, self.num_tokens, width), initializer=init
+            )
 
     def table(self, rows, cols, dtype="float32"):
         """The (1, rows * cols, D) table for a grid of rows x cols (ints or scalar tensors)."""

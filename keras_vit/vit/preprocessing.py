@@ -94,12 +94,17 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
       normalize: False returns resized pixels still in [0, 255] (for a model that normalises inside).
     """
 
-    def __init__(self, size: Optional[Sequence[int]] = None, data_config: Union[None, dict, DataConfig] = None,
-                 normalize: bool = True, **kwargs):
+    def __init__(
+        self,
+        size: Optional[Sequence[int]] = None,
+        data_config: Union[None, dict, DataConfig] = None,
+        normalize: bool = True,
+        **kwargs,
+    ):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         if size is not None:
-            if (len(size) != 2 or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in size)):
+            if len(size) != 2 or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in size):
                 raise ValueError(f"size must be (height, width) of positive ints or None, got {size!r}.")
             size = (int(size[0]), int(size[1]))
         self.size = size
@@ -109,11 +114,19 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
     def __call__(self, images, *args, **kwargs):
         """`keras.layers.Layer.__call__`; a NumPy batch of floats inside [0, 1] warns once: the layer takes pixels
         in [0, 255], and such values would all land near the mean (tensors are not read back)."""
-        if isinstance(images, np.ndarray) and images.dtype.kind == "f" and images.size and \
-                not getattr(self, "_range_warned", False) and 0 <= float(images.min()) and 0 < float(images.max()) <= 1:
+        if (
+            isinstance(images, np.ndarray)
+            and images.dtype.kind == "f"
+            and images.size
+            and not getattr(self, "_range_warned", False)
+            and 0 <= float(images.min())
+            and 0 < float(images.max()) <= 1
+        ):
             self._range_warned = True
-            warnings.warn("ImagePreprocessing takes pixels in [0, 255]; got floats in [0, 1]: multiply them by 255 "
-                          "first.", stacklevel=2)
+            warnings.warn(
+                "ImagePreprocessing takes pixels in [0, 255]; got floats in [0, 1]: multiply them by 255 first.",
+                stacklevel=2,
+            )
         return super().__call__(images, *args, **kwargs)
 
     def call(self, images):
@@ -123,8 +136,10 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         if len(x.shape) != 4:
             raise ValueError(f"ImagePreprocessing takes (H, W, C) or (N, H, W, C) images, got shape {x.shape}.")
         if x.shape[-1] is not None and x.shape[-1] > 4 and x.shape[1] is not None and x.shape[1] <= 4:
-            raise ValueError(f"ImagePreprocessing takes channels-last images (N, H, W, C); shape {tuple(x.shape)} "
-                             "looks channels-first (N, C, H, W): transpose it (x.transpose(0, 2, 3, 1)).")
+            raise ValueError(
+                f"ImagePreprocessing takes channels-last images (N, H, W, C); shape {tuple(x.shape)} "
+                "looks channels-first (N, C, H, W): transpose it (x.transpose(0, 2, 3, 1))."
+            )
         if self.size is not None:
             x = self._resize(x)
         if self.normalize:
@@ -143,10 +158,8 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
         height = x.shape[1] if x.shape[1] is not None else shape[1]
         width = x.shape[2] if x.shape[2] is not None else shape[2]
         resized, offsets = _plan(config, height, width, self.size)
-        rows = resampling_matrix(height, resized[0], offsets[0], self.size[0], config.interpolation,
-                                 config.antialias)
-        cols = resampling_matrix(width, resized[1], offsets[1], self.size[1], config.interpolation,
-                                 config.antialias)
+        rows = resampling_matrix(height, resized[0], offsets[0], self.size[0], config.interpolation, config.antialias)
+        cols = resampling_matrix(width, resized[1], offsets[1], self.size[1], config.interpolation, config.antialias)
         clip = config.interpolation == "bicubic"
         if config.pass_order == "pillow12" or not clip:  # without clipping the two orders are the same map
             return _two_passes(x, rows, cols, clip, rows_first=False)
@@ -163,8 +176,11 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update(size=list(self.size) if self.size else None, data_config=self.data_config.to_dict(),
-                      normalize=self.normalize)
+        config.update(
+            size=list(self.size) if self.size else None,
+            data_config=self.data_config.to_dict(),
+            normalize=self.normalize,
+        )
         return config
 
 
@@ -224,8 +240,12 @@ class PreprocessingAPI:
         """The layer that turns images in [0, 255] of any size and dtype into this model's input: resized and
         cropped per `data_config` to `size` (default `base_image_size`), normalised unless the model does that
         itself (`include_preprocessing`)."""
-        return ImagePreprocessing(tuple(size or self.base_image_size), self.data_config,
-                                  normalize=not self.include_preprocessing, name=f"{self.name}_preprocessing")
+        return ImagePreprocessing(
+            tuple(size or self.base_image_size),
+            self.data_config,
+            normalize=not self.include_preprocessing,
+            name=f"{self.name}_preprocessing",
+        )
 
     def decode(self, predictions, top: int = 5) -> list:
         """`keras_vit.decode_predictions` with this model's label set (`data_config.labels`, else the shipped
@@ -233,6 +253,5 @@ class PreprocessingAPI:
         from keras_vit.vit.labels import decode_predictions
 
         if not self.include_top:
-            raise ValueError(f"Model {self.name!r} has no classification head (include_top=False): nothing to "
-                             "decode.")
+            raise ValueError(f"Model {self.name!r} has no classification head (include_top=False): nothing to decode.")
         return decode_predictions(predictions, top=top, labels=self.data_config.labels)

@@ -15,13 +15,17 @@ class Quantization:
         layers, pre-logits and head get Keras' quantized kernels. Layers that hold no matmul weights
         (patch embedding, norms, tokens) stay float, silently rather than with one warning each."""
         if self.lora_layers():
-            raise ValueError(f"Model {self.name!r} has LoRA adapters: quantize the merged model "
-                             "(model.merge_lora().quantize(...)).")
+            raise ValueError(
+                f"Model {self.name!r} has LoRA adapters: quantize the merged model (model.merge_lora().quantize(...))."
+            )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method implemented")
             super().quantize(mode, config=config, filters=filters, **kwargs)
 
     def quantized_layers(self) -> Dict[str, str]:
         """{layer path: quantization mode} of the layers `quantize` has changed; empty for a float model."""
-        return {layer.path: layer.quantization_mode for layer in self._flatten_layers()
-                if getattr(layer, "quantization_mode", None) is not None}
+        return {
+            layer.path: layer.quantization_mode
+            for layer in self._flatten_layers()
+            if getattr(layer, "quantization_mode", None) is not None
+        }

@@ -22,8 +22,10 @@ STD_CONV_EPSILON = 1e-5
 # The stem's numerics: the original code's weight standardisation (w - mean) / (std + 1e-5) and GroupNorm
 # epsilon 1e-6, or timm's hybrids' (w - mean) / sqrt(var + 1e-8) and 1e-5: a relative change of about 1e-5 / std
 # per kernel, small on random weights (3e-6 on the test fixture) and larger on trained kernels of small spread.
-STEM_NUMERICS = {"original": dict(root=False, epsilon=STD_CONV_EPSILON, group_norm_epsilon=GROUP_NORM_EPSILON),
-                 "timm": dict(root=True, epsilon=1e-8, group_norm_epsilon=1e-5)}
+STEM_NUMERICS = {
+    "original": dict(root=False, epsilon=STD_CONV_EPSILON, group_norm_epsilon=GROUP_NORM_EPSILON),
+    "timm": dict(root=True, epsilon=1e-8, group_norm_epsilon=1e-5),
+}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -60,9 +62,13 @@ class StdConv2D(ArraySpecs, keras.layers.Conv2D):
 
 def _group_norm(name: str, dtype, zero_scale: bool = False, numerics: str = "original"):
     return keras.layers.GroupNormalization(
-        groups=GROUP_NORM_GROUPS, epsilon=STEM_NUMERICS[numerics]["group_norm_epsilon"],
-        gamma_initializer=initial("zeros" if zero_scale else "ones"), beta_initializer=initial("zeros"), dtype=dtype,
-        name=name)
+        groups=GROUP_NORM_GROUPS,
+        epsilon=STEM_NUMERICS[numerics]["group_norm_epsilon"],
+        gamma_initializer=initial("zeros" if zero_scale else "ones"),
+        beta_initializer=initial("zeros"),
+        dtype=dtype,
+        name=name,
+    )
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -86,8 +92,14 @@ class ResidualUnit(ArraySpecs, keras.layers.Layer):
 
     def build(self, input_shape):
         if input_shape[-1] != 4 * self.features or self.strides != 1:
-            self.conv_proj = StdConv2D(4 * self.features, 1, strides=self.strides, numerics=self.numerics,
-                                       dtype=self.dtype_policy, name="conv_proj")
+            self.conv_proj = StdConv2D(
+                4 * self.features,
+                1,
+                strides=self.strides,
+                numerics=self.numerics,
+                dtype=self.dtype_policy,
+                name="conv_proj",
+            )
             self.gn_proj = _group_norm("gn_proj", self.dtype_policy, numerics=self.numerics)
             self.conv_proj.build(input_shape)
             self.gn_proj.build(self.conv_proj.compute_output_shape(input_shape))
@@ -110,8 +122,7 @@ class ResidualUnit(ArraySpecs, keras.layers.Layer):
         return self.conv3.compute_output_shape(self.conv2.compute_output_shape(input_shape))
 
     def get_config(self):
-        return {**super().get_config(), "features": self.features, "strides": self.strides,
-                "numerics": self.numerics}
+        return {**super().get_config(), "features": self.features, "strides": self.strides, "numerics": self.numerics}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -138,8 +149,11 @@ class ResNetStem(ArraySpecs, keras.layers.Layer):
         for s, size in enumerate(self.stage_sizes):
             for u in range(size):
                 strides = 2 if (s > 0 and u == 0) else 1
-                self.units.append(ResidualUnit(root * 2 ** s, strides, numerics, dtype=dt,
-                                               name=f"block{s + 1}/unit{u + 1}".replace("/", "_")))
+                self.units.append(
+                    ResidualUnit(
+                        root * 2**s, strides, numerics, dtype=dt, name=f"block{s + 1}/unit{u + 1}".replace("/", "_")
+                    )
+                )
                 self.units[-1].checkpoint_prefix = f"block{s + 1}/unit{u + 1}"
 
     def build(self, input_shape):
@@ -164,5 +178,9 @@ class ResNetStem(ArraySpecs, keras.layers.Layer):
         return shape
 
     def get_config(self):
-        return {**super().get_config(), "layers": list(self.stage_sizes), "width": self.width,
-                "numerics": self.numerics}
+        return {
+            **super().get_config(),
+            "layers": list(self.stage_sizes),
+            "width": self.width,
+            "numerics": self.numerics,
+        }

@@ -36,12 +36,18 @@ def _sizes(model_or_config) -> tuple:
     config = getattr(model_or_config, "vit_config", None)
     if isinstance(config, ViTConfig):
         return config.num_heads, config.mlp_dim
-    raise TypeError("layout_map takes a keras_vit.VisionTransformer, a keras_vit.ViTConfig or a model name, "
-                    f"got {type(model_or_config).__name__}.")
+    raise TypeError(
+        "layout_map takes a keras_vit.VisionTransformer, a keras_vit.ViTConfig or a model name, "
+        f"got {type(model_or_config).__name__}."
+    )
 
 
-def layout_map(model_or_config: Union[keras.Model, ViTConfig, str], mesh: "keras.distribution.DeviceMesh", *,
-               model_axis: str = "model") -> "keras.distribution.LayoutMap":
+def layout_map(
+    model_or_config: Union[keras.Model, ViTConfig, str],
+    mesh: "keras.distribution.DeviceMesh",
+    *,
+    model_axis: str = "model",
+) -> "keras.distribution.LayoutMap":
     """A `keras.distribution.LayoutMap` sharding every encoder block over `mesh`'s `model_axis`.
 
     Use it with `keras.distribution.ModelParallel(layout_map=...)`; the batch goes on the mesh's other
@@ -54,8 +60,10 @@ def layout_map(model_or_config: Union[keras.Model, ViTConfig, str], mesh: "keras
     heads, mlp_dim = _sizes(model_or_config)
     for what, size in (("num_heads", heads), ("mlp_dim", mlp_dim)):
         if size % ways:
-            raise ValueError(f"{what}={size} does not split over the {ways} devices of mesh axis {model_axis!r}; "
-                             f"use a model axis that divides {size}.")
+            raise ValueError(
+                f"{what}={size} does not split over the {ways} devices of mesh axis {model_axis!r}; "
+                f"use a model axis that divides {size}."
+            )
     layouts = keras.distribution.LayoutMap(mesh)
     for pattern, axes in MEGATRON.items():
         layouts[pattern] = tuple(model_axis if a == "model" else a for a in axes)

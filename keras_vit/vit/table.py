@@ -58,8 +58,9 @@ def get_config(name: str) -> ViTConfig:
     """Deprecated alias of `vit_config` (the name collides with Keras' `get_config`)."""
     import warnings
 
-    warnings.warn("keras_vit.get_config(name) is deprecated; use keras_vit.vit_config(name).", DeprecationWarning,
-                  stacklevel=2)
+    warnings.warn(
+        "keras_vit.get_config(name) is deprecated; use keras_vit.vit_config(name).", DeprecationWarning, stacklevel=2
+    )
     return vit_config(name)
 
 
@@ -133,39 +134,71 @@ def vit_config(name: str) -> ViTConfig:
     if isinstance(name, ViTConfig):
         return name
     if not isinstance(name, str):
-        raise ValueError(f"Model name must be a string, got {type(name).__name__}. "
-                         f"Known models: {', '.join(MODELS)}.")
+        raise ValueError(f"Model name must be a string, got {type(name).__name__}. Known models: {', '.join(MODELS)}.")
     config = _BY_CANONICAL.get(_canonical(name))
     if config is None:
-        raise ValueError(f"Unknown model name {name!r}. Known models: {', '.join(MODELS)} "
-                         "(checkpoint spellings such as 'ViT-B_16' are accepted too).")
+        raise ValueError(
+            f"Unknown model name {name!r}. Known models: {', '.join(MODELS)} "
+            "(checkpoint spellings such as 'ViT-B_16' are accepted too)."
+        )
     return config
 
 
-def find_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
-                resnet_layers: Optional[Tuple[int, ...]] = None, resnet_width: float = 1) -> Optional[ViTConfig]:
+def find_config(
+    patch_size: int,
+    hidden_size: int,
+    mlp_dim: int,
+    num_heads: int,
+    num_layers: int,
+    resnet_layers: Optional[Tuple[int, ...]] = None,
+    resnet_width: float = 1,
+) -> Optional[ViTConfig]:
     """The table row with exactly these sizes, or None for a custom model."""
     resnet_layers = tuple(resnet_layers) if resnet_layers is not None else None
     for config in MODELS.values():
-        if (config.patch_size, config.hidden_size, config.mlp_dim, config.num_heads, config.num_layers,
-                config.resnet_layers) == (patch_size, hidden_size, mlp_dim, num_heads, num_layers, resnet_layers) \
-                and (resnet_layers is None or float(config.resnet_width) == float(resnet_width)):
+        if (
+            config.patch_size,
+            config.hidden_size,
+            config.mlp_dim,
+            config.num_heads,
+            config.num_layers,
+            config.resnet_layers,
+        ) == (patch_size, hidden_size, mlp_dim, num_heads, num_layers, resnet_layers) and (
+            resnet_layers is None or float(config.resnet_width) == float(resnet_width)
+        ):
             return config
     return None
 
 
-def custom_config(patch_size: int, hidden_size: int, mlp_dim: int, num_heads: int, num_layers: int,
-                  resnet_layers: Optional[Tuple[int, ...]] = None, resnet_width: float = 1) -> ViTConfig:
+def custom_config(
+    patch_size: int,
+    hidden_size: int,
+    mlp_dim: int,
+    num_heads: int,
+    num_layers: int,
+    resnet_layers: Optional[Tuple[int, ...]] = None,
+    resnet_width: float = 1,
+) -> ViTConfig:
     """The row for these sizes: the table's own when it has one, else a custom row named after its sizes."""
-    sizes = dict(patch_size=int(patch_size), hidden_size=int(hidden_size), mlp_dim=int(mlp_dim),
-                 num_heads=int(num_heads), num_layers=int(num_layers),
-                 resnet_layers=tuple(int(n) for n in resnet_layers) if resnet_layers is not None else None,
-                 resnet_width=resnet_width)
+    sizes = dict(
+        patch_size=int(patch_size),
+        hidden_size=int(hidden_size),
+        mlp_dim=int(mlp_dim),
+        num_heads=int(num_heads),
+        num_layers=int(num_layers),
+        resnet_layers=tuple(int(n) for n in resnet_layers) if resnet_layers is not None else None,
+        resnet_width=resnet_width,
+    )
     found = find_config(**sizes)
     if found is not None:
         return found
-    stem = (f"R{'-'.join(map(str, sizes['resnet_layers'])) or 'root'}x{resnet_width:g}+"
-            if sizes["resnet_layers"] is not None else "")
-    name = (f"{stem}ViT-D{hidden_size}-L{num_layers}-H{num_heads}-MLP{mlp_dim}/"
-            f"{patch_size * resnet_stride(sizes['resnet_layers'])}")
+    stem = (
+        f"R{'-'.join(map(str, sizes['resnet_layers'])) or 'root'}x{resnet_width:g}+"
+        if sizes["resnet_layers"] is not None
+        else ""
+    )
+    name = (
+        f"{stem}ViT-D{hidden_size}-L{num_layers}-H{num_heads}-MLP{mlp_dim}/"
+        f"{patch_size * resnet_stride(sizes['resnet_layers'])}"
+    )
     return ViTConfig(name, **sizes)

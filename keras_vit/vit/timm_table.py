@@ -15,15 +15,63 @@ import os
 from typing import List, Optional
 
 # the keys of an entry that are `VisionTransformer` keywords as they stand
-_KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "classifier", "activation",
-             "layer_norm_epsilon", "layer_scale_init", "num_register_tokens", "distillation_token", "pre_norm",
-             "fc_norm", "qk_norm", "qkv_bias", "patch_bias", "prefix_position_embedding", "class_token",
-             "final_norm", "rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm",
-             "attention_pooling_heads", "pooling_includes_prefix", "key_bias", "rms_norm", "patch_norm",
-             "projection_bias", "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
-             "position_resampling", "differential_attention", "convolutional_stem")
-FAMILIES = ("vit", "deit", "deit3", "dinov2", "dinov3", "eva02", "pe", "rope", "aimv2", "clip", "siglip", "gap",
-            "hybrid", "mobileclip", "naflex", "other")
+_KEYWORDS = (
+    "patch_size",
+    "hidden_size",
+    "mlp_dim",
+    "num_heads",
+    "num_layers",
+    "classifier",
+    "activation",
+    "layer_norm_epsilon",
+    "layer_scale_init",
+    "num_register_tokens",
+    "distillation_token",
+    "pre_norm",
+    "fc_norm",
+    "qk_norm",
+    "qkv_bias",
+    "patch_bias",
+    "prefix_position_embedding",
+    "class_token",
+    "final_norm",
+    "rotary_embedding",
+    "absolute_position_embedding",
+    "swiglu",
+    "mlp_norm",
+    "attention_norm",
+    "attention_pooling_heads",
+    "pooling_includes_prefix",
+    "key_bias",
+    "rms_norm",
+    "patch_norm",
+    "projection_bias",
+    "post_norm",
+    "attention_only_layer_scale",
+    "key_value_heads",
+    "parallel_layers",
+    "position_resampling",
+    "differential_attention",
+    "convolutional_stem",
+)
+FAMILIES = (
+    "vit",
+    "deit",
+    "deit3",
+    "dinov2",
+    "dinov3",
+    "eva02",
+    "pe",
+    "rope",
+    "aimv2",
+    "clip",
+    "siglip",
+    "gap",
+    "hybrid",
+    "mobileclip",
+    "naflex",
+    "other",
+)
 # listed by pretrained tag rather than by architecture: SigLIP 2's fixed-size towers are timm's SigLIP
 # architectures with `v2_webli` weights
 TAG_FAMILIES = {"siglip2": "v2_webli"}
@@ -34,8 +82,7 @@ _EVA_FAMILIES = (("dinov3", "dinov3"), ("lingbot", "dinov3"), ("eva02", "eva02")
 
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
-                        "timm_architectures.json")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "timm_architectures.json")
     with open(path) as f:
         return json.load(f)
 
@@ -48,7 +95,7 @@ def timm_version() -> str:
 def base_name(name: str) -> str:
     """A timm model name without its pretrained tag ("vit_base_patch16_224.augreg2_in21k_ft_in1k" -> the
     architecture) and without timm's hub prefix."""
-    name = name[len("timm/"):] if name.startswith("timm/") else name
+    name = name[len("timm/") :] if name.startswith("timm/") else name
     return name.split(".", 1)[0]
 
 
@@ -87,8 +134,10 @@ def facts(name: str) -> dict:
     if entry is None:
         known = sorted(_table()["architectures"])
         near = [k for k in known if k.split("_")[:2] == base_name(name).split("_")[:2]][:5]
-        raise ValueError(f"{name!r} is not an architecture of timm {timm_version()}'s ViT modules"
-                         f"{f'; similar: {near}' if near else ''}.")
+        raise ValueError(
+            f"{name!r} is not an architecture of timm {timm_version()}'s ViT modules"
+            f"{f'; similar: {near}' if near else ''}."
+        )
     return entry
 
 
@@ -97,12 +146,16 @@ def model_kwargs(name: str) -> dict:
     naming the parts keras_vit does not build yet."""
     entry = facts(name)
     if entry["unsupported"]:
-        raise ValueError(f"timm's {base_name(name)} has parts keras_vit does not build yet: "
-                         f"{'; '.join(entry['unsupported'])}.")
+        raise ValueError(
+            f"timm's {base_name(name)} has parts keras_vit does not build yet: {'; '.join(entry['unsupported'])}."
+        )
     kw = {k: entry[k] for k in _KEYWORDS if k in entry}  # the eva module's parts: its entries only
     if "resnet_layers" in entry:  # timm's BiT-ResNet hybrids
-        kw.update(resnet_layers=tuple(entry["resnet_layers"]), resnet_width=entry["resnet_width"],
-                  stem_numerics=entry["stem_numerics"])
+        kw.update(
+            resnet_layers=tuple(entry["resnet_layers"]),
+            resnet_width=entry["resnet_width"],
+            stem_numerics=entry["stem_numerics"],
+        )
     if isinstance(kw["patch_size"], list):
         raise ValueError(f"timm's {base_name(name)} has non-square patches {kw['patch_size']}.")
     kw["input_shape"] = (*entry["image_size"], 3)
@@ -121,10 +174,18 @@ def list_timm_models(family_name: Optional[str] = None, *, buildable: bool = Tru
     names = sorted(_table()["architectures"])
     if family_name in TAG_FAMILIES:  # architectures with weights of that tag (SigLIP 2: v2_webli)
         tag = TAG_FAMILIES[family_name]
-        return [n for n in names if (not buildable or not _table()["architectures"][n]["unsupported"])
-                and any(t.startswith(tag) for t in _table()["architectures"][n].get("tags", ()))]
-    return [n for n in names if (not buildable or not _table()["architectures"][n]["unsupported"])
-            and (family_name is None or family(n) == family_name)]
+        return [
+            n
+            for n in names
+            if (not buildable or not _table()["architectures"][n]["unsupported"])
+            and any(t.startswith(tag) for t in _table()["architectures"][n].get("tags", ()))
+        ]
+    return [
+        n
+        for n in names
+        if (not buildable or not _table()["architectures"][n]["unsupported"])
+        and (family_name is None or family(n) == family_name)
+    ]
 
 
 def data_config(name: str) -> Optional[dict]:
@@ -136,8 +197,15 @@ def data_config(name: str) -> Optional[dict]:
         return None
     from keras_vit.vit.labels import label_set_for
 
-    return dict(mean=tuple(cfg["mean"]), std=tuple(cfg["std"]), crop_pct=cfg["crop_pct"], crop_mode=cfg["crop_mode"],
-                interpolation=cfg["interpolation"], antialias=True, labels=label_set_for(facts(name)["classes"] or 0))
+    return dict(
+        mean=tuple(cfg["mean"]),
+        std=tuple(cfg["std"]),
+        crop_pct=cfg["crop_pct"],
+        crop_mode=cfg["crop_mode"],
+        interpolation=cfg["interpolation"],
+        antialias=True,
+        labels=label_set_for(facts(name)["classes"] or 0),
+    )
 
 
 def parameter_count(name: str) -> int:

@@ -33,7 +33,7 @@ class TokenPooling(ArraySpecs, keras.layers.Layer):
     def call(self, x):
         if self.mode == "token":
             return x[:, self.index]
-        patches = x[:, self.num_prefix_tokens:]
+        patches = x[:, self.num_prefix_tokens :]
         if self.mode == "gap":
             return ops.mean(patches, axis=1)
         return ops.max(patches, axis=1)
@@ -42,5 +42,9 @@ class TokenPooling(ArraySpecs, keras.layers.Layer):
         return (input_shape[0], input_shape[2])
 
     def get_config(self):
-        return {**super().get_config(), "mode": self.mode,
-                "num_prefix_tokens": self.num_prefix_tokens, "index": self.index}
+        return {
+            **super().get_config(),
+            "mode": self.mode,
+            "num_prefix_tokens": self.num_prefix_tokens,
+            "index": self.index,
+        }

@@ -117,37 +117,65 @@ class Variant:
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
         """The record after type and range checks (errors name the keyword)."""
         options["activation"] = activation_name(options.get("activation"), gelu_approximate)
-        options["layer_norm_epsilon"] = validate.number("layer_norm_epsilon",
-                                                        options.get("layer_norm_epsilon", LAYER_NORM_EPSILON),
-                                                        positive=True)
+        options["layer_norm_epsilon"] = validate.number(
+            "layer_norm_epsilon", options.get("layer_norm_epsilon", LAYER_NORM_EPSILON), positive=True
+        )
         if options.get("layer_scale_init") is not None:
-            options["layer_scale_init"] = validate.number("layer_scale_init", options["layer_scale_init"],
-                                                          positive=True)
+            options["layer_scale_init"] = validate.number(
+                "layer_scale_init", options["layer_scale_init"], positive=True
+            )
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
-        for field in ("distillation_token", "pre_norm", "fc_norm", "final_norm", "qk_norm", "qkv_bias", "patch_bias",
-                      "prefix_position_embedding", "class_token", "absolute_position_embedding", "swiglu", "mlp_norm",
-                      "key_bias",
-                      "rms_norm", "patch_norm", "projection_bias", "post_norm", "attention_only_layer_scale",
-                      "attention_norm", "pooling_includes_prefix", "parallel_layers", "differential_attention"):
+        for field in (
+            "distillation_token",
+            "pre_norm",
+            "fc_norm",
+            "final_norm",
+            "qk_norm",
+            "qkv_bias",
+            "patch_bias",
+            "prefix_position_embedding",
+            "class_token",
+            "absolute_position_embedding",
+            "swiglu",
+            "mlp_norm",
+            "key_bias",
+            "rms_norm",
+            "patch_norm",
+            "projection_bias",
+            "post_norm",
+            "attention_only_layer_scale",
+            "attention_norm",
+            "pooling_includes_prefix",
+            "parallel_layers",
+            "differential_attention",
+        ):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
-        validate.choice("position_interpolation", options.get("position_interpolation", "linear"),
-                        ("linear", "bicubic"))
+        validate.choice(
+            "position_interpolation", options.get("position_interpolation", "linear"), ("linear", "bicubic")
+        )
         options["rotary_embedding"] = Rotary.from_config(options.get("rotary_embedding"))
         options["position_resampling"] = PositionResampling.from_config(options.get("position_resampling"))
         options["convolutional_stem"] = checked_stem(options.get("convolutional_stem"))
-        if options["position_resampling"] is not None and (options.get("prefix_position_embedding", True)
-                                                           or options.get("absolute_position_embedding") is False):
-            raise ValueError("position_resampling is a learned table of the patches' rows alone: it goes with "
-                             "prefix_position_embedding=False (and a position table: absolute_position_embedding).")
+        if options["position_resampling"] is not None and (
+            options.get("prefix_position_embedding", True) or options.get("absolute_position_embedding") is False
+        ):
+            raise ValueError(
+                "position_resampling is a learned table of the patches' rows alone: it goes with "
+                "prefix_position_embedding=False (and a position table: absolute_position_embedding)."
+            )
         if options.get("key_value_heads") is not None:  # a count per block; one count for all is kept as given
             heads = options["key_value_heads"]
-            options["key_value_heads"] = (validate.integer("key_value_heads", heads) if isinstance(heads, int)
-                                          else validate.integers("key_value_heads", heads))
-        options["attention_pooling_heads"] = validate.integer("attention_pooling_heads",
-                                                              options.get("attention_pooling_heads"), allow_none=True)
+            options["key_value_heads"] = (
+                validate.integer("key_value_heads", heads)
+                if isinstance(heads, int)
+                else validate.integers("key_value_heads", heads)
+            )
+        options["attention_pooling_heads"] = validate.integer(
+            "attention_pooling_heads", options.get("attention_pooling_heads"), allow_none=True
+        )
         return cls(**options)
 
     @classmethod
@@ -160,8 +188,10 @@ class Variant:
         if variant.class_token is False:
             raise ValueError("classifier='token' reads the class token: class_token=False contradicts it.")
         if variant.distillation_token and (classifier != "token" or representation_size is not None):
-            raise ValueError("distillation_token=True goes with classifier='token' and no representation_size "
-                             "(DeiT's two heads read the class and distillation tokens).")
+            raise ValueError(
+                "distillation_token=True goes with classifier='token' and no representation_size "
+                "(DeiT's two heads read the class and distillation tokens)."
+            )
         return variant
 
     def to_config(self) -> dict:
@@ -169,10 +199,12 @@ class Variant:
         if isinstance(self.key_value_heads, tuple):
             out["key_value_heads"] = list(self.key_value_heads)
         out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
-        out["position_resampling"] = (self.position_resampling.to_config() if self.position_resampling is not None
-                                      else None)
-        out["convolutional_stem"] = [list(layer) for layer in self.convolutional_stem] if self.convolutional_stem \
-            else None
+        out["position_resampling"] = (
+            self.position_resampling.to_config() if self.position_resampling is not None else None
+        )
+        out["convolutional_stem"] = (
+            [list(layer) for layer in self.convolutional_stem] if self.convolutional_stem else None
+        )
         return out
 
     def has_class_token(self, classifier: str) -> bool:
@@ -182,10 +214,24 @@ class Variant:
         """Tokens before the patches: the class token, the distillation token, the registers."""
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
-    TIMM_WRITER_LACKS = ("rotary_embedding", "absolute_position_embedding", "swiglu", "mlp_norm", "attention_norm", "key_bias",
-                 "attention_pooling_heads", "pooling_includes_prefix", "rms_norm", "patch_norm", "projection_bias",
-                 "post_norm", "attention_only_layer_scale", "key_value_heads", "parallel_layers",
-                 "convolutional_stem")
+    TIMM_WRITER_LACKS = (
+        "rotary_embedding",
+        "absolute_position_embedding",
+        "swiglu",
+        "mlp_norm",
+        "attention_norm",
+        "key_bias",
+        "attention_pooling_heads",
+        "pooling_includes_prefix",
+        "rms_norm",
+        "patch_norm",
+        "projection_bias",
+        "post_norm",
+        "attention_only_layer_scale",
+        "key_value_heads",
+        "parallel_layers",
+        "convolutional_stem",
+    )
 
     def timm_writer_lacks(self) -> List[str]:
         """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2, parallel
@@ -193,33 +239,56 @@ class Variant:
         only, so timm's writers write the model as the registered architecture that has them
         (`keras_vit.weights.timm_args.registered_architecture`). The name is kept from when they were refused."""
         default = Variant()
-        return [f"{field}={getattr(self, field)!r}" for field in self.TIMM_WRITER_LACKS
-                if getattr(self, field) != getattr(default, field)]
+        return [
+            f"{field}={getattr(self, field)!r}"
+            for field in self.TIMM_WRITER_LACKS
+            if getattr(self, field) != getattr(default, field)
+        ]
 
     def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:
         """What the official `.npz` layout has no place for (`save_npz` refuses these, naming them). The two GELUs
         are allowed (the file does not say which; timm-read models use the exact one)."""
-        default = Variant(activation="gelu" if self.activation == "gelu" else "gelu_tanh",
-                          position_interpolation=self.position_interpolation,
-                          prefix_position_embedding=True if has_prefix_tokens else self.prefix_position_embedding)
-        parts = {"activation": "the quick GELU", "layer_norm_epsilon": "another LayerNorm epsilon",
-                 "layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
-                 "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
-                 "fc_norm": "a LayerNorm after pooling", "final_norm": "no final LayerNorm", "qk_norm": "qk-norm",
-                 "qkv_bias": "query/key/value without biases", "patch_bias": "a patch embedding without bias",
-                 "prefix_position_embedding": "prefix tokens without position embeddings",
-                 "class_token": "a class token the classifier does not read",
-                 "stem_numerics": "timm's ResNet-stem numerics", "rotary_embedding": "rotary position embeddings",
-                 "absolute_position_embedding": "no learned position table", "swiglu": "a SwiGLU MLP",
-                 "mlp_norm": "a norm inside the MLP", "key_bias": "no key bias",
-                 "attention_norm": "a norm on the attention's output",
-                 "attention_pooling_heads": "a MAP head with its own head count",
-                 "pooling_includes_prefix": "pooling over the prefix tokens", "rms_norm": "RMSNorm",
-                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projections without bias",
-                 "post_norm": "post-norm blocks", "attention_only_layer_scale": "LayerScale on attention only",
-                 "key_value_heads": "grouped-query attention", "parallel_layers": "parallel layers",
-                 "position_resampling": "a position table resampled per input (NaFlex)",
-                 "differential_attention": "differential attention",
-                 "convolutional_stem": "a convolutional stem"}
-        return [f"{what} ({field}={getattr(self, field)!r})" for field, what in parts.items()
-                if getattr(self, field) != getattr(default, field)]
+        default = Variant(
+            activation="gelu" if self.activation == "gelu" else "gelu_tanh",
+            position_interpolation=self.position_interpolation,
+            prefix_position_embedding=True if has_prefix_tokens else self.prefix_position_embedding,
+        )
+        parts = {
+            "activation": "the quick GELU",
+            "layer_norm_epsilon": "another LayerNorm epsilon",
+            "layer_scale_init": "LayerScale",
+            "num_register_tokens": "register tokens",
+            "distillation_token": "a distillation token",
+            "pre_norm": "a LayerNorm after the embeddings",
+            "fc_norm": "a LayerNorm after pooling",
+            "final_norm": "no final LayerNorm",
+            "qk_norm": "qk-norm",
+            "qkv_bias": "query/key/value without biases",
+            "patch_bias": "a patch embedding without bias",
+            "prefix_position_embedding": "prefix tokens without position embeddings",
+            "class_token": "a class token the classifier does not read",
+            "stem_numerics": "timm's ResNet-stem numerics",
+            "rotary_embedding": "rotary position embeddings",
+            "absolute_position_embedding": "no learned position table",
+            "swiglu": "a SwiGLU MLP",
+            "mlp_norm": "a norm inside the MLP",
+            "key_bias": "no key bias",
+            "attention_norm": "a norm on the attention's output",
+            "attention_pooling_heads": "a MAP head with its own head count",
+            "pooling_includes_prefix": "pooling over the prefix tokens",
+            "rms_norm": "RMSNorm",
+            "patch_norm": "a norm on the patch embeddings",
+            "projection_bias": "projections without bias",
+            "post_norm": "post-norm blocks",
+            "attention_only_layer_scale": "LayerScale on attention only",
+            "key_value_heads": "grouped-query attention",
+            "parallel_layers": "parallel layers",
+            "position_resampling": "a position table resampled per input (NaFlex)",
+            "differential_attention": "differential attention",
+            "convolutional_stem": "a convolutional stem",
+        }
+        return [
+            f"{what} ({field}={getattr(self, field)!r})"
+            for field, what in parts.items()
+            if getattr(self, field) != getattr(default, field)
+        ]

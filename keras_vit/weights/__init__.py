@@ -18,8 +18,16 @@ from keras_vit.vit import lora as _lora
 from keras_vit.vit import model as _model
 from keras_vit.weights import lora_files as _lora_files
 from keras_vit.weights import load as _load
-from keras_vit.weights.load import (SOURCE_KINDS, Checkpoint, check_source, load_model, load_weights,
-                                    read_checkpoint, source_kind, source_params)
+from keras_vit.weights.load import (
+    SOURCE_KINDS,
+    Checkpoint,
+    check_source,
+    load_model,
+    load_weights,
+    read_checkpoint,
+    source_kind,
+    source_params,
+)
 
 
 class _Loader:
@@ -35,8 +43,12 @@ _model.register_weights_loader(_Loader())
 _lora.register_lora_files(_lora_files)
 
 # names this module had when it was one file (keras_vit/weights.py), kept for one release
-_OLD_NAMES = {"check_weights_argument": "check_source", "read_keras_file": None, "read_foreign": None,
-              "KERAS_SUFFIXES": None}
+_OLD_NAMES = {
+    "check_weights_argument": "check_source",
+    "read_keras_file": None,
+    "read_foreign": None,
+    "KERAS_SUFFIXES": None,
+}
 
 
 def _read_foreign(path, num_heads=None) -> tuple:
@@ -48,8 +60,11 @@ def __getattr__(name: str):
     if name not in _OLD_NAMES:
         raise AttributeError(f"module 'keras_vit.weights' has no attribute {name!r}")
     new = _OLD_NAMES[name]
-    warnings.warn(f"keras_vit.weights.{name} is deprecated" + (f"; use keras_vit.weights.{new}." if new else "."),
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"keras_vit.weights.{name} is deprecated" + (f"; use keras_vit.weights.{new}." if new else "."),
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if name == "read_keras_file":
         from keras_vit.weights.keras_files import read_keras_file
 
@@ -61,5 +76,13 @@ def __getattr__(name: str):
     return check_source
 
 
-__all__ = ["SOURCE_KINDS", "Checkpoint", "check_source", "load_model", "load_weights", "read_checkpoint",
-           "source_kind", "source_params"]
+__all__ = [
+    "SOURCE_KINDS",
+    "Checkpoint",
+    "check_source",
+    "load_model",
+    "load_weights",
+    "read_checkpoint",
+    "source_kind",
+    "source_params",
+]

@@ -49,8 +49,12 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
     if "reg" in params:
         kw["num_register_tokens"] = int(params["reg"].shape[1])
-    for key, option in (("dist", "distillation_token"), ("pre_norm/scale", "pre_norm"), ("fc_norm/scale", "fc_norm"),
-                        (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm")):
+    for key, option in (
+        ("dist", "distillation_token"),
+        ("pre_norm/scale", "pre_norm"),
+        ("fc_norm/scale", "fc_norm"),
+        (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm"),
+    ):
         if key in params:
             kw[option] = True
     attention = block + "MultiHeadDotProductAttention_1/"
@@ -66,22 +70,31 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         kw["parallel_layers"] = True  # ViT-22B: one norm before attention and MLP side by side
     elif block + "LayerScale_0/scale" in params and block + "LayerScale_2/scale" not in params:
         kw["attention_only_layer_scale"] = True  # Sapiens2
-    heads = [(params[k].shape[1], params[k.replace("/query/", "/key/")].shape[1]) for k in sorted(
-        (k for k in params if k.endswith("MultiHeadDotProductAttention_1/query/kernel")), key=_block_number)]
+    heads = [
+        (params[k].shape[1], params[k.replace("/query/", "/key/")].shape[1])
+        for k in sorted(
+            (k for k in params if k.endswith("MultiHeadDotProductAttention_1/query/kernel")), key=_block_number
+        )
+    ]
     if any(q != kv for q, kv in heads):  # grouped-query attention: the key kernels' own head counts
         kw["key_value_heads"] = tuple(int(kv) for _, kv in heads)
     if attention + "lambda_q1" in params:
         kw["differential_attention"] = True  # the Differential Transformer's attention
-    for key, option in ((block + "MlpBlock_3/gate/kernel", "swiglu"), (block + "MlpBlock_3/norm/scale", "mlp_norm"),
-                        (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm")):
+    for key, option in (
+        (block + "MlpBlock_3/gate/kernel", "swiglu"),
+        (block + "MlpBlock_3/norm/scale", "mlp_norm"),
+        (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm"),
+    ):
         if key in params:
             kw[option] = True
     if POSEMB_KEY not in params and POSEMB_KEY + "_y" not in params:
         kw["absolute_position_embedding"] = False  # rotary embeddings alone
     if "Transformer/encoder_norm/scale" not in params and "fc_norm/scale" not in params:
         kw["final_norm"] = False  # RADIO, InternViT
-    for key, option in ((block + "MultiHeadDotProductAttention_1/query/bias", "qkv_bias"),
-                        ("embedding/bias", "patch_bias")):
+    for key, option in (
+        (block + "MultiHeadDotProductAttention_1/query/bias", "qkv_bias"),
+        ("embedding/bias", "patch_bias"),
+    ):
         if key not in params:
             kw[option] = False
     return kw
@@ -98,21 +111,30 @@ def _refuse_unstated(params: Dict[str, np.ndarray], path: str) -> None:
     """A ValueError for the sources whose file alone does not state how to build them: NaFlex (its patch size,
     channel order and resampling rule) and MobileCLIP's convolutional stem (its activation, norm and strides)."""
     what = None
-    if "embedding/patch_kernel" in params or POSEMB_KEY + "_y" in params or getattr(
-            params.get(POSEMB_KEY), "ndim", 3) == 4:
-        what = ("a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position table resampled per "
-                "input). Its patch size, channel order and resampling rule are")
+    if (
+        "embedding/patch_kernel" in params
+        or POSEMB_KEY + "_y" in params
+        or getattr(params.get(POSEMB_KEY), "ndim", 3) == 4
+    ):
+        what = (
+            "a NaFlex checkpoint (timm's NaFlexVit: a flat patch projection, a position table resampled per "
+            "input). Its patch size, channel order and resampling rule are"
+        )
     elif "convolutional_stem/conv_0/kernel" in params:
-        what = ("a checkpoint with a convolutional stem (timm's ConvStem: MobileCLIP). Its activation, norm and "
-                "strides are")
+        what = (
+            "a checkpoint with a convolutional stem (timm's ConvStem: MobileCLIP). Its activation, norm and strides are"
+        )
     if what:
-        raise ValueError(f"{path!r} is {what} not in the file: load it by its timm architecture's name "
-                         "(keras_vit.create_model(name, weights=...)) or from its repository directory. Nothing was "
-                         "loaded.")
+        raise ValueError(
+            f"{path!r} is {what} not in the file: load it by its timm architecture's name "
+            "(keras_vit.create_model(name, weights=...)) or from its repository directory. Nothing was "
+            "loaded."
+        )
 
 
-def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint", *,
-                          prefix_position_embedding: bool = True) -> dict:
+def architecture_from_npz(
+    params: Dict[str, np.ndarray], path: str = "checkpoint", *, prefix_position_embedding: bool = True
+) -> dict:
     """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
 
     Patch size, width, depth, heads, MLP width, hybrid stages and width, class token or GAP,
@@ -123,8 +145,11 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     """
     _refuse_unstated(params, path)
     packed = "Transformer/encoderblock_0/MlpBlock_3/Dense_packed/kernel"
-    need = ["embedding/kernel", packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
-            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"]
+    need = [
+        "embedding/kernel",
+        packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
+        "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel",
+    ]
     missing = [k for k in need if k not in params]
     if missing:
         raise ValueError(f"{path!r} is not an official ViT checkpoint: it lacks {', '.join(missing)}.")
@@ -132,19 +157,24 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     blocks = [i for (i,) in _indices(_BLOCK, params)]
     if blocks != list(range(len(blocks))):
         raise ValueError(f"{path!r} has encoder blocks {blocks}: expected 0..{len(blocks) - 1} without gaps.")
-    kw = dict(patch_size=int(p), hidden_size=int(d), num_layers=len(blocks),
-              num_heads=_num_heads(params, need[2]),
-              mlp_dim=int(params[need[1]].shape[-1]) // (2 if need[1] == packed else 1),
-              classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
-              representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None)
+    kw = dict(
+        patch_size=int(p),
+        hidden_size=int(d),
+        num_layers=len(blocks),
+        num_heads=_num_heads(params, need[2]),
+        mlp_dim=int(params[need[1]].shape[-1]) // (2 if need[1] == packed else 1),
+        classifier="token" if "cls" in params else "map" if "MAPHead_0/probe" in params else "gap",
+        representation_size=int(params["pre_logits/kernel"].shape[-1]) if "pre_logits/kernel" in params else None,
+    )
     if "head/kernel" in params:
         kw["classes"] = int(params["head/kernel"].shape[-1])
     else:
         kw["include_top"] = False
     if "conv_root/kernel" in params:
         units = _indices(_UNIT, params)  # none: a root-only stem (R+Ti/16)
-        stages = [sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max((s for s, _ in units),
-                                                                                       default=0))]
+        stages = [
+            sum(1 for s, _ in units if s == stage) for stage in range(1, 1 + max((s for s, _ in units), default=0))
+        ]
         kw["resnet_layers"] = tuple(stages)
         kw["resnet_width"] = params["conv_root/kernel"].shape[-1] / 64
         if float(kw["resnet_width"]).is_integer():
@@ -164,13 +194,18 @@ def architecture_from_npz(params: Dict[str, np.ndarray], path: str = "checkpoint
     return kw
 
 
-def stated_grid(params: Dict[str, np.ndarray], input_shape: Sequence[int], prefix_position_embedding: bool = True,
-                source: str = "checkpoint") -> Tuple[int, int]:
+def stated_grid(
+    params: Dict[str, np.ndarray],
+    input_shape: Sequence[int],
+    prefix_position_embedding: bool = True,
+    source: str = "checkpoint",
+) -> Tuple[int, int]:
     """The patch grid a source's config states (`input_shape`, its trained size), checked against the rows of
     its position table: a config that disagrees with its own weights is refused, naming both."""
     if "convolutional_stem/conv_0/kernel" in params:  # its repository states the stem; kernels are strides
-        stride = int(params["embedding/kernel"].shape[0]) * int(np.prod(
-            [v.shape[0] for k, v in params.items() if k.startswith("convolutional_stem/conv_")]))
+        stride = int(params["embedding/kernel"].shape[0]) * int(
+            np.prod([v.shape[0] for k, v in params.items() if k.startswith("convolutional_stem/conv_")])
+        )
     else:
         arch = architecture_from_npz(params, source, prefix_position_embedding=prefix_position_embedding)
         stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
@@ -181,34 +216,64 @@ def stated_grid(params: Dict[str, np.ndarray], input_shape: Sequence[int], prefi
         return grid  # no table: nothing in the weights says otherwise
     rows = int(params[POSEMB_KEY].shape[1])
     if h % stride or w % stride or grid[0] * grid[1] + prefix != rows:
-        raise ValueError(f"{source!r}: its config states a {h}x{w} input ({grid[0]}x{grid[1]} patches of "
-                         f"{stride} px{f' + {prefix} prefix row(s)' if prefix else ''}), but its position table has "
-                         f"{rows} rows; the config does not describe these weights. Nothing was loaded.")
+        raise ValueError(
+            f"{source!r}: its config states a {h}x{w} input ({grid[0]}x{grid[1]} patches of "
+            f"{stride} px{f' + {prefix} prefix row(s)' if prefix else ''}), but its position table has "
+            f"{rows} rows; the config does not describe these weights. Nothing was loaded."
+        )
     return grid
 
 
-_FAMILY_PARTS = {"layer_scale_init": "LayerScale", "num_register_tokens": "register tokens",
-                 "distillation_token": "a distillation token", "pre_norm": "a LayerNorm after the embeddings",
-                 "fc_norm": "a LayerNorm after pooling", "final_norm": "a final LayerNorm", "qk_norm": "qk-norm",
-                 "qkv_bias": "query/key/value biases",
-                 "patch_bias": "a patch-embedding bias", "swiglu": "a SwiGLU MLP", "mlp_norm": "a norm inside the MLP",
-                 "attention_norm": "a norm on the attention output", "key_bias": "a key bias", "rms_norm": "RMSNorm",
-                 "patch_norm": "a norm on the patch embeddings", "projection_bias": "projection biases",
-                 "attention_only_layer_scale": "LayerScale on attention only",
-                 "parallel_layers": "parallel layers (one norm before attention and MLP side by side)",
-                 "differential_attention": "differential attention",
-                 "absolute_position_embedding": "a learned position table"}
+_FAMILY_PARTS = {
+    "layer_scale_init": "LayerScale",
+    "num_register_tokens": "register tokens",
+    "distillation_token": "a distillation token",
+    "pre_norm": "a LayerNorm after the embeddings",
+    "fc_norm": "a LayerNorm after pooling",
+    "final_norm": "a final LayerNorm",
+    "qk_norm": "qk-norm",
+    "qkv_bias": "query/key/value biases",
+    "patch_bias": "a patch-embedding bias",
+    "swiglu": "a SwiGLU MLP",
+    "mlp_norm": "a norm inside the MLP",
+    "attention_norm": "a norm on the attention output",
+    "key_bias": "a key bias",
+    "rms_norm": "RMSNorm",
+    "patch_norm": "a norm on the patch embeddings",
+    "projection_bias": "projection biases",
+    "attention_only_layer_scale": "LayerScale on attention only",
+    "parallel_layers": "parallel layers (one norm before attention and MLP side by side)",
+    "differential_attention": "differential attention",
+    "absolute_position_embedding": "a learned position table",
+}
 
 
 def check_family(model, params, source) -> None:
     """A checkpoint of another family (parts the model lacks, or lacks parts it has) is refused naming each
     difference, before any other check: the arrays would not fit, and the message should say why."""
     theirs, ours = variant_from_npz(params), model.variant
-    defaults = dict(layer_scale_init=None, num_register_tokens=0, distillation_token=False, pre_norm=False,
-                    fc_norm=False, final_norm=True, qk_norm=False, qkv_bias=True, patch_bias=True, swiglu=False,
-                    mlp_norm=False, attention_norm=False, absolute_position_embedding=True, key_bias=True, rms_norm=False,
-                    patch_norm=False, projection_bias=True, attention_only_layer_scale=False, parallel_layers=False,
-                    differential_attention=False)
+    defaults = dict(
+        layer_scale_init=None,
+        num_register_tokens=0,
+        distillation_token=False,
+        pre_norm=False,
+        fc_norm=False,
+        final_norm=True,
+        qk_norm=False,
+        qkv_bias=True,
+        patch_bias=True,
+        swiglu=False,
+        mlp_norm=False,
+        attention_norm=False,
+        absolute_position_embedding=True,
+        key_bias=True,
+        rms_norm=False,
+        patch_norm=False,
+        projection_bias=True,
+        attention_only_layer_scale=False,
+        parallel_layers=False,
+        differential_attention=False,
+    )
     differ = []
     for field, what in _FAMILY_PARTS.items():
         file_has = theirs.get(field, defaults[field])
@@ -227,6 +292,8 @@ def check_family(model, params, source) -> None:
     if ("MAPHead_0/probe" in params) != (model.classifier == "map"):
         differ.append(f"a MAP head: checkpoint {'MAPHead_0/probe' in params}, model {model.classifier == 'map'}")
     if differ:
-        raise ValueError(f"Checkpoint {source!r} is another ViT family than model {model.name!r}: "
-                         f"{'; '.join(differ)}. keras_vit.load_model(source) builds the checkpoint's own; nothing "
-                         "was loaded.")
+        raise ValueError(
+            f"Checkpoint {source!r} is another ViT family than model {model.name!r}: "
+            f"{'; '.join(differ)}. keras_vit.load_model(source) builds the checkpoint's own; nothing "
+            "was loaded."
+        )

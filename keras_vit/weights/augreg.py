@@ -14,9 +14,18 @@ import re
 from typing import Dict, Optional
 
 MODEL_CODES = {  # AugReg model code -> keras_vit table name
-    "Ti_16": "ViT-Ti/16", "S_16": "ViT-S/16", "S_32": "ViT-S/32", "B_8": "ViT-B/8", "B_16": "ViT-B/16",
-    "B_32": "ViT-B/32", "L_16": "ViT-L/16", "R_Ti_16": "R+ViT-Ti/16", "R26_S_32": "R26+ViT-S/32",
-    "R26_B_32": "R26+ViT-B/32", "R50_L_32": "R50+ViT-L/32"}
+    "Ti_16": "ViT-Ti/16",
+    "S_16": "ViT-S/16",
+    "S_32": "ViT-S/32",
+    "B_8": "ViT-B/8",
+    "B_16": "ViT-B/16",
+    "B_32": "ViT-B/32",
+    "L_16": "ViT-L/16",
+    "R_Ti_16": "R+ViT-Ti/16",
+    "R26_S_32": "R26+ViT-S/32",
+    "R26_B_32": "R26+ViT-B/32",
+    "R50_L_32": "R50+ViT-L/32",
+}
 PRETRAIN_CLASSES = {"i21k": 21843, "i21k_30": 21843, "i1k": 1000}
 # fine-tuning datasets of the index and their class counts (TFDS)
 FINETUNE_CLASSES = {"imagenet2012": 1000, "cifar100": 100, "oxford_iiit_pet": 37, "resisc45": 45}
@@ -27,7 +36,8 @@ _PATTERN = re.compile(
     rf"^(?P<code>{'|'.join(sorted(MODEL_CODES, key=len, reverse=True))})-(?P<pretrain>i21k_30|i21k|i1k)"
     rf"-(?P<epochs>\d+)ep-lr_(?P<lr>{_NUM})-aug_(?P<aug>{'|'.join(AUGMENTATIONS)})-wd_(?P<wd>{_NUM})"
     rf"-do_(?P<dropout>{_NUM})-sd_(?P<stochastic_depth>{_NUM})"
-    rf"(?:--(?P<dataset>[a-z0-9_]+)-steps_(?P<steps>\d+k?)-lr_(?P<ft_lr>{_NUM})-res_(?P<resolution>\d+))?$")
+    rf"(?:--(?P<dataset>[a-z0-9_]+)-steps_(?P<steps>\d+k?)-lr_(?P<ft_lr>{_NUM})-res_(?P<resolution>\d+))?$"
+)
 
 # The README's recommended pre-training per model, the learning rate of its 384 px ImageNet fine-tune, and
 # that fine-tune's published ImageNet top-1 (%)
@@ -76,15 +86,26 @@ def parse_name(filename: str) -> AugRegName:
     match = _PATTERN.match(stem)
     if not match:
         close = difflib.get_close_matches(stem, [r[0] for r in RECOMMENDED.values()], n=3, cutoff=0.6)
-        raise ValueError(f"{filename!r} is not an AugReg filename ({{model}}-{{i1k|i21k|i21k_30}}-300ep-lr_..-aug_.."
-                         f"-wd_..-do_..-sd_..[--{{dataset}}-steps_..-lr_..-res_..]); model codes: "
-                         f"{', '.join(MODEL_CODES)}" + (f"; close: {', '.join(close)}" if close else "") + ".")
+        raise ValueError(
+            f"{filename!r} is not an AugReg filename ({{model}}-{{i1k|i21k|i21k_30}}-300ep-lr_..-aug_.."
+            f"-wd_..-do_..-sd_..[--{{dataset}}-steps_..-lr_..-res_..]); model codes: "
+            f"{', '.join(MODEL_CODES)}" + (f"; close: {', '.join(close)}" if close else "") + "."
+        )
     g = match.groupdict()
-    return AugRegName(code=g["code"], pretrain=g["pretrain"], epochs=int(g["epochs"]), lr=float(g["lr"]),
-                      aug=g["aug"], wd=float(g["wd"]), dropout=float(g["dropout"]),
-                      stochastic_depth=float(g["stochastic_depth"]), dataset=g["dataset"], steps=g["steps"],
-                      ft_lr=float(g["ft_lr"]) if g["ft_lr"] else None,
-                      resolution=int(g["resolution"]) if g["resolution"] else None)
+    return AugRegName(
+        code=g["code"],
+        pretrain=g["pretrain"],
+        epochs=int(g["epochs"]),
+        lr=float(g["lr"]),
+        aug=g["aug"],
+        wd=float(g["wd"]),
+        dropout=float(g["dropout"]),
+        stochastic_depth=float(g["stochastic_depth"]),
+        dataset=g["dataset"],
+        steps=g["steps"],
+        ft_lr=float(g["ft_lr"]) if g["ft_lr"] else None,
+        resolution=int(g["resolution"]) if g["resolution"] else None,
+    )
 
 
 def published_top1(stem: str) -> Optional[float]:
@@ -99,6 +120,8 @@ def recommended_files() -> Dict[str, Dict[str, str]]:
     """{model code: {short name: filename stem}} for the README's recommended checkpoints."""
     out = {}
     for code, (pretrain, lr, _) in RECOMMENDED.items():
-        out[code] = {short: pretrain if res is None else f"{pretrain}--imagenet2012-steps_20k-lr_{lr}-res_{res}"
-                     for short, res in SHORT.items()}
+        out[code] = {
+            short: pretrain if res is None else f"{pretrain}--imagenet2012-steps_20k-lr_{lr}-res_{res}"
+            for short, res in SHORT.items()
+        }
     return out

@@ -59,13 +59,18 @@ class Checkpoint:
             arch = {}
         else:
             arch = official.architecture_from_npz(
-                self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True))
+                self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True)
+            )
         arch.update(self.assumed)
         arch.update(self.implied)
-        if any("/MlpBlock_3/Dense_packed/" in k for k in self.params) and not {**arch, **(overrides or {})}.get("swiglu"):
-            raise ValueError(f"{self.source!r} holds a packed gated MLP (timm's GluMlp) whose activation the file does "
-                             "not state: build it by its timm architecture's name (create_model('<timm name>', "
-                             "weights=...)) or pass swiglu=True if it is a SwiGLU. Nothing was loaded.")
+        if any("/MlpBlock_3/Dense_packed/" in k for k in self.params) and not {**arch, **(overrides or {})}.get(
+            "swiglu"
+        ):
+            raise ValueError(
+                f"{self.source!r} holds a packed gated MLP (timm's GluMlp) whose activation the file does "
+                "not state: build it by its timm architecture's name (create_model('<timm name>', "
+                "weights=...)) or pass swiglu=True if it is a SwiGLU. Nothing was loaded."
+            )
         return arch
 
     def posemb_included(self, model: Optional[VisionTransformer] = None) -> bool:
@@ -85,7 +90,9 @@ class Checkpoint:
         told = {k: v for k, v in self.assumed.items() if k not in overrides}
         if told:
             values = ", ".join(f"{k}={v!r}" for k, v in told.items())
-            warnings.warn(f"{self.source!r} does not state {', '.join(told)}: keras_vit takes timm's defaults "
-                          f"({values}). Pass those keywords to load_model, or build by timm name "
-                          "(keras_vit.create_model('<timm name>', weights=...)), if the file was trained otherwise.",
-                          stacklevel=3)
+            warnings.warn(
+                f"{self.source!r} does not state {', '.join(told)}: keras_vit takes timm's defaults "
+                f"({values}). Pass those keywords to load_model, or build by timm name "
+                "(keras_vit.create_model('<timm name>', weights=...)), if the file was trained otherwise.",
+                stacklevel=3,
+            )

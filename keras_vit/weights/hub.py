@@ -27,11 +27,12 @@ def is_handle(source) -> bool:
 
 def parse(handle: str) -> Tuple[str, str]:
     """(repo id, revision or "") of a handle; a clear error for one that names no `org/name`."""
-    rest = handle.split(":", 1)[1].lstrip("/") if handle.startswith("hf-hub:") else handle[len("hf://"):]
+    rest = handle.split(":", 1)[1].lstrip("/") if handle.startswith("hf-hub:") else handle[len("hf://") :]
     repo, _, revision = rest.partition("@")
     if repo.count("/") != 1 or not all(repo.split("/")):
-        raise ValueError(f"weights={handle!r}: a hub handle is hf-hub:<org>/<name>[@revision] or "
-                         "hf://<org>/<name>[@revision].")
+        raise ValueError(
+            f"weights={handle!r}: a hub handle is hf-hub:<org>/<name>[@revision] or hf://<org>/<name>[@revision]."
+        )
     return repo, revision
 
 
@@ -47,15 +48,22 @@ def _download(repo: str, name: str, revision: str, handle: str) -> str:
     except errors.RevisionNotFoundError:
         raise ValueError(f"{handle!r}: the hub has no revision {revision!r} of {repo}.") from None
     except errors.RepositoryNotFoundError:
-        raise ValueError(f"{handle!r}: no hub repository {repo!r} (or it is private: log in with "
-                         "`hf auth login`).") from None
+        raise ValueError(
+            f"{handle!r}: no hub repository {repo!r} (or it is private: log in with `hf auth login`)."
+        ) from None
     except errors.LocalEntryNotFoundError:  # before EntryNotFoundError: a subclass of it
         offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else " (no network?)"
-        raise ValueError(f"{handle!r}: {name} of {where} is not in the hub cache {constants.HF_HUB_CACHE} and "
-                         f"cannot be downloaded{offline}.") from None
+        raise ValueError(
+            f"{handle!r}: {name} of {where} is not in the hub cache {constants.HF_HUB_CACHE} and "
+            f"cannot be downloaded{offline}."
+        ) from None
     except errors.EntryNotFoundError:
-        pickle = " (it holds pytorch_model.bin, a pickle keras_vit never loads: convert it with timm's " \
-                 "save_for_hf(..., safe_serialization=True))" if name == WEIGHTS else ""
+        pickle = (
+            " (it holds pytorch_model.bin, a pickle keras_vit never loads: convert it with timm's "
+            "save_for_hf(..., safe_serialization=True))"
+            if name == WEIGHTS
+            else ""
+        )
         raise ValueError(f"{handle!r}: {where} has no {name}{pickle}.") from None
 
 

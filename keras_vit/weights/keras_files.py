@@ -19,15 +19,19 @@ def read_keras_file(path: str) -> keras.Model:
     """The `keras_vit.VisionTransformer` saved in a `.keras` file, or a ValueError naming what it holds."""
     if not zipfile.is_zipfile(path):
         size = os.path.getsize(path)
-        raise ValueError(f"{path!r} is not a .keras file: {'it is empty' if not size else 'not a zip archive'} "
-                         f"({size} bytes; truncated or another format?).")
+        raise ValueError(
+            f"{path!r} is not a .keras file: {'it is empty' if not size else 'not a zip archive'} "
+            f"({size} bytes; truncated or another format?)."
+        )
     try:
         source = keras.models.load_model(path, compile=False)
     except (ValueError, KeyError, OSError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path!r} is not a readable .keras file: {e}") from e
     if not hasattr(source, "vit_config"):
-        raise ValueError(f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer "
-                         "(re-save it from a model built by keras_vit).")
+        raise ValueError(
+            f"{path!r} holds a {type(source).__name__}, not a keras_vit.VisionTransformer "
+            "(re-save it from a model built by keras_vit)."
+        )
     return source
 
 
@@ -61,15 +65,18 @@ def load_weights_h5(model: keras.Model, path: str) -> keras.Model:
     file with extra blocks without a word); all-or-nothing."""
     have, want = sorted(_h5_shapes(path)), sorted(tuple(v.shape) for v in model.weights)
     if have != want:
-        raise ValueError(f"weights file {path!r} holds {len(have)} arrays, model {model.name!r} has {len(want)} "
-                         f"weights{'' if len(have) != len(want) else ' of other shapes'}: it was saved from "
-                         "another architecture (no weight was changed).")
+        raise ValueError(
+            f"weights file {path!r} holds {len(have)} arrays, model {model.name!r} has {len(want)} "
+            f"weights{'' if len(have) != len(want) else ' of other shapes'}: it was saved from "
+            "another architecture (no weight was changed)."
+        )
 
     def load() -> None:
         try:
             keras.Model.load_weights(model, path)
         except (ValueError, KeyError) as e:
-            raise ValueError(f"weights file {path!r} does not fit model {model.name!r} "
-                             f"(no weight was changed): {e}") from e
+            raise ValueError(
+                f"weights file {path!r} does not fit model {model.name!r} (no weight was changed): {e}"
+            ) from e
 
     return all_or_nothing(model, load, path)

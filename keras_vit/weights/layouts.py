@@ -27,7 +27,7 @@ _HF_BLOCK = re.compile(r"^encoder\.layer\.(\d+)\.")
 
 
 def detect(keys) -> str:
-    """"timm", "transformers" or "official", from a state dict's key names."""
+    """ "timm", "transformers" or "official", from a state dict's key names."""
     keys = list(keys)
     if any(k.startswith(("patch_embed.", "embeds.proj.")) for k in keys):  # embeds: timm's NaFlexVit
         return "timm"
@@ -46,7 +46,7 @@ def transposed(matrix: np.ndarray, rows: int = 128) -> np.ndarray:
     checkpoint's every linear layer passes through here)."""
     out = aligned_empty(matrix.shape[::-1], matrix.dtype)
     for start in range(0, matrix.shape[0], rows):
-        out[:, start:start + rows] = matrix[start:start + rows].T
+        out[:, start : start + rows] = matrix[start : start + rows].T
     return out
 
 
@@ -59,8 +59,10 @@ def _attention_in(q, k, v, out_w, biases, num_heads: int, prefix: str) -> Params
     None for an absent one)."""
     d = q.shape[1]
     if num_heads < 1 or d % num_heads or q.shape[0] != d:
-        raise ValueError(f"{prefix}: {num_heads} heads do not divide the width {d} of the weights (query "
-                         f"{tuple(q.shape)}); the config names heads of another model than these weights.")
+        raise ValueError(
+            f"{prefix}: {num_heads} heads do not divide the width {d} of the weights (query "
+            f"{tuple(q.shape)}); the config names heads of another model than these weights."
+        )
     head = d // num_heads
     p = {}
     for name, w, b in (("query", q, biases[0]), ("key", k, biases[1]), ("value", v, biases[2])):
@@ -85,12 +87,15 @@ def _need(sd: Params, key: str, source: str) -> np.ndarray:
 
 
 # what an unmapped tensor most likely is, by the end of its name (timm's and transformers' vocabularies)
-_UNMAPPED_HINTS = ((r"\.(ls[12]\.gamma|gamma_[12]|layer_scale\d?\.lambda1)$", "LayerScale"),
-                   (r"\.[qk]_norm\.", "qk-norm"), (r"(^|\.)norm_pre\.", "a LayerNorm after the embeddings (pre-norm)"),
-                   (r"(^|\.)fc_norm\.", "a LayerNorm after pooling (fc_norm)"),
-                   (r"(^|\.)(reg_token|register_tokens)$", "register tokens"),
-                   (r"(^|\.)(dist_token|head_dist\.)", "a distillation token"),
-                   (r"(^|\.)attn_pool\.", "an attention-pooling (MAP) head"))
+_UNMAPPED_HINTS = (
+    (r"\.(ls[12]\.gamma|gamma_[12]|layer_scale\d?\.lambda1)$", "LayerScale"),
+    (r"\.[qk]_norm\.", "qk-norm"),
+    (r"(^|\.)norm_pre\.", "a LayerNorm after the embeddings (pre-norm)"),
+    (r"(^|\.)fc_norm\.", "a LayerNorm after pooling (fc_norm)"),
+    (r"(^|\.)(reg_token|register_tokens)$", "register tokens"),
+    (r"(^|\.)(dist_token|head_dist\.)", "a distillation token"),
+    (r"(^|\.)attn_pool\.", "an attention-pooling (MAP) head"),
+)
 
 
 class _Reader:
@@ -109,10 +114,12 @@ class _Reader:
         if not left:
             return
         what = next((hint for k in left for pattern, hint in _UNMAPPED_HINTS if re.search(pattern, k)), None)
-        raise ValueError(f"{self.source} holds {len(left)} tensor(s) keras_vit's reader does not map, e.g. "
-                         f"{left[0]!r}{f' ({what}, not part of this ViT)' if what else ''}: loading without them "
-                         f"would give other logits, so nothing was loaded. Unmapped: {', '.join(left[:6])}"
-                         f"{' ...' if len(left) > 6 else ''}.")
+        raise ValueError(
+            f"{self.source} holds {len(left)} tensor(s) keras_vit's reader does not map, e.g. "
+            f"{left[0]!r}{f' ({what}, not part of this ViT)' if what else ''}: loading without them "
+            f"would give other logits, so nothing was loaded. Unmapped: {', '.join(left[:6])}"
+            f"{' ...' if len(left) > 6 else ''}."
+        )
 
 
 def per_block(blocks: Sequence[int], convert: Callable[[int], Params]) -> Params:
@@ -133,8 +140,15 @@ def _hf_block_in(g: "_Reader", i: int, num_heads: int) -> Params:
     a = t + "attention.attention."
     qkv = [g(a + n + ".bias") if a + n + ".bias" in g.sd else None for n in ("query", "key", "value")]
     biases = (*qkv, g(t + "attention.output.dense.bias"))  # qkv_bias=False: none; a part alone is refused below
-    p = _attention_in(g(a + "query.weight"), g(a + "key.weight"), g(a + "value.weight"),
-                      g(t + "attention.output.dense.weight"), biases, num_heads, o + "MultiHeadDotProductAttention_1/")
+    p = _attention_in(
+        g(a + "query.weight"),
+        g(a + "key.weight"),
+        g(a + "value.weight"),
+        g(t + "attention.output.dense.weight"),
+        biases,
+        num_heads,
+        o + "MultiHeadDotProductAttention_1/",
+    )
     for ours, theirs in (("LayerNorm_0", "layernorm_before"), ("LayerNorm_2", "layernorm_after")):
         p[f"{o}{ours}/scale"], p[f"{o}{ours}/bias"] = g(f"{t}{theirs}.weight"), g(f"{t}{theirs}.bias")
     p[f"{o}MlpBlock_3/Dense_0/kernel"] = _linear_in(g(t + "intermediate.dense.weight"))
@@ -147,14 +161,17 @@ def _hf_block_in(g: "_Reader", i: int, num_heads: int) -> Params:
 def transformers_to_official(sd: Params, num_heads: int, source: str = "state dict") -> Params:
     """A `transformers` `ViTModel` / `ViTForImageClassification` state dict in official keys (the
     pooler, a Dense+tanh on the class token, is the official representation layer)."""
-    sd = {k[len("vit."):] if k.startswith("vit.") else k: v for k, v in sd.items()}
+    sd = {k[len("vit.") :] if k.startswith("vit.") else k: v for k, v in sd.items()}
     g = _Reader(sd, source)
     e = "embeddings."
-    p: Params = {"embedding/kernel": _conv_in(g(e + "patch_embeddings.projection.weight")),
-                 "embedding/bias": g(e + "patch_embeddings.projection.bias"), "cls": g(e + "cls_token"),
-                 POSEMB_KEY: g(e + "position_embeddings"),
-                 "Transformer/encoder_norm/scale": g("layernorm.weight"),
-                 "Transformer/encoder_norm/bias": g("layernorm.bias")}
+    p: Params = {
+        "embedding/kernel": _conv_in(g(e + "patch_embeddings.projection.weight")),
+        "embedding/bias": g(e + "patch_embeddings.projection.bias"),
+        "cls": g(e + "cls_token"),
+        POSEMB_KEY: g(e + "position_embeddings"),
+        "Transformer/encoder_norm/scale": g("layernorm.weight"),
+        "Transformer/encoder_norm/bias": g("layernorm.bias"),
+    }
     p.update(per_block(_blocks(sd, _HF_BLOCK), lambda i: _hf_block_in(g, i, num_heads)))
     if "pooler.dense.weight" in sd:
         p["pre_logits/kernel"], p["pre_logits/bias"] = _linear_in(g("pooler.dense.weight")), g("pooler.dense.bias")
@@ -166,8 +183,11 @@ def transformers_to_official(sd: Params, num_heads: int, source: str = "state di
 
 # ----------------------------------------------------------------------------- the JAX side
 
-_BIG_VISION_RENAMES = (("MultiHeadDotProductAttention_0", "MultiHeadDotProductAttention_1"),
-                       ("LayerNorm_1", "LayerNorm_2"), ("MlpBlock_0", "MlpBlock_3"))
+_BIG_VISION_RENAMES = (
+    ("MultiHeadDotProductAttention_0", "MultiHeadDotProductAttention_1"),
+    ("LayerNorm_1", "LayerNorm_2"),
+    ("MlpBlock_0", "MlpBlock_3"),
+)
 _PREFIXES = ("opt/target/", "params/")  # a vit_jax optimizer state; a big_vision train state
 
 
@@ -181,7 +201,7 @@ def _unstack_scan(params: Params) -> Params:
         raise ValueError(f"scan-stacked encoder blocks disagree on the depth axis: {sorted(depths)}.")
     out = {k: v for k, v in params.items() if k not in stacked}
     for key, value in stacked.items():
-        rest = key[len("Transformer/encoderblock/"):]
+        rest = key[len("Transformer/encoderblock/") :]
         for i in range(value.shape[0]):
             out[f"Transformer/encoderblock_{i}/{rest}"] = value[i]
     return out
@@ -195,7 +215,7 @@ def jax_to_official(params: Params) -> Params:
     for key, value in params.items():
         for prefix in _PREFIXES:
             if key.startswith(prefix):
-                key = key[len(prefix):]
+                key = key[len(prefix) :]
         out[key] = value
     out = _unstack_scan(out)
     renamed = {}
@@ -213,6 +233,7 @@ def jax_to_official(params: Params) -> Params:
 
 
 # ----------------------------------------------------------------------------- official -> torch side
+
 
 def _attention_out(params: Params, prefix: str) -> Tuple[np.ndarray, ...]:
     """(q, k, v, out) torch (out, in) weights and their biases from the official kernels."""
@@ -240,6 +261,7 @@ def _common_out(params: Params, num_layers: int, names: dict) -> Params:
 
 def official_to_transformers(params: Params, num_layers: int) -> Params:
     """Official keys -> a `transformers` `ViTForImageClassification` state dict."""
+
     def attention(i, ws, bs, out_w, out_b):
         a = f"vit.encoder.layer.{i}.attention."
         sd = {f"{a}attention.{n}.weight": w for n, w in zip(("query", "key", "value"), ws)}
@@ -247,11 +269,22 @@ def official_to_transformers(params: Params, num_layers: int) -> Params:
         sd.update({a + "output.dense.weight": out_w, a + "output.dense.bias": out_b})
         return sd
 
-    sd = _common_out(params, num_layers, dict(
-        attention=attention, block=lambda i: f"vit.encoder.layer.{i}.", ln0="layernorm_before",
-        ln2="layernorm_after", fc1="intermediate.dense", fc2="output.dense"))
+    sd = _common_out(
+        params,
+        num_layers,
+        dict(
+            attention=attention,
+            block=lambda i: f"vit.encoder.layer.{i}.",
+            ln0="layernorm_before",
+            ln2="layernorm_after",
+            fc1="intermediate.dense",
+            fc2="output.dense",
+        ),
+    )
     e = "vit.embeddings."
-    sd[e + "patch_embeddings.projection.weight"] = np.ascontiguousarray(params["embedding/kernel"].transpose(3, 2, 0, 1))
+    sd[e + "patch_embeddings.projection.weight"] = np.ascontiguousarray(
+        params["embedding/kernel"].transpose(3, 2, 0, 1)
+    )
     sd[e + "patch_embeddings.projection.bias"] = params["embedding/bias"]
     sd[e + "cls_token"] = params["cls"]
     sd[e + "position_embeddings"] = params[POSEMB_KEY]

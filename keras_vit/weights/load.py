@@ -27,11 +27,13 @@ from keras_vit.nn.initializers import weights_follow
 from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
 from keras_vit.weights.checkpoint import Checkpoint
 
-SOURCE_KINDS = ("a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
-                "or big_vision .npz, a .keras model, a .weights.h5 file (with the model's name), a timm "
-                ".safetensors state dict, a timm repository directory (config.json naming its architecture + "
-                "model.safetensors), a transformers ViT directory (config.json + model.safetensors), or a hub "
-                "handle (hf-hub:timm/<name>, hf://<org>/<name>, with @<revision>)")
+SOURCE_KINDS = (
+    "a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
+    "or big_vision .npz, a .keras model, a .weights.h5 file (with the model's name), a timm "
+    ".safetensors state dict, a timm repository directory (config.json naming its architecture + "
+    "model.safetensors), a transformers ViT directory (config.json + model.safetensors), or a hub "
+    "handle (hf-hub:timm/<name>, hf://<org>/<name>, with @<revision>)"
+)
 _FILE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
 PathLike = Union[str, os.PathLike]
 
@@ -54,11 +56,17 @@ def source_kind(source: Optional[PathLike]) -> Optional[str]:
         if timm_dirs.is_timm_dir(source):
             return "timm_dir"
         if not safetensors_files.is_transformers_dir(source):
-            raise ValueError(f"weights directory {source!r} is neither a timm repository nor a transformers ViT "
-                             "directory (no config.json).")
+            raise ValueError(
+                f"weights directory {source!r} is neither a timm repository nor a transformers ViT "
+                "directory (no config.json)."
+            )
         return "transformers"
-    for suffix, kind in ((".npz", "npz"), (".keras", "keras"), (".weights.h5", "weights_h5"),
-                         (".safetensors", "safetensors")):
+    for suffix, kind in (
+        (".npz", "npz"),
+        (".keras", "keras"),
+        (".weights.h5", "weights_h5"),
+        (".safetensors", "safetensors"),
+    ):
         if source.endswith(suffix):
             return kind
     raise ValueError(f"Unsupported weights file {source!r}: expected {SOURCE_KINDS}.")
@@ -72,9 +80,12 @@ def _refuse_missing(source: str) -> None:
         augreg.parse_name(source)  # raises, naming the scheme and the close recommended names
     if not source.endswith(_FILE_SUFFIXES):  # meant as a name, not a file
         close = releases.close_matches(source)
-        hint = (f"did you mean {', '.join(map(repr, close))}?" if close else
-                f"dataset-style names: {', '.join(releases.dataset_names())} (all: keras_vit.releases."
-                "release_names()).")
+        hint = (
+            f"did you mean {', '.join(map(repr, close))}?"
+            if close
+            else f"dataset-style names: {', '.join(releases.dataset_names())} (all: keras_vit.releases."
+            "release_names())."
+        )
         raise ValueError(f"weights={source!r} is neither a file nor a release name; {hint}")
     raise FileNotFoundError(f"weights file {source!r} does not exist (expected None, {SOURCE_KINDS}).")
 
@@ -95,8 +106,9 @@ def release_of(source: Optional[PathLike], model_name: Optional[str]) -> Optiona
 Source = Union[PathLike, Checkpoint, None]  # a source, or one read already (`read_source`)
 
 
-def read_source(weights: Source, model_name: Optional[str] = None,
-                num_heads: Optional[int] = None) -> Optional[Checkpoint]:
+def read_source(
+    weights: Source, model_name: Optional[str] = None, num_heads: Optional[int] = None
+) -> Optional[Checkpoint]:
     """`weights` read once into a `Checkpoint` with its data config, for the builders (`create_model`, the
     constructors, `VisionTransformer(weights=)`), which then take head, preprocessing and arrays from it. None
     for no weights and for a `.weights.h5` file, which is read into the model it is built for. A `Checkpoint`
@@ -112,8 +124,7 @@ def read_source(weights: Source, model_name: Optional[str] = None,
     return checkpoint
 
 
-def head_size(weights: Source, model_name: str, classes: Optional[int],
-              representation_size: Optional[int]) -> tuple:
+def head_size(weights: Source, model_name: str, classes: Optional[int], representation_size: Optional[int]) -> tuple:
     """(classes, representation_size) of a model `model_name` built for `weights`: a release's own head when
     `classes` is unset (see `releases.head_size`); what the constructor and `VisionTransformer` resolve
     before building."""
@@ -158,8 +169,13 @@ def _table_name(name: Optional[str]) -> Optional[str]:
         return name
 
 
-def read_checkpoint(source: PathLike, *, model_name: Optional[str] = None, num_heads: Optional[int] = None,
-                    build: Optional[Callable[[], VisionTransformer]] = None) -> Checkpoint:
+def read_checkpoint(
+    source: PathLike,
+    *,
+    model_name: Optional[str] = None,
+    num_heads: Optional[int] = None,
+    build: Optional[Callable[[], VisionTransformer]] = None,
+) -> Checkpoint:
     """Reads `source` once (see the module docstring for the kinds).
 
     Args:
@@ -183,8 +199,14 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         release = releases.find_release(path, model_name)
         local = releases.fetch(release.name)
         params = official.read_npz(local)
-        return Checkpoint(path, kind, local, params, release=release,
-                          old_grid=official.stated_grid(params, (*release_size(release), 3), True, local))
+        return Checkpoint(
+            path,
+            kind,
+            local,
+            params,
+            release=release,
+            old_grid=official.stated_grid(params, (*release_size(release), 3), True, local),
+        )
     if kind == "npz":
         return Checkpoint(path, kind, path, official.read_npz(path))  # the original layout: class row in the table
     if kind == "hub":
@@ -193,8 +215,13 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         return dataclasses.replace(checkpoint, source=path)
     if kind in ("timm_dir", "transformers"):
         params, implied = timm_dirs.read(path) if kind == "timm_dir" else safetensors_files.read_transformers(path)
-        grid = None if implied.get("position_resampling") else official.stated_grid(  # NaFlex: any size
-            params, implied["input_shape"], implied.get("prefix_position_embedding", True), path)
+        grid = (
+            None
+            if implied.get("position_resampling")
+            else official.stated_grid(  # NaFlex: any size
+                params, implied["input_shape"], implied.get("prefix_position_embedding", True), path
+            )
+        )
         return Checkpoint(path, kind, path, params, implied=implied, old_grid=grid)
     if kind == "safetensors":
         heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
@@ -205,8 +232,10 @@ def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[i
         params = {} if model.quantized_layers() else official.model_params(model)  # int8 kernels have no float form
         return Checkpoint(path, kind, path, params, old_grid=model.grid_size, model=model)
     if build is None and model_name is None:
-        raise ValueError(f"{path!r} holds weights only: pass model='<table name>' (and the keywords it was "
-                         "built with) so keras_vit knows what to build.")
+        raise ValueError(
+            f"{path!r} holds weights only: pass model='<table name>' (and the keywords it was "
+            "built with) so keras_vit knows what to build."
+        )
     model = build() if build is not None else VisionTransformer(**table.vit_config(model_name).model_kwargs())
     keras_files.load_weights_h5(model, path)
     return Checkpoint(path, kind, path, official.model_params(model), model=model)
@@ -233,9 +262,18 @@ def load_weights(model: keras.Model, weights: Source, **npz_kwargs) -> keras.Mod
     _refuse_quantized(checkpoint)
     _check_numerics(checkpoint, model)
     npz_kwargs.setdefault("old_grid", checkpoint.old_grid)
-    return loaded_from(official.load_params(model, checkpoint.params, checkpoint.path, adopt=checkpoint.model is None,
-                                            posemb_prefix_included=checkpoint.posemb_included(model),
-                                            grid_stated=checkpoint.old_grid is not None, **npz_kwargs), checkpoint)
+    return loaded_from(
+        official.load_params(
+            model,
+            checkpoint.params,
+            checkpoint.path,
+            adopt=checkpoint.model is None,
+            posemb_prefix_included=checkpoint.posemb_included(model),
+            grid_stated=checkpoint.old_grid is not None,
+            **npz_kwargs,
+        ),
+        checkpoint,
+    )
 
 
 def loaded_from(model: keras.Model, source) -> keras.Model:
@@ -251,9 +289,11 @@ def _refuse_quantized(checkpoint: Checkpoint) -> None:
     """A quantized `.keras` model opens as it is (`load_model(path)`); its int8 kernels cannot go into another
     model or be rebuilt with other keywords."""
     if checkpoint.model is not None and checkpoint.model.quantized_layers():
-        raise ValueError(f"{checkpoint.source!r} holds a quantized model: keras_vit.load_model(path) (or "
-                         "keras.models.load_model) opens it as it is; its int8 kernels cannot be loaded into another "
-                         "model or rebuilt with other keywords. Load a float checkpoint and quantize after.")
+        raise ValueError(
+            f"{checkpoint.source!r} holds a quantized model: keras_vit.load_model(path) (or "
+            "keras.models.load_model) opens it as it is; its int8 kernels cannot be loaded into another "
+            "model or rebuilt with other keywords. Load a float checkpoint and quantize after."
+        )
 
 
 def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
@@ -270,22 +310,35 @@ def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
     have = model.variant
     close_eps = eps is not None and max(eps, have.layer_norm_epsilon) <= 1e-6  # below float32's resolution of
     # a normalised activation's variance: said, not refused (transformers' ViTConfig default is 1e-12)
-    wrong = [f"{field} {theirs!r} (the model's {ours!r})" for field, theirs, ours in
-             (("activation", activation, have.activation), ("LayerNorm epsilon", eps, have.layer_norm_epsilon))
-             if theirs is not None and theirs != ours and not {theirs, ours} <= {"gelu", "gelu_tanh"}
-             and not (field == "LayerNorm epsilon" and close_eps)]
+    wrong = [
+        f"{field} {theirs!r} (the model's {ours!r})"
+        for field, theirs, ours in (
+            ("activation", activation, have.activation),
+            ("LayerNorm epsilon", eps, have.layer_norm_epsilon),
+        )
+        if theirs is not None
+        and theirs != ours
+        and not {theirs, ours} <= {"gelu", "gelu_tanh"}
+        and not (field == "LayerNorm epsilon" and close_eps)
+    ]
     if wrong:
-        raise ValueError(f"{checkpoint.source!r} was trained with {', '.join(wrong)}: another family's model. "
-                         "Build it with keras_vit.load_model(source), which takes the source's; nothing was loaded.")
+        raise ValueError(
+            f"{checkpoint.source!r} was trained with {', '.join(wrong)}: another family's model. "
+            "Build it with keras_vit.load_model(source), which takes the source's; nothing was loaded."
+        )
     if close_eps and eps != have.layer_norm_epsilon:
-        warnings.warn(f"{checkpoint.source!r} was trained with LayerNorm epsilon {eps!r}, model {model.name!r} uses "
-                      f"{have.layer_norm_epsilon!r}; build it with layer_norm_epsilon={eps!r} (keras_vit.load_model "
-                      "does) for the source's exact logits.")
+        warnings.warn(
+            f"{checkpoint.source!r} was trained with LayerNorm epsilon {eps!r}, model {model.name!r} uses "
+            f"{have.layer_norm_epsilon!r}; build it with layer_norm_epsilon={eps!r} (keras_vit.load_model "
+            "does) for the source's exact logits."
+        )
     if activation in ("gelu", "gelu_tanh") and activation != have.activation:
         exact = activation == "gelu_tanh"
-        warnings.warn(f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
-                      f"{model.name!r} uses the other form; build it with gelu_approximate={exact} "
-                      "(keras_vit.load_model does) for the source's logits.")
+        warnings.warn(
+            f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
+            f"{model.name!r} uses the other form; build it with gelu_approximate={exact} "
+            "(keras_vit.load_model does) for the source's logits."
+        )
 
 
 def _check_name(checkpoint: Checkpoint, arch: dict, model_name: Optional[str]) -> None:
@@ -293,8 +346,10 @@ def _check_name(checkpoint: Checkpoint, arch: dict, model_name: Optional[str]) -
         return
     have = table.custom_config(**{k: arch[k] for k in table.SIZE_FIELDS if k in arch})
     if have.model_kwargs() != table.vit_config(model_name).model_kwargs():
-        raise ValueError(f"{checkpoint.source!r} holds {have.name}, not {model_name!r}; leave the model name out "
-                         "to take the file's architecture.")
+        raise ValueError(
+            f"{checkpoint.source!r} holds {have.name}, not {model_name!r}; leave the model name out "
+            "to take the file's architecture."
+        )
 
 
 def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_keywords) -> VisionTransformer:
@@ -314,9 +369,13 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         raise ValueError(f"load_model needs a source: {SOURCE_KINDS}.")
     kwargs = {k: v for k, v in constructor_keywords.items() if k != "weights"}
     name = table.vit_config(model).name if model else None
-    checkpoint = _read(kind, os.fspath(source), name, kwargs.get("num_heads"),
-                       (lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs))
-                       if model else None)
+    checkpoint = _read(
+        kind,
+        os.fspath(source),
+        name,
+        kwargs.get("num_heads"),
+        (lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs)) if model else None,
+    )
     if checkpoint.kind == "weights_h5":
         return loaded_from(checkpoint.model, checkpoint)
     if checkpoint.release is not None:
@@ -325,27 +384,41 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         arch = checkpoint.architecture(kwargs)
         if "input_shape" not in arch and "input_shape" in kwargs and checkpoint.old_grid is None:
             # the file does not state its size; the caller's is the size it was trained at
-            checkpoint.old_grid = official.stated_grid(checkpoint.params, kwargs["input_shape"],
-                                                       bool(kwargs.get("prefix_position_embedding", True)),
-                                                       checkpoint.path)
+            checkpoint.old_grid = official.stated_grid(
+                checkpoint.params,
+                kwargs["input_shape"],
+                bool(kwargs.get("prefix_position_embedding", True)),
+                checkpoint.path,
+            )
         _check_name(checkpoint, arch, name)
         if checkpoint.kind == "keras" and all(
-                arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()):
+            arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()
+        ):
             return loaded_from(checkpoint.model, checkpoint)
         _refuse_quantized(checkpoint)
         arch.update(kwargs)
         checkpoint.warn_assumptions(kwargs)
     if "input_shape" not in arch:
-        raise ValueError(f"{checkpoint.path!r} does not state its input size and its position table is not a "
-                         "square grid; pass input_shape=(H, W, C) of the size it was trained at.")
+        raise ValueError(
+            f"{checkpoint.path!r} does not state its input size and its position table is not a "
+            "square grid; pass input_shape=(H, W, C) of the size it was trained at."
+        )
     if arch.get("data_config") is None:  # a release's from its name; the others from the local copy just read
         arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
-    return loaded_from(official.load_params(built, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid,
-                                            posemb_prefix_included=checkpoint.posemb_included(built),
-                                            grid_stated=checkpoint.old_grid is not None,
-                                            adopt=checkpoint.model is None), checkpoint)  # arrays used by nothing else
+    return loaded_from(
+        official.load_params(
+            built,
+            checkpoint.params,
+            checkpoint.path,
+            old_grid=checkpoint.old_grid,
+            posemb_prefix_included=checkpoint.posemb_included(built),
+            grid_stated=checkpoint.old_grid is not None,
+            adopt=checkpoint.model is None,
+        ),
+        checkpoint,
+    )  # arrays used by nothing else
 
 
 def release_size(release: releases.Release) -> tuple:
@@ -359,12 +432,14 @@ def _release_architecture(release: releases.Release, kwargs: dict) -> dict:
     arch = dict(table.vit_config(release.model).model_kwargs(), input_shape=(*release_size(release), 3))
     arch.update(kwargs)
     arch["classes"], arch["representation_size"] = releases.head_size(
-        kwargs.get("classes"), kwargs.get("representation_size"), release)
+        kwargs.get("classes"), kwargs.get("representation_size"), release
+    )
     return arch
 
 
-def source_params(source: PathLike, *, model: Optional[str] = None,
-                  build: Optional[Callable[[], VisionTransformer]] = None) -> Dict[str, np.ndarray]:
+def source_params(
+    source: PathLike, *, model: Optional[str] = None, build: Optional[Callable[[], VisionTransformer]] = None
+) -> Dict[str, np.ndarray]:
     """{official key: array} of `source`: what fine-tuning starts from (`config.init_weights`).
 
     `model` as in `load_model`; `build` makes the model a `.weights.h5` file is read into.

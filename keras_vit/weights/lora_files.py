@@ -47,8 +47,10 @@ def _read(path: str) -> tuple:
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT:
-                raise ValueError(f"LoRA weights file {path!r} is not a keras_vit LoRA file "
-                                 f"(format {f.attrs.get('format')!r}, expected {FORMAT!r}).")
+                raise ValueError(
+                    f"LoRA weights file {path!r} is not a keras_vit LoRA file "
+                    f"(format {f.attrs.get('format')!r}, expected {FORMAT!r})."
+                )
             meta = json.loads(f.attrs["meta"])
             f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
             arrays = {name: np.asarray(f[name], dtype="float32") for name in names}

@@ -22,8 +22,12 @@ from keras_vit.utils import atomic, validate
 from keras_vit.utils.assign import assign_array
 from keras_vit.vit.lora import base_variable
 from keras_vit.weights import layouts
-from keras_vit.weights.architecture import (architecture_from_npz, check_family,  # noqa: F401 (public here)
-                                            posemb_prefix_rows, stated_grid)
+from keras_vit.weights.architecture import (  # noqa: F401 (public here)
+    architecture_from_npz,
+    check_family,
+    posemb_prefix_rows,
+    stated_grid,
+)
 from keras_vit.weights.posemb import fit_posemb, resize_position_embeddings  # noqa: F401 (public here)
 from keras_vit.weights.packed import unflatten_patch_kernel, unpack_gated_mlp
 
@@ -37,14 +41,19 @@ _PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
 
 # ----------------------------------------------------------------------------- model <-> keys
 
+
 def _check_model(model) -> None:
     if not hasattr(model, "vit_config") or not hasattr(model, "encoder"):
-        raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
-                         "(build it with keras_vit, or load it with keras_vit.load_model).")
+        raise ValueError(
+            f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer "
+            "(build it with keras_vit, or load it with keras_vit.load_model)."
+        )
     quantized = sorted(set(model.quantized_layers().values()))
     if quantized:
-        raise ValueError(f"Model {model.name!r} is quantized ({', '.join(quantized)}): official-layout checkpoints "
-                         "hold float weights; load or save them before model.quantize(...).")
+        raise ValueError(
+            f"Model {model.name!r} is quantized ({', '.join(quantized)}): official-layout checkpoints "
+            "hold float weights; load or save them before model.quantize(...)."
+        )
 
 
 def _stem_map(stem) -> Dict[str, keras.Variable]:
@@ -52,12 +61,19 @@ def _stem_map(stem) -> Dict[str, keras.Variable]:
         out = {}
         for i, (conv, norm) in enumerate(zip(stem.convs, stem.norms)):
             out[f"convolutional_stem/conv_{i}/kernel"] = conv.kernel
-            for ours, variable in (("scale", norm.gamma), ("bias", norm.beta), ("mean", norm.moving_mean),
-                                   ("var", norm.moving_variance)):
+            for ours, variable in (
+                ("scale", norm.gamma),
+                ("bias", norm.beta),
+                ("mean", norm.moving_mean),
+                ("var", norm.moving_variance),
+            ):
                 out[f"convolutional_stem/norm_{i}/{ours}"] = variable
         return out
-    out = {"conv_root/kernel": stem.conv_root.kernel,
-           "gn_root/scale": stem.gn_root.gamma, "gn_root/bias": stem.gn_root.beta}
+    out = {
+        "conv_root/kernel": stem.conv_root.kernel,
+        "gn_root/scale": stem.gn_root.gamma,
+        "gn_root/bias": stem.gn_root.beta,
+    }
     for unit in stem.units:
         p = unit.checkpoint_prefix + "/"
         for conv, gn in (("conv1", "gn1"), ("conv2", "gn2"), ("conv3", "gn3"), ("conv_proj", "gn_proj")):
@@ -103,8 +119,11 @@ def _block_map(out: dict, p: str, block) -> None:
         out[f"{p}MultiHeadDotProductAttention_1/rotary_frequencies"] = att.rotary_frequencies
     if att.attention_norm is not None:  # EVA-CLIP's norm on the attention output
         _norm(out, f"{p}MultiHeadDotProductAttention_1/norm", att.attention_norm)
-    for dense, name in ((block.mlp.dense_0, "Dense_0"), (block.mlp.dense_1, "Dense_1"),
-                        (getattr(block.mlp, "gate", None), "gate")):  # gate: the SwiGLU's Swish branch
+    for dense, name in (
+        (block.mlp.dense_0, "Dense_0"),
+        (block.mlp.dense_1, "Dense_1"),
+        (getattr(block.mlp, "gate", None), "gate"),
+    ):  # gate: the SwiGLU's Swish branch
         if dense is not None:
             _dense(out, f"{p}MlpBlock_3/{name}", dense)
     if getattr(block.mlp, "norm", None) is not None:  # EVA-02's and BEiT-3's norm inside the MLP
@@ -162,6 +181,7 @@ def weight_map(model: keras.Model) -> Dict[str, keras.Variable]:
 
 # ----------------------------------------------------------------------------- reading files
 
+
 def read_npz(path: str) -> Dict[str, np.ndarray]:
     """Reads an official-layout `.npz` into {key: array}, never unpickling anything."""
     path = os.fspath(path)
@@ -174,12 +194,15 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
             params = {key: np.asarray(data[key]) for key in data.files}
     except ValueError as e:
         if "pickle" in str(e):
-            raise ValueError(f"Checkpoint {path!r} holds pickled object arrays; keras_vit never "
-                             "unpickles checkpoints. Re-save it with plain numeric arrays.") from e
+            raise ValueError(
+                f"Checkpoint {path!r} holds pickled object arrays; keras_vit never "
+                "unpickles checkpoints. Re-save it with plain numeric arrays."
+            ) from e
         raise ValueError(f"Checkpoint {path!r} is not a readable .npz file: {e}") from e
     except (zipfile.BadZipFile, EOFError, OSError, KeyError) as e:
-        raise ValueError(f"Checkpoint {path!r} is not a readable .npz file (truncated or not a zip "
-                         f"archive): {e}") from e
+        raise ValueError(
+            f"Checkpoint {path!r} is not a readable .npz file (truncated or not a zip archive): {e}"
+        ) from e
     if not isinstance(params, dict) or not params:
         raise ValueError(f"Checkpoint {path!r} holds no arrays.")
     for key, value in params.items():
@@ -192,8 +215,15 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
 
 # ----------------------------------------------------------------------------- load / save
 
-def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
-             reset_head="auto", old_grid: Optional[Sequence[int]] = None) -> keras.Model:
+
+def load_npz(
+    model: keras.Model,
+    path: str,
+    *,
+    resize_posemb: bool = True,
+    reset_head="auto",
+    old_grid: Optional[Sequence[int]] = None,
+) -> keras.Model:
     """Loads an official-layout `.npz` checkpoint into a keras_vit model.
 
     Follows the original fine-tuning rules: `pre_logits` is dropped when the model has no
@@ -205,14 +235,30 @@ def load_npz(model: keras.Model, path: str, *, resize_posemb: bool = True,
     Everything is validated before the first weight is assigned, so a failed load leaves
     the model unchanged.
     """
-    return load_params(model, read_npz(path), os.fspath(path), adopt=True, resize_posemb=resize_posemb,
-                       reset_head=reset_head, old_grid=old_grid, grid_stated=False)
+    return load_params(
+        model,
+        read_npz(path),
+        os.fspath(path),
+        adopt=True,
+        resize_posemb=resize_posemb,
+        reset_head=reset_head,
+        old_grid=old_grid,
+        grid_stated=False,
+    )
 
 
-def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str = "params", *,
-                resize_posemb: bool = True, reset_head="auto",
-                old_grid: Optional[Sequence[int]] = None, adopt: bool = False,
-                posemb_prefix_included: bool = True, grid_stated: bool = True) -> keras.Model:
+def load_params(
+    model: keras.Model,
+    params: Dict[str, np.ndarray],
+    source: str = "params",
+    *,
+    resize_posemb: bool = True,
+    reset_head="auto",
+    old_grid: Optional[Sequence[int]] = None,
+    adopt: bool = False,
+    posemb_prefix_included: bool = True,
+    grid_stated: bool = True,
+) -> keras.Model:
     """`load_npz` for {official key: array} already in memory (e.g. another model's `weight_map`).
 
     `posemb_prefix_included`: whether the position table holds the prefix tokens' rows, a fact of the source's
@@ -231,8 +277,10 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     stem_in_model, stem_in_file = "conv_root/kernel" in targets, "conv_root/kernel" in params
     if stem_in_model != stem_in_file:
         kinds = ("a hybrid (ResNet stem)", "a plain ViT")
-        raise ValueError(f"Checkpoint {source!r} is {kinds[not stem_in_file]} but model {model.name!r} is "
-                         f"{kinds[not stem_in_model]}: model/checkpoint family mismatch.")
+        raise ValueError(
+            f"Checkpoint {source!r} is {kinds[not stem_in_file]} but model {model.name!r} is "
+            f"{kinds[not stem_in_model]}: model/checkpoint family mismatch."
+        )
     check_family(model, params, source)
     problems: list = []
     reset = _head_reset(params, targets, reset_head, problems)
@@ -242,19 +290,30 @@ def load_params(model: keras.Model, params: Dict[str, np.ndarray], source: str =
     params = unflatten_patch_kernel(params, targets)
     grid = model.position_embedding.grid_size if model.position_embedding is not None else model.grid_size
     fixed_table = getattr(model.position_embedding, "resampling", None) is None  # NaFlex tables state their grid
-    if not grid_stated and fixed_table and model.position_embedding is not None and old_grid is None and \
-            grid[0] != grid[1]:  # into a square model: taken as square
-        problems.append(f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
-                        f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at")
+    if (
+        not grid_stated
+        and fixed_table
+        and model.position_embedding is not None
+        and old_grid is None
+        and grid[0] != grid[1]
+    ):  # into a square model: taken as square
+        problems.append(
+            f"{POSEMB_KEY}: the source does not state its patch grid and model {model.name!r} has a "
+            f"non-square one {tuple(grid)}; pass old_grid=(rows, cols) of the grid it was trained at"
+        )
     prefix_rows = posemb_prefix_rows(params, posemb_prefix_included)
     assign, notes = _plan(model, params, targets, reset, resize_posemb, old_grid, problems, source, prefix_rows)
     for key, value in assign.items():
-        assign_array(targets[key], value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False),
-                     adopt=adopt)
+        assign_array(
+            targets[key], value.astype(keras.backend.standardize_dtype(targets[key].dtype), copy=False), adopt=adopt
+        )
     name = os.path.basename(source)
     if reset:
-        warnings.warn(f"load_npz({name}): {reset}; the model's {model.head.units}-class head is "
-                      "zero-initialised (as the original fine-tuning code does).", stacklevel=3)
+        warnings.warn(
+            f"load_npz({name}): {reset}; the model's {model.head.units}-class head is "
+            "zero-initialised (as the original fine-tuning code does).",
+            stacklevel=3,
+        )
     for note in notes:
         logger.warning("load_npz(%s): %s", name, note)
     return model
@@ -265,8 +324,7 @@ def model_params(model: keras.Model) -> Dict[str, np.ndarray]:
     are merged into their kernels first."""
     if model.lora_layers():
         model = model.merge_lora()
-    return {key: np.asarray(keras.ops.convert_to_numpy(var), dtype="float32")
-            for key, var in weight_map(model).items()}
+    return {key: np.asarray(keras.ops.convert_to_numpy(var), dtype="float32") for key, var in weight_map(model).items()}
 
 
 def _first_kernel(targets) -> str:
@@ -299,8 +357,9 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
             missing.append(key)
             continue
         value = params[key]
-        if key == POSEMB_KEY and (value.shape != want or (
-                old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)):
+        if key == POSEMB_KEY and (
+            value.shape != want or (old_grid is not None and tuple(old_grid) != model.position_embedding.grid_size)
+        ):
             value = fit_posemb(value, model, prefix_rows, resize_posemb, old_grid, key, problems)
             if value is None:
                 continue
@@ -308,11 +367,19 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
                 notes.append(f"position embeddings resized {params[key].shape} -> {want}")
         if value.shape != want and value.size == int(np.prod(want)) and value.ndim == 4 and len(want) == 1:
             value = value.reshape(want)  # (1, 1, 1, C) GroupNorm parameters of old hybrids
-        if key.startswith(_MAP_ATTENTION) and value.shape != want and \
-                value.size == int(np.prod(want)) and value.ndim == len(want):
+        if (
+            key.startswith(_MAP_ATTENTION)
+            and value.shape != want
+            and value.size == int(np.prod(want))
+            and value.ndim == len(want)
+        ):
             value = value.reshape(want)  # the MAP head's own head count (PE: 8): heads are a view of (D, D)
-        if key == _first_kernel(targets) and value.shape != want and value.shape[2] == 3 and \
-                value.shape[:2] + value.shape[3:] == want[:2] + want[3:]:
+        if (
+            key == _first_kernel(targets)
+            and value.shape != want
+            and value.shape[2] == 3
+            and value.shape[:2] + value.shape[3:] == want[:2] + want[3:]
+        ):
             value = adapt_input_channels(value, want[2])
             notes.append(f"{key}: RGB kernel adapted to {want[2]} input channels (timm's in_chans rule)")
         if value.shape != want:
@@ -326,14 +393,18 @@ def _plan(model, params, targets, reset, resize_posemb, old_grid, problems, path
     ignorable = set(_PRE_LOGITS_KEYS) | set(_HEAD_KEYS) | set(_HEAD_DIST_KEYS) | {"cls"}
     unexpected = sorted(k for k in params if k not in targets and k not in ignorable)
     if missing:
-        raise ValueError(f"Checkpoint {path!r} lacks {len(missing)} weight(s) the model needs: "
-                         f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}.")
+        raise ValueError(
+            f"Checkpoint {path!r} lacks {len(missing)} weight(s) the model needs: "
+            f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}."
+        )
     if problems:
         raise ValueError(f"Checkpoint {path!r} does not fit model {model.name!r}: " + "; ".join(problems[:10]))
     if unexpected:
-        raise ValueError(f"Checkpoint {path!r} has {len(unexpected)} weight(s) the model has no place for "
-                         f"(wrong model size or family?): {', '.join(unexpected[:10])}"
-                         f"{' ...' if len(unexpected) > 10 else ''}.")
+        raise ValueError(
+            f"Checkpoint {path!r} has {len(unexpected)} weight(s) the model has no place for "
+            f"(wrong model size or family?): {', '.join(unexpected[:10])}"
+            f"{' ...' if len(unexpected) > 10 else ''}."
+        )
     if "pre_logits/kernel" in params and "pre_logits/kernel" not in targets:
         notes.append("pre_logits dropped (the model has no representation layer)")
     return assign, notes
@@ -352,8 +423,10 @@ def _head_reset(params, targets, reset_head, problems) -> Optional[str]:
     if have[-1:] != want[-1:]:
         reason = f"the checkpoint's head has {have[-1]} classes, the model {want[-1]}"
     elif "pre_logits/kernel" in params and "pre_logits/kernel" not in targets:
-        reason = ("the checkpoint's head was trained on its pre_logits (tanh) features, which the model "
-                  "(representation_size=None) drops")
+        reason = (
+            "the checkpoint's head was trained on its pre_logits (tanh) features, which the model "
+            "(representation_size=None) drops"
+        )
     else:
         return None
     if reset_head is False:
@@ -369,7 +442,9 @@ def save_npz(model: keras.Model, path: str) -> str:
         raise ValueError(f"save_npz writes .npz files; got {path!r}.")
     foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) if hasattr(model, "variant") else []
     if foreign:
-        raise ValueError(f"Model {model.name!r} has parts the official layout has no place for: "
-                         f"{'; '.join(foreign)}. Write it with keras_vit.save_pretrained (timm) or .keras instead.")
+        raise ValueError(
+            f"Model {model.name!r} has parts the official layout has no place for: "
+            f"{'; '.join(foreign)}. Write it with keras_vit.save_pretrained (timm) or .keras instead."
+        )
     arrays = model_params(model)
     return atomic.write_file(path, lambda tmp: np.savez(tmp, **arrays))

@@ -18,10 +18,12 @@ def unpack_gated_mlp(model: keras.Model, params: Dict[str, np.ndarray]) -> Dict[
     if not packed:
         return params
     if not model.variant.swiglu:
-        raise ValueError(f"The checkpoint holds a packed gated MLP ({packed[0]}: timm's GluMlp, twice the output "
-                         f"layer's width), whose activation a state dict does not state, and model {model.name!r} has "
-                         "the paper's MLP: build it with swiglu=True if it is a SwiGLU, or by its timm architecture's "
-                         "name. Nothing was loaded.")
+        raise ValueError(
+            f"The checkpoint holds a packed gated MLP ({packed[0]}: timm's GluMlp, twice the output "
+            f"layer's width), whose activation a state dict does not state, and model {model.name!r} has "
+            "the paper's MLP: build it with swiglu=True if it is a SwiGLU, or by its timm architecture's "
+            "name. Nothing was loaded."
+        )
     out = {k: v for k, v in params.items() if k not in packed}
     for key in packed:
         gate, value = np.split(params[key], 2, axis=-1)
@@ -38,9 +40,11 @@ def unflatten_patch_kernel(params: Dict[str, np.ndarray], targets) -> Dict[str, 
         return params
     flat, want = params["embedding/patch_kernel"], tuple(targets["embedding/kernel"].shape)
     if "embedding/kernel" in params or flat.shape != (int(np.prod(want[:3])), want[3]):
-        raise ValueError(f"embedding/patch_kernel: a flat patch projection {flat.shape} (timm's NaFlexVit), but the "
-                         f"model's patches of {want[0]}x{want[1]}x{want[2]} hold {int(np.prod(want[:3]))} values "
-                         f"for width {want[3]}. Nothing was loaded.")
+        raise ValueError(
+            f"embedding/patch_kernel: a flat patch projection {flat.shape} (timm's NaFlexVit), but the "
+            f"model's patches of {want[0]}x{want[1]}x{want[2]} hold {int(np.prod(want[:3]))} values "
+            f"for width {want[3]}. Nothing was loaded."
+        )
     out = {k: v for k, v in params.items() if k != "embedding/patch_kernel"}
     out["embedding/kernel"] = flat.reshape(want)
     return out

@@ -12,9 +12,13 @@ from keras_vit.utils import validate
 from keras_vit.vit.position_embedding import resample_grid
 
 
-def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
-                               num_prefix_tokens: int = 1,
-                               old_grid: Optional[Sequence[int]] = None, interpolation: str = "linear") -> np.ndarray:
+def resize_position_embeddings(
+    posemb: np.ndarray,
+    new_grid: Sequence[int],
+    num_prefix_tokens: int = 1,
+    old_grid: Optional[Sequence[int]] = None,
+    interpolation: str = "linear",
+) -> np.ndarray:
     """Resizes a position-embedding table to a new patch grid, as the source's code does.
 
     The prefix rows (class token) are kept; the grid rows are reshaped to (gh, gw, D) and resized with one
@@ -42,8 +46,9 @@ def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
     if old_grid is None:
         side = int(round(np.sqrt(n)))
         if side * side != n:
-            raise ValueError(f"Cannot infer the grid of {n} position embeddings (not a square); "
-                             "pass old_grid=(rows, cols).")
+            raise ValueError(
+                f"Cannot infer the grid of {n} position embeddings (not a square); pass old_grid=(rows, cols)."
+            )
         old_grid = (side, side)
     old_grid, new_grid = tuple(int(g) for g in old_grid), tuple(int(g) for g in new_grid)
     if old_grid[0] * old_grid[1] != n:
@@ -59,8 +64,15 @@ def resize_position_embeddings(posemb: np.ndarray, new_grid: Sequence[int],
     return out[0] if squeeze else out
 
 
-def fit_posemb(value: np.ndarray, model, file_prefix: int, resize: bool, old_grid: Optional[Sequence[int]], key: str,
-               problems: list) -> Optional[np.ndarray]:
+def fit_posemb(
+    value: np.ndarray,
+    model,
+    file_prefix: int,
+    resize: bool,
+    old_grid: Optional[Sequence[int]],
+    key: str,
+    problems: list,
+) -> Optional[np.ndarray]:
     """A file's position table fitted to `model`'s (its prefix rows dropped for a model without prefix tokens,
     the grid resized by the model's rule), or None after appending to `problems` why it cannot be."""
     layer = model.position_embedding
@@ -71,18 +83,22 @@ def fit_posemb(value: np.ndarray, model, file_prefix: int, resize: bool, old_gri
     if file_prefix > layer.num_prefix_tokens:  # token checkpoint into a 'gap' model
         value, file_prefix = value[:, file_prefix:], 0
     if file_prefix != layer.num_prefix_tokens:
-        problems.append(f"{key}: checkpoint has no class token row but the model needs one (build it with "
-                        "prefix_position_embedding=False, or keras_vit.load_model the file)")
+        problems.append(
+            f"{key}: checkpoint has no class token row but the model needs one (build it with "
+            "prefix_position_embedding=False, or keras_vit.load_model the file)"
+        )
         return None
     if value.shape == want and (old_grid is None or tuple(old_grid) == layer.grid_size):
         return value
     if not resize:
-        problems.append(f"{key}: checkpoint shape {value.shape}, model expects {want} "
-                        "(pass resize_posemb=True to interpolate)")
+        problems.append(
+            f"{key}: checkpoint shape {value.shape}, model expects {want} (pass resize_posemb=True to interpolate)"
+        )
         return None
     try:
-        return resize_position_embeddings(value, layer.grid_size, file_prefix, old_grid,
-                                          model.variant.position_interpolation)
+        return resize_position_embeddings(
+            value, layer.grid_size, file_prefix, old_grid, model.variant.position_interpolation
+        )
     except ValueError as e:
         problems.append(f"{key}: {e}")
         return None
@@ -94,12 +110,16 @@ def _fit_resampled(value: np.ndarray, layer, resampled, name: str, key: str, pro
     resamples it per input, by the source's rule)."""
     stored = tuple(value.shape[1:3]) if value.ndim == 4 else None
     if resampled is None:
-        problems.append(f"{key}: a position table kept at its training grid {stored} and resampled per input "
-                        f"(timm's NaFlexVit), but model {name!r} has a fixed table: build it with "
-                        "position_resampling, or by its timm architecture's name")
+        problems.append(
+            f"{key}: a position table kept at its training grid {stored} and resampled per input "
+            f"(timm's NaFlexVit), but model {name!r} has a fixed table: build it with "
+            "position_resampling, or by its timm architecture's name"
+        )
     elif stored is None or stored != tuple(resampled.grid):
-        problems.append(f"{key}: checkpoint table {value.shape}, model {name!r} resamples a table stored at grid "
-                        f"{tuple(resampled.grid)} (position_resampling grid)")
+        problems.append(
+            f"{key}: checkpoint table {value.shape}, model {name!r} resamples a table stored at grid "
+            f"{tuple(resampled.grid)} (position_resampling grid)"
+        )
     else:
         return value.reshape(1, stored[0] * stored[1], value.shape[-1])
     return None

@@ -24,9 +24,9 @@ BASE_URL = os.environ.get("KERAS_VIT_BASE_URL", "https://storage.googleapis.com/
 class Release:
     """One released checkpoint file."""
 
-    name: str          # e.g. "ViT-B_16/imagenet21k"
-    model: str         # the paper's model name
-    dataset: str       # "imagenet21k" | "imagenet21k+imagenet2012" | ...
+    name: str  # e.g. "ViT-B_16/imagenet21k"
+    model: str  # the paper's model name
+    dataset: str  # "imagenet21k" | "imagenet21k+imagenet2012" | ...
     resolution: Union[int, Tuple[int, int]]  # pixels the checkpoint was trained at (height, width if not square)
     classes: Optional[int]  # None: a fine-tuning dataset keras_vit has no class count for (read from the file)
     url: str
@@ -48,12 +48,27 @@ def _register_official() -> None:
     for model in ("ViT-B/16", "ViT-B/32", "ViT-L/16", "ViT-L/32", "ViT-H/14", "R50+ViT-B/16"):
         file = table.vit_config(model).name.replace("/", "_") + ".npz"
         # the ImageNet-21k pre-training heads sit on a Dense+tanh pre-logits layer of width D
-        register_release(Release(f"{file[:-4]}/imagenet21k", model, "imagenet21k", 224, 21843,
-                                 f"{BASE_URL}/imagenet21k/{file}",
-                                 representation_size=table.vit_config(model).hidden_size))
-        register_release(Release(f"{file[:-4]}/imagenet21k+imagenet2012", model,
-                                 "imagenet21k+imagenet2012", 384, 1000,
-                                 f"{BASE_URL}/imagenet21k+imagenet2012/{file}"))
+        register_release(
+            Release(
+                f"{file[:-4]}/imagenet21k",
+                model,
+                "imagenet21k",
+                224,
+                21843,
+                f"{BASE_URL}/imagenet21k/{file}",
+                representation_size=table.vit_config(model).hidden_size,
+            )
+        )
+        register_release(
+            Release(
+                f"{file[:-4]}/imagenet21k+imagenet2012",
+                model,
+                "imagenet21k+imagenet2012",
+                384,
+                1000,
+                f"{BASE_URL}/imagenet21k+imagenet2012/{file}",
+            )
+        )
 
 
 _register_official()
@@ -70,8 +85,15 @@ def parse_augreg(filename: str) -> Release:
         dataset, classes, resolution = f"augreg_{fields.pretrain}", augreg.PRETRAIN_CLASSES[fields.pretrain], 224
     else:
         dataset, classes, resolution = fields.dataset, augreg.FINETUNE_CLASSES.get(fields.dataset), fields.resolution
-    return Release(stem, fields.model, dataset, resolution, classes, f"{BASE_URL}/augreg/{stem}.npz",
-                   top1=augreg.published_top1(stem))
+    return Release(
+        stem,
+        fields.model,
+        dataset,
+        resolution,
+        classes,
+        f"{BASE_URL}/augreg/{stem}.npz",
+        top1=augreg.published_top1(stem),
+    )
 
 
 def _register_augreg_and_sam() -> None:
@@ -80,14 +102,27 @@ def _register_augreg_and_sam() -> None:
     for code, files in augreg.recommended_files().items():
         for short, stem in files.items():
             r = parse_augreg(stem)
-            register_release(dataclasses.replace(r, name=f"{table.vit_config(r.model).name.replace('/', '_')}/"
-                                                         f"{short}", dataset=short))
+            register_release(
+                dataclasses.replace(
+                    r, name=f"{table.vit_config(r.model).name.replace('/', '_')}/{short}", dataset=short
+                )
+            )
     # SAM (Chen et al. 2021, "When Vision Transformers Outperform ResNets...", Table 2: ImageNet-1k from scratch
     # with SAM, 224 px); timm notes the release carries a D-wide representation layer
     for model, top1 in (("ViT-B/16", 79.9), ("ViT-B/32", 73.6)):
         file = table.vit_config(model).name.replace("/", "_")
-        register_release(Release(f"{file}/sam", model, "sam", 224, 1000, f"{BASE_URL}/sam/{file}.npz",
-                                 representation_size=table.vit_config(model).hidden_size, top1=top1))
+        register_release(
+            Release(
+                f"{file}/sam",
+                model,
+                "sam",
+                224,
+                1000,
+                f"{BASE_URL}/sam/{file}.npz",
+                representation_size=table.vit_config(model).hidden_size,
+                top1=top1,
+            )
+        )
 
 
 _register_augreg_and_sam()
@@ -136,18 +171,23 @@ def find_release(weights: str, model_name: Optional[str]) -> Release:
         if model_name is not None and table.vit_config(parsed.model).name != table.vit_config(model_name).name:
             raise ValueError(f"{weights!r} holds {parsed.model}, not {model_name}.")
         return parsed
-    matches = [r for r in _RELEASES.values()
-               if r.dataset == weights and model_name is not None
-               and table.vit_config(r.model).name == model_name]
+    matches = [
+        r
+        for r in _RELEASES.values()
+        if r.dataset == weights and model_name is not None and table.vit_config(r.model).name == model_name
+    ]
     if not matches:
         have = sorted(r.name for r in _RELEASES.values() if r.dataset == weights)
         if model_name is None and have:  # a dataset name names a release only with its model
-            raise ValueError(f"{weights!r} names a release only together with a model (one of "
-                             f"{', '.join(sorted({r.model for r in _RELEASES.values() if r.dataset == weights}))}): "
-                             f"give the model too (--model / --config.model.name, or model= in Python), or a full "
-                             f"release name ({', '.join(have[:3])}{', ...' if len(have) > 3 else ''}).")
-        raise ValueError(f"No {weights!r} checkpoint is released for model {model_name!r}; "
-                         f"released: {', '.join(have)}.")
+            raise ValueError(
+                f"{weights!r} names a release only together with a model (one of "
+                f"{', '.join(sorted({r.model for r in _RELEASES.values() if r.dataset == weights}))}): "
+                f"give the model too (--model / --config.model.name, or model= in Python), or a full "
+                f"release name ({', '.join(have[:3])}{', ...' if len(have) > 3 else ''})."
+            )
+        raise ValueError(
+            f"No {weights!r} checkpoint is released for model {model_name!r}; released: {', '.join(have)}."
+        )
     return matches[0]
 
 
@@ -164,16 +204,25 @@ def fetch(weights: str, model: Optional[keras.Model] = None, cache_dir: Optional
     if cache_dir:
         os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp for a missing directory
     try:
-        return keras.utils.get_file(fname, origin=release.url, cache_subdir="keras_vit", cache_dir=cache_dir,
-                                    file_hash=release.sha256, hash_algorithm="sha256")
+        return keras.utils.get_file(
+            fname,
+            origin=release.url,
+            cache_subdir="keras_vit",
+            cache_dir=cache_dir,
+            file_hash=release.sha256,
+            hash_algorithm="sha256",
+        )
     except Exception as e:  # urllib's errors, wrapped by Keras in a plain Exception
         if isinstance(e, ValueError) and "hash" in str(e).lower():
             raise
-        where = os.path.join(cache_dir or os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")),
-                             "keras_vit", fname)
-        raise ValueError(f"Could not download release {release.name!r} from {release.url} ({type(e).__name__}: {validate.first_line(e)}). "
-                         f"Without a network, fetch that URL elsewhere and place the file at {where} "
-                         "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ").") from None
+        where = os.path.join(
+            cache_dir or os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras")), "keras_vit", fname
+        )
+        raise ValueError(
+            f"Could not download release {release.name!r} from {release.url} ({type(e).__name__}: {validate.first_line(e)}). "
+            f"Without a network, fetch that URL elsewhere and place the file at {where} "
+            "(or set KERAS_VIT_CACHE_DIR to the folder holding keras_vit/" + fname + ")."
+        ) from None
 
 
 def head_size(classes: Optional[int], representation_size: Optional[int], release: Optional[Release]) -> tuple:
@@ -185,7 +234,9 @@ def head_size(classes: Optional[int], representation_size: Optional[int], releas
     if classes is None:  # the released classifier itself, pre-logits included
         rep = release.representation_size if representation_size is None else representation_size
         if release.classes is None:
-            raise ValueError(f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
-                             "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>).")
+            raise ValueError(
+                f"Release {release.name!r} was fine-tuned on {release.dataset!r}, whose class count "
+                "keras_vit does not record: pass classes=, or use keras_vit.load_model(<the .npz>)."
+            )
         return release.classes, rep
     return classes, representation_size

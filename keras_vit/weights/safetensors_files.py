@@ -35,8 +35,10 @@ def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
         return int(num_heads)
     rows = {c.num_heads for c in table.MODELS.values() if c.hidden_size == width}
     if len(rows) != 1:
-        raise ValueError(f"{source}: a state dict does not say its number of heads and width {width} is not a "
-                         "table width; pass num_heads=.")
+        raise ValueError(
+            f"{source}: a state dict does not say its number of heads and width {width} is not a "
+            "table width; pass num_heads=."
+        )
     return rows.pop()
 
 
@@ -45,8 +47,9 @@ def _heads_for(width: int, source: str, num_heads: Optional[int]) -> int:
 TIMM_DEFAULTS = dict(activation="gelu", layer_norm_epsilon=1e-6)
 
 
-def read_timm(path: str, num_heads: Optional[int] = None, sharded: bool = False
-              ) -> Tuple[Dict[str, np.ndarray], dict, dict]:
+def read_timm(
+    path: str, num_heads: Optional[int] = None, sharded: bool = False
+) -> Tuple[Dict[str, np.ndarray], dict, dict]:
     """({official key: array}, keywords the file states, keywords taken from timm's defaults) of a timm ViT
     `.safetensors` state dict (`sharded`: `path` is a `model.safetensors.index.json` and its shards).
 
@@ -76,11 +79,22 @@ def read_timm(path: str, num_heads: Optional[int] = None, sharded: bool = False
 
 
 # transformers' ViTConfig: hidden_act -> keras_vit's activation (ACT2FN's erf GELU, its two tanh forms, quick GELU)
-_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-                   "quick_gelu": "quick_gelu"}
+_HF_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "quick_gelu": "quick_gelu",
+}
 # ViTConfig's defaults for what a config.json leaves out (transformers' own, not keras_vit's)
-_HF_DEFAULTS = dict(hidden_act="gelu", layer_norm_eps=1e-12, qkv_bias=True, image_size=224, patch_size=16,
-                    num_channels=3, pooler_act="tanh")
+_HF_DEFAULTS = dict(
+    hidden_act="gelu",
+    layer_norm_eps=1e-12,
+    qkv_bias=True,
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    pooler_act="tanh",
+)
 
 
 def _hf_config(directory: str) -> dict:
@@ -95,8 +109,10 @@ def _hf_config(directory: str) -> dict:
         raise ValueError(f"{directory!r} holds a {config.get('model_type')!r} model, not a transformers 'vit'.")
     missing = [k for k in ("num_attention_heads", "hidden_size", "num_hidden_layers") if k not in config]
     if missing:
-        raise ValueError(f"{directory!r}: {HF_CONFIG} lacks {', '.join(missing)}; a transformers ViT config "
-                         "states them (it cannot be read from the weights alone).")
+        raise ValueError(
+            f"{directory!r}: {HF_CONFIG} lacks {', '.join(missing)}; a transformers ViT config "
+            "states them (it cannot be read from the weights alone)."
+        )
     return {**_HF_DEFAULTS, **config}
 
 
@@ -120,20 +136,29 @@ def read_transformers(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
         raise FileNotFoundError(f"{directory!r} has no {HF_WEIGHTS} (only safetensors are read, never pickles).")
     act = config["hidden_act"]
     if act not in _HF_ACTIVATIONS:
-        raise ValueError(f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has {sorted(_HF_ACTIVATIONS)} only. "
-                         "Nothing was loaded.")
+        raise ValueError(
+            f"{directory!r}: hidden_act={act!r}; keras_vit's MLP has {sorted(_HF_ACTIVATIONS)} only. "
+            "Nothing was loaded."
+        )
     patch = _pair(config["patch_size"], "patch_size", directory)
     if patch[0] != patch[1]:
         raise ValueError(f"{directory!r}: patch_size={config['patch_size']!r}; keras_vit's patches are square.")
     heads = int(config["num_attention_heads"])
     params = read_converted(weights, lambda sd: layouts.transformers_to_official(sd, heads, weights))
     if "pre_logits/kernel" in params and config["pooler_act"] != "tanh":
-        raise ValueError(f"{directory!r}: pooler_act={config['pooler_act']!r}; keras_vit's representation layer "
-                         "is tanh. Nothing was loaded.")
+        raise ValueError(
+            f"{directory!r}: pooler_act={config['pooler_act']!r}; keras_vit's representation layer "
+            "is tanh. Nothing was loaded."
+        )
     size = _pair(config["image_size"], "image_size", directory)
-    return params, dict(num_heads=heads, activation=_HF_ACTIVATIONS[act],
-                        layer_norm_epsilon=float(config["layer_norm_eps"]), qkv_bias=bool(config["qkv_bias"]),
-                        prefix_position_embedding=True, input_shape=(*size, int(config["num_channels"])))
+    return params, dict(
+        num_heads=heads,
+        activation=_HF_ACTIVATIONS[act],
+        layer_norm_epsilon=float(config["layer_norm_eps"]),
+        qkv_bias=bool(config["qkv_bias"]),
+        prefix_position_embedding=True,
+        input_shape=(*size, int(config["num_channels"])),
+    )
 
 
 HF_PREPROCESSOR = "preprocessor_config.json"
@@ -156,17 +181,24 @@ def transformers_data_config(directory: str) -> DataConfig:
         raise ValueError(f"{path!r} holds a {type(config).__name__}, not a processor config object.")
     rescale = config.get("rescale_factor", 1 / 255) if config.get("do_rescale", True) else None
     if rescale is None or abs(float(rescale) - 1 / 255) > 1e-9:
-        raise ValueError(f"{path!r}: do_rescale={config.get('do_rescale', True)}, rescale_factor={rescale!r}; "
-                         "keras_vit's preprocessing takes pixels in [0, 255] to [0, 1] (1/255) before the mean and "
-                         "std, as ViTImageProcessor does by default. Nothing was loaded.")
+        raise ValueError(
+            f"{path!r}: do_rescale={config.get('do_rescale', True)}, rescale_factor={rescale!r}; "
+            "keras_vit's preprocessing takes pixels in [0, 255] to [0, 1] (1/255) before the mean and "
+            "std, as ViTImageProcessor does by default. Nothing was loaded."
+        )
     resample = config.get("resample", 2)
     if resample not in _PIL_RESAMPLE:
-        raise ValueError(f"{path!r}: resample={resample!r} is not one of PIL's {sorted(_PIL_RESAMPLE)} "
-                         "(nearest, bilinear, bicubic) that keras_vit applies.")
+        raise ValueError(
+            f"{path!r}: resample={resample!r} is not one of PIL's {sorted(_PIL_RESAMPLE)} "
+            "(nearest, bilinear, bicubic) that keras_vit applies."
+        )
     normalize = config.get("do_normalize", True)
-    return DataConfig(mean=config.get("image_mean", 0.5) if normalize else 0.0,
-                      std=config.get("image_std", 0.5) if normalize else 1.0,
-                      interpolation=_PIL_RESAMPLE[resample], antialias=True)
+    return DataConfig(
+        mean=config.get("image_mean", 0.5) if normalize else 0.0,
+        std=config.get("image_std", 0.5) if normalize else 1.0,
+        interpolation=_PIL_RESAMPLE[resample],
+        antialias=True,
+    )
 
 
 def _plain_params(model, layout: str) -> tuple:
@@ -176,13 +208,18 @@ def _plain_params(model, layout: str) -> tuple:
     if model.stem is not None and layout != "timm":
         raise ValueError(f"Model {model.name!r} is a hybrid; {layout} has no hybrid ViT.")
     if model.pre_logits is not None:
-        raise ValueError(f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
-                         "classifier lacks; rebuild it without one (representation_size=None) to export.")
+        raise ValueError(
+            f"Model {model.name!r} has a representation (pre-logits) layer, which {layout}'s "
+            "classifier lacks; rebuild it without one (representation_size=None) to export."
+        )
     foreign = model.variant.non_official_parts(model.num_prefix_tokens > 0) + (
-        [f"classifier={model.classifier!r}"] if model.classifier == "map" else [])
+        [f"classifier={model.classifier!r}"] if model.classifier == "map" else []
+    )
     if layout == "transformers" and foreign:
-        raise ValueError(f"Model {model.name!r} has parts a transformers ViT lacks: {'; '.join(foreign)}. Write it "
-                         "with keras_vit.save_pretrained (a timm repository) instead.")
+        raise ValueError(
+            f"Model {model.name!r} has parts a transformers ViT lacks: {'; '.join(foreign)}. Write it "
+            "with keras_vit.save_pretrained (a timm repository) instead."
+        )
     params = {k: np.ascontiguousarray(v, dtype="float32") for k, v in official.model_params(model).items()}
     return params, model.vit_config.num_layers
 
@@ -213,28 +250,43 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
     `model.safetensors`) for `ViTForImageClassification.from_pretrained`. Returns the path written."""
     from safetensors.numpy import save_file
 
-
     if layout not in ("timm", "transformers"):
         raise ValueError(f"layout={layout!r}; expected 'timm' or 'transformers'.")
     params, n = _plain_params(model, layout)
     if layout == "timm":
         if not str(path).endswith(".safetensors"):
-            raise ValueError(f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
-                             "directory: keras_vit.save_pretrained).")
+            raise ValueError(
+                f"layout='timm' writes one .safetensors file; got {path!r} (a timm repository "
+                "directory: keras_vit.save_pretrained)."
+            )
         sd = _timm_layout(model, params, n)
         return atomic.write_file(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     if model.classifier != "token" or not model.include_top:
-        raise ValueError(f"transformers' ViTForImageClassification classifies the class token with a head; model "
-                         f"{model.name!r} is classifier={model.classifier!r}, include_top={model.include_top}.")
+        raise ValueError(
+            f"transformers' ViTForImageClassification classifies the class token with a head; model "
+            f"{model.name!r} is classifier={model.classifier!r}, include_top={model.include_top}."
+        )
     sd = layouts.official_to_transformers(params, n)
     c = model.vit_config
-    config = dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=c.hidden_size,
-                  num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads, intermediate_size=c.mlp_dim,
-                  hidden_act="gelu_pytorch_tanh" if model.gelu_approximate else "gelu", hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-6,
-                  image_size=model.image_size[0], patch_size=c.patch_size, num_channels=model.channels, qkv_bias=True,
-                  id2label={str(i): f"LABEL_{i}" for i in range(model.classes)},
-                  label2id={f"LABEL_{i}": i for i in range(model.classes)})
+    config = dict(
+        model_type="vit",
+        architectures=["ViTForImageClassification"],
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads,
+        intermediate_size=c.mlp_dim,
+        hidden_act="gelu_pytorch_tanh" if model.gelu_approximate else "gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=0.02,
+        layer_norm_eps=1e-6,
+        image_size=model.image_size[0],
+        patch_size=c.patch_size,
+        num_channels=model.channels,
+        qkv_bias=True,
+        id2label={str(i): f"LABEL_{i}" for i in range(model.classes)},
+        label2id={f"LABEL_{i}": i for i in range(model.classes)},
+    )
     if model.dynamic_size or model.image_size[0] != model.image_size[1]:
         raise ValueError(f"transformers' ViT config has one image_size; model {model.name!r} is {model.image_size}.")
 

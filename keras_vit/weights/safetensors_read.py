@@ -20,8 +20,17 @@ from typing import Callable, Dict, Iterator, Tuple
 import numpy as np
 
 # safetensors dtype names -> little-endian numpy dtypes (BF16 is upcast; other names are read by safetensors)
-_NUMPY = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
-          "U8": "u1", "BOOL": "?"}
+_NUMPY = {
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "BOOL": "?",
+}
 
 
 def _header(path: str) -> Tuple[int, dict]:
@@ -74,16 +83,18 @@ def owned(params: Dict[str, np.ndarray], whole: np.ndarray) -> Dict[str, np.ndar
     return {k: np.array(v) if np.may_share_memory(v, whole) else v for k, v in params.items()}
 
 
-def read_converted(path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
-                   ) -> Dict[str, np.ndarray]:
+def read_converted(
+    path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
+) -> Dict[str, np.ndarray]:
     """`convert({name: array})` of the `.safetensors` file `path`, read through a mapping; arrays of the
     result that are still views of the file are copied out (the mapping closes when the last view goes)."""
     with mapped_tensors(path) as (tensors, whole):
         return owned(convert(tensors), whole)
 
 
-def read_sharded_converted(index_path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
-                           ) -> Dict[str, np.ndarray]:
+def read_sharded_converted(
+    index_path: str, convert: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
+) -> Dict[str, np.ndarray]:
     """`read_converted` of a sharded checkpoint: the `model.safetensors.index.json` at `index_path` (its
     `weight_map`: tensor name -> shard file beside it) read as one state dict. Every shard must hold exactly
     the tensors the index gives it: a tensor missing from its shard, or one the index does not list, is refused
@@ -110,8 +121,10 @@ def read_sharded_converted(index_path: str, convert: Callable[[Dict[str, np.ndar
             held, whole = stack.enter_context(mapped_tensors(os.path.join(folder, shard)))
             if set(held) != names:
                 odd = sorted(set(held) ^ names)
-                raise ValueError(f"{index_path!r}: shard {shard!r} does not hold what the index says (e.g. "
-                                 f"{odd[0]!r}); nothing was read.")
+                raise ValueError(
+                    f"{index_path!r}: shard {shard!r} does not hold what the index says (e.g. "
+                    f"{odd[0]!r}); nothing was read."
+                )
             tensors.update(held)
             wholes.append(whole)
         params = convert(tensors)

@@ -21,13 +21,27 @@ from keras_vit.vit.variant import Variant
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}  # timm's act_layer names
 # model_args that act in training only (dropout, initialisation) or at call time only
-_TRAINING_ONLY = {"drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate", "weight_init",
-                  "dynamic_img_size", "dynamic_img_pad", "fix_init", "patch_drop_rate"}
+_TRAINING_ONLY = {
+    "drop_rate",
+    "pos_drop_rate",
+    "proj_drop_rate",
+    "attn_drop_rate",
+    "drop_path_rate",
+    "weight_init",
+    "dynamic_img_size",
+    "dynamic_img_pad",
+    "fix_init",
+    "patch_drop_rate",
+}
 _POOLS = {"token": "token", "avg": "gap", "map": "map"}
 # NaFlexVit's position-table arguments -> keras_vit's `position_resampling` fields
-_RESAMPLING = {"pos_embed_grid_size": "grid", "pos_embed_interp_mode": "interpolation",
-               "pos_embed_antialias": "antialias", "pos_embed_align_corners": "align_corners",
-               "pos_embed_ar_preserving": "aspect_preserving"}
+_RESAMPLING = {
+    "pos_embed_grid_size": "grid",
+    "pos_embed_interp_mode": "interpolation",
+    "pos_embed_antialias": "antialias",
+    "pos_embed_align_corners": "align_corners",
+    "pos_embed_ar_preserving": "aspect_preserving",
+}
 
 
 def apply_model_args(name: str, kw: dict, args: dict) -> dict:
@@ -36,8 +50,15 @@ def apply_model_args(name: str, kw: dict, args: dict) -> dict:
     kw = dict(kw)
     ratio = kw["mlp_dim"] / kw["hidden_size"]
     base_class_token = kw["classifier"] == "token" if kw.get("class_token") is None else kw["class_token"]
-    simple = dict(patch_size="patch_size", embed_dim="hidden_size", depth="num_layers", num_heads="num_heads",
-                  reg_tokens="num_register_tokens", qk_norm="qk_norm", qkv_bias="qkv_bias")
+    simple = dict(
+        patch_size="patch_size",
+        embed_dim="hidden_size",
+        depth="num_layers",
+        num_heads="num_heads",
+        reg_tokens="num_register_tokens",
+        qk_norm="qk_norm",
+        qkv_bias="qkv_bias",
+    )
     for key, value in args.items():
         if key in simple:
             kw[simple[key]] = value
@@ -78,8 +99,10 @@ def apply_model_args(name: str, kw: dict, args: dict) -> dict:
         elif key == "class_token":
             continue  # below, once the pooling is known
         elif key not in _TRAINING_ONLY:
-            raise ValueError(f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
-                             "keras_vit does not build yet; nothing was loaded.")
+            raise ValueError(
+                f"{name} was built with {key}={value!r}, a part of timm's VisionTransformer that "
+                "keras_vit does not build yet; nothing was loaded."
+            )
     if "embed_dim" in args or "mlp_ratio" in args:  # timm: int(embed_dim * mlp_ratio), truncated
         kw["mlp_dim"] = int(kw["hidden_size"] * ratio)
     has_class_token = bool(args.get("class_token", base_class_token))
@@ -94,8 +117,10 @@ def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
     position table (`pos_embed` and its resampling) and timm's differential attention (`attn_layer="diff"`)."""
     resampling = kw.get("position_resampling")
     if key in _RESAMPLING and resampling is not None:
-        kw["position_resampling"] = {**resampling, _RESAMPLING[key]: list(value) if key == "pos_embed_grid_size"
-                                     else value}
+        kw["position_resampling"] = {
+            **resampling,
+            _RESAMPLING[key]: list(value) if key == "pos_embed_grid_size" else value,
+        }
     elif key == "pos_embed" and resampling is not None and value in ("learned", "factorized"):
         kw["position_resampling"] = {**resampling, "factorized": value == "factorized"}
     elif key == "attn_layer" and value in ("attn", "diff"):
@@ -128,11 +153,17 @@ def _mlp_ratio(mlp_dim: int, width: int) -> float:
 def _args_for(model, entry: dict) -> dict:
     """The `model_args` that turn the architecture `entry` into `model`'s size, depth, input and head."""
     c, v = model.vit_config, model.variant
-    args = dict(img_size=list(model.base_image_size), depth=c.num_layers, in_chans=model.channels,
-                num_classes=head_classes(model))
-    for arg, ours, theirs in (("patch_size", c.patch_size, entry["patch_size"]),
-                              ("embed_dim", c.hidden_size, entry["hidden_size"]),
-                              ("num_heads", c.num_heads, entry["num_heads"])):
+    args = dict(
+        img_size=list(model.base_image_size),
+        depth=c.num_layers,
+        in_chans=model.channels,
+        num_classes=head_classes(model),
+    )
+    for arg, ours, theirs in (
+        ("patch_size", c.patch_size, entry["patch_size"]),
+        ("embed_dim", c.hidden_size, entry["hidden_size"]),
+        ("num_heads", c.num_heads, entry["num_heads"]),
+    ):
         if ours != theirs:
             args[arg] = ours
     if c.mlp_dim != entry["mlp_dim"] or "embed_dim" in args:
@@ -149,11 +180,21 @@ def _differences(model, kw: dict) -> List[str]:
     """The keywords in which the architecture's (`kw`, its model_args applied) differ from `model`'s."""
     theirs = Variant.for_model(kw["classifier"], None, **{f: kw[f] for f in Variant.fields() if f in kw})
     theirs = dataclasses.replace(theirs, position_interpolation=model.variant.position_interpolation)
-    out = [f"{f}={getattr(model.variant, f)!r} (timm: {getattr(theirs, f)!r})" for f in Variant.fields()
-           if getattr(theirs, f) != getattr(model.variant, f)]
+    out = [
+        f"{f}={getattr(model.variant, f)!r} (timm: {getattr(theirs, f)!r})"
+        for f in Variant.fields()
+        if getattr(theirs, f) != getattr(model.variant, f)
+    ]
     c = model.vit_config
-    ours = dict(classifier=model.classifier, hidden_size=c.hidden_size, mlp_dim=c.mlp_dim, num_heads=c.num_heads,
-                num_layers=c.num_layers, patch_size=c.patch_size, resnet_layers=c.resnet_layers)
+    ours = dict(
+        classifier=model.classifier,
+        hidden_size=c.hidden_size,
+        mlp_dim=c.mlp_dim,
+        num_heads=c.num_heads,
+        num_layers=c.num_layers,
+        patch_size=c.patch_size,
+        resnet_layers=c.resnet_layers,
+    )
     return out + [f"{k}={v!r} (timm: {kw.get(k)!r})" for k, v in ours.items() if kw.get(k) != v]
 
 
@@ -174,8 +215,12 @@ def registered_architecture(model) -> Tuple[str, dict, dict]:
         except ValueError:
             continue
         differences = _differences(model, kw)
-        rank = (len(args), abs(model.vit_config.hidden_size - entry["hidden_size"]),
-                list(model.base_image_size) != entry["image_size"], name)
+        rank = (
+            len(args),
+            abs(model.vit_config.hidden_size - entry["hidden_size"]),
+            list(model.base_image_size) != entry["image_size"],
+            name,
+        )
         (near if differences else found).append((len(differences), rank, name, args, entry, differences))
     if found:
         _, _, name, args, entry, _ = min(found, key=lambda t: t[1])
@@ -183,6 +228,8 @@ def registered_architecture(model) -> Tuple[str, dict, dict]:
     lacks = "; ".join(model.variant.timm_writer_lacks())
     closest = min(near, key=lambda t: t[:2]) if near else None
     hint = f" The closest, {closest[2]}, differs in {'; '.join(closest[5])}." if closest else ""
-    raise ValueError(f"Model {model.name!r} has parts timm builds from an architecture's name ({lacks}), and no "
-                     f"architecture timm {timm_table.timm_version()} registers has all of this model's.{hint} "
-                     "Save it with model.save (a .keras file) instead. Nothing was written.")
+    raise ValueError(
+        f"Model {model.name!r} has parts timm builds from an architecture's name ({lacks}), and no "
+        f"architecture timm {timm_table.timm_version()} registers has all of this model's.{hint} "
+        "Save it with model.save (a .keras file) instead. Nothing was written."
+    )

@@ -25,6 +25,8 @@ from keras_vit.weights import safetensors_files, timm_args
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint: its shards beside it
+
+
 def is_timm_dir(path: str) -> bool:
     """A directory whose config.json names a timm `architecture`."""
     try:
@@ -44,8 +46,9 @@ def _config(directory: str) -> dict:
         raise ValueError(f"{directory!r}: {CONFIG} names no timm architecture.")
     for field in ("model_args", "pretrained_cfg"):
         if config.get(field) is not None and not isinstance(config[field], dict):
-            raise ValueError(f"{directory!r}: {CONFIG}'s {field} is a {type(config[field]).__name__}, not an "
-                             "object of keywords.")
+            raise ValueError(
+                f"{directory!r}: {CONFIG}'s {field} is a {type(config[field]).__name__}, not an object of keywords."
+            )
     return config
 
 
@@ -70,9 +73,11 @@ def _check_head(directory: str, implied: dict, params: Dict[str, np.ndarray]) ->
     classes = implied.get("classes", 0) if implied.get("include_top", True) else 0
     have = int(params["head/kernel"].shape[-1]) if "head/kernel" in params else 0
     if classes != have:
-        raise ValueError(f"{directory!r}: {CONFIG} says num_classes={classes}, but its weights hold "
-                         f"{'a ' + str(have) + '-class head' if have else 'no head'}; timm refuses this repository "
-                         "too. Nothing was loaded.")
+        raise ValueError(
+            f"{directory!r}: {CONFIG} says num_classes={classes}, but its weights hold "
+            f"{'a ' + str(have) + '-class head' if have else 'no head'}; timm refuses this repository "
+            "too. Nothing was loaded."
+        )
 
 
 def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
@@ -82,9 +87,12 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     sharded = not os.path.exists(weights) and os.path.exists(os.path.join(directory, INDEX))
     weights = os.path.join(directory, INDEX) if sharded else weights
     if not os.path.exists(weights):
-        hint = (f" It has {PICKLE}, a pickle keras_vit never loads: convert it with timm "
-                "(timm.models.load_checkpoint, then save_for_hf(..., safe_serialization=True))."
-                if os.path.exists(os.path.join(directory, PICKLE)) else "")
+        hint = (
+            f" It has {PICKLE}, a pickle keras_vit never loads: convert it with timm "
+            "(timm.models.load_checkpoint, then save_for_hf(..., safe_serialization=True))."
+            if os.path.exists(os.path.join(directory, PICKLE))
+            else ""
+        )
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     implied = architecture(directory, config)
     params = safetensors_files.read_timm(weights, implied["num_heads"], sharded)[0]
@@ -105,12 +113,20 @@ def data_config(directory: str) -> DataConfig:
     interpolation = cfg.get("interpolation", "bicubic")
     crop_mode = cfg.get("crop_mode", "center")
     if interpolation not in INTERPOLATIONS or crop_mode not in CROP_MODES:
-        raise ValueError(f"{directory!r}: pretrained_cfg interpolation={interpolation!r}, crop_mode={crop_mode!r}; "
-                         f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}.")
+        raise ValueError(
+            f"{directory!r}: pretrained_cfg interpolation={interpolation!r}, crop_mode={crop_mode!r}; "
+            f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}."
+        )
     labels = label_set_for(cfg.get("num_classes") or 0)
-    return DataConfig(mean=cfg.get("mean", 0.5), std=cfg.get("std", 0.5), crop_pct=cfg.get("crop_pct", 0.9),
-                      crop_mode=crop_mode, interpolation=interpolation, antialias=antialias,
-                      labels=labels if cfg.get("label_offset", 0) == 0 else None)
+    return DataConfig(
+        mean=cfg.get("mean", 0.5),
+        std=cfg.get("std", 0.5),
+        crop_pct=cfg.get("crop_pct", 0.9),
+        crop_mode=crop_mode,
+        interpolation=interpolation,
+        antialias=antialias,
+        labels=labels if cfg.get("label_offset", 0) == 0 else None,
+    )
 
 
 def _first_conv(model) -> str:
@@ -128,24 +144,39 @@ def _pretrained_cfg(model) -> dict:
     """The model's data config and input in timm's `pretrained_cfg` vocabulary."""
     config = model.data_config
     mean, std = config.for_channels(model.channels)
-    return dict(input_size=[model.channels, *model.base_image_size], interpolation=config.interpolation,
-                crop_pct=config.crop_pct, crop_mode=config.crop_mode, mean=list(mean), std=list(std),
-                num_classes=timm_args.head_classes(model), first_conv=_first_conv(model), classifier="head",
-                fixed_input_size=not model.dynamic_size, custom_load=False)
+    return dict(
+        input_size=[model.channels, *model.base_image_size],
+        interpolation=config.interpolation,
+        crop_pct=config.crop_pct,
+        crop_mode=config.crop_mode,
+        mean=list(mean),
+        std=list(std),
+        num_classes=timm_args.head_classes(model),
+        first_conv=_first_conv(model),
+        classifier="head",
+        fixed_input_size=not model.dynamic_size,
+        custom_load=False,
+    )
 
 
 # timm's registered BiT-ResNet hybrids, by stages: the architecture name builds the backbone (model_args cannot)
-_HYBRIDS = {(): "vit_tiny_r_s16_p8_224", (2, 2, 2, 2): "vit_small_r26_s32_224", (3, 4, 9): "vit_base_r50_s16_224",
-            (3, 4, 6, 3): "vit_large_r50_s32_224"}
+_HYBRIDS = {
+    (): "vit_tiny_r_s16_p8_224",
+    (2, 2, 2, 2): "vit_small_r26_s32_224",
+    (3, 4, 9): "vit_base_r50_s16_224",
+    (3, 4, 6, 3): "vit_large_r50_s32_224",
+}
 
 
 def _hybrid_architecture(model) -> str:
     c = model.vit_config
     name = _HYBRIDS.get(tuple(c.resnet_layers)) if c.resnet_width == 1 else None
     if name is None or model.variant.stem_numerics != "timm":
-        raise ValueError(f"Model {model.name!r}: a hybrid with stages {tuple(c.resnet_layers)} and width "
-                         f"{c.resnet_width} ({model.variant.stem_numerics} numerics) is none of timm's registered "
-                         f"hybrids ({', '.join(f'{v} {k}' for k, v in _HYBRIDS.items())}, timm numerics).")
+        raise ValueError(
+            f"Model {model.name!r}: a hybrid with stages {tuple(c.resnet_layers)} and width "
+            f"{c.resnet_width} ({model.variant.stem_numerics} numerics) is none of timm's registered "
+            f"hybrids ({', '.join(f'{v} {k}' for k, v in _HYBRIDS.items())}, timm numerics)."
+        )
     return name
 
 
@@ -156,14 +187,22 @@ def _naflex_args(model, args: dict) -> Tuple[dict, str]:
     """`_model_args` for a model with a resampled position table, as timm's NaFlexVit takes them."""
     v, r = model.variant, model.variant.position_resampling
     if v.layer_norm_epsilon != 1e-6 or v.distillation_token or model.stem is not None:
-        raise ValueError(f"Model {model.name!r}: timm's NaFlexVit has LayerNorm epsilon 1e-6 (this model "
-                         f"{v.layer_norm_epsilon}), no distillation token and no ResNet stem. Nothing was written.")
+        raise ValueError(
+            f"Model {model.name!r}: timm's NaFlexVit has LayerNorm epsilon 1e-6 (this model "
+            f"{v.layer_norm_epsilon}), no distillation token and no ResNet stem. Nothing was written."
+        )
     for key in ("no_embed_class", "fc_norm"):
         args.pop(key)
-    args.update(pos_embed="factorized" if r.factorized else "learned", pos_embed_grid_size=list(r.grid),
-                pos_embed_interp_mode=r.interpolation, pos_embed_antialias=r.antialias,
-                pos_embed_align_corners=r.align_corners, pos_embed_ar_preserving=r.aspect_preserving,
-                fc_norm=v.fc_norm, class_token=model.class_token is not None)
+    args.update(
+        pos_embed="factorized" if r.factorized else "learned",
+        pos_embed_grid_size=list(r.grid),
+        pos_embed_interp_mode=r.interpolation,
+        pos_embed_antialias=r.antialias,
+        pos_embed_align_corners=r.align_corners,
+        pos_embed_ar_preserving=r.aspect_preserving,
+        fc_norm=v.fc_norm,
+        class_token=model.class_token is not None,
+    )
     return args, _NAFLEX_BASE
 
 
@@ -172,16 +211,32 @@ def _model_args(model) -> Tuple[dict, str]:
     the distillation head are not `model_args` in timm, so the architecture's name carries them."""
     c, v = model.vit_config, model.variant
     if v.patch_bias == v.pre_norm:
-        raise ValueError(f"Model {model.name!r} has pre_norm={v.pre_norm} with patch_bias={v.patch_bias}; timm "
-                         "ties the two (a pre-norm model has no patch bias), so it has no timm equivalent.")
+        raise ValueError(
+            f"Model {model.name!r} has pre_norm={v.pre_norm} with patch_bias={v.patch_bias}; timm "
+            "ties the two (a pre-norm model has no patch bias), so it has no timm equivalent."
+        )
     pool = timm_args.POOL_NAMES[model.classifier]
-    args = dict(img_size=list(model.base_image_size), patch_size=c.patch_size, embed_dim=c.hidden_size,
-                depth=c.num_layers, num_heads=c.num_heads, mlp_ratio=c.mlp_dim / c.hidden_size,
-                num_classes=timm_args.head_classes(model), in_chans=model.channels, global_pool=pool,
-                class_token=model.class_token is not None, act_layer=v.activation, fc_norm=v.fc_norm,
-                init_values=v.layer_scale_init, no_embed_class=not v.prefix_position_embedding,
-                reg_tokens=v.num_register_tokens, pre_norm=v.pre_norm, qk_norm=v.qk_norm, qkv_bias=v.qkv_bias,
-                final_norm=v.final_norm)
+    args = dict(
+        img_size=list(model.base_image_size),
+        patch_size=c.patch_size,
+        embed_dim=c.hidden_size,
+        depth=c.num_layers,
+        num_heads=c.num_heads,
+        mlp_ratio=c.mlp_dim / c.hidden_size,
+        num_classes=timm_args.head_classes(model),
+        in_chans=model.channels,
+        global_pool=pool,
+        class_token=model.class_token is not None,
+        act_layer=v.activation,
+        fc_norm=v.fc_norm,
+        init_values=v.layer_scale_init,
+        no_embed_class=not v.prefix_position_embedding,
+        reg_tokens=v.num_register_tokens,
+        pre_norm=v.pre_norm,
+        qk_norm=v.qk_norm,
+        qkv_bias=v.qkv_bias,
+        final_norm=v.final_norm,
+    )
     if v.differential_attention:
         args["attn_layer"] = "diff"
     if v.position_resampling is not None:
@@ -190,13 +245,17 @@ def _model_args(model) -> Tuple[dict, str]:
         return args, _hybrid_architecture(model)
     if v.distillation_token:
         if v.layer_norm_epsilon != 1e-6:
-            raise ValueError(f"Model {model.name!r}: timm's distilled ViT has LayerNorm epsilon 1e-6, this model "
-                             f"{v.layer_norm_epsilon}.")
+            raise ValueError(
+                f"Model {model.name!r}: timm's distilled ViT has LayerNorm epsilon 1e-6, this model "
+                f"{v.layer_norm_epsilon}."
+            )
         return args, "deit_base_distilled_patch16_224"
     names = {1e-6: "vit_base_patch16_224", 1e-5: "vit_base_patch16_clip_224"}
     if v.layer_norm_epsilon not in names:
-        raise ValueError(f"Model {model.name!r}: LayerNorm epsilon {v.layer_norm_epsilon} is not one of timm's ViT "
-                         f"architectures' ({sorted(names)}).")
+        raise ValueError(
+            f"Model {model.name!r}: LayerNorm epsilon {v.layer_norm_epsilon} is not one of timm's ViT "
+            f"architectures' ({sorted(names)})."
+        )
     return args, names[v.layer_norm_epsilon]
 
 
@@ -212,18 +271,25 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
     from keras_vit.utils import atomic
 
     if layout != "timm":
-        raise ValueError(f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
-                         "keras_vit.save_safetensors(model, dir, layout='transformers')).")
+        raise ValueError(
+            f"layout={layout!r}; save_pretrained writes 'timm' repositories (transformers: "
+            "keras_vit.save_safetensors(model, dir, layout='transformers'))."
+        )
     entry = None
     if model.variant.timm_writer_lacks():  # the 2026 parts: the registered architecture that has them
         architecture_name, args, entry = timm_args.registered_architecture(model)
     else:
         args, architecture_name = _model_args(model)
     sd = safetensors_files.timm_state_dict(model, entry)
-    config = dict(architecture=architecture_name, num_classes=timm_args.head_classes(model),
-                  num_features=model.vit_config.hidden_size, global_pool=timm_args.POOL_NAMES[model.classifier],
-                  model_args=args, pretrained_cfg=_pretrained_cfg(model),
-                  keras_vit=dict(antialias=model.data_config.antialias))
+    config = dict(
+        architecture=architecture_name,
+        num_classes=timm_args.head_classes(model),
+        num_features=model.vit_config.hidden_size,
+        global_pool=timm_args.POOL_NAMES[model.classifier],
+        model_args=args,
+        pretrained_cfg=_pretrained_cfg(model),
+        keras_vit=dict(antialias=model.data_config.antialias),
+    )
 
     def fill(tmp: str) -> None:
         save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})

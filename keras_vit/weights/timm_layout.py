@@ -26,12 +26,34 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.layouts import (POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader,
-                                       per_block)
+from keras_vit.weights.layouts import (
+    POSEMB_KEY,
+    Params,
+    _attention_in,
+    _blocks,
+    _conv_in,
+    _linear_in,
+    _Reader,
+    per_block,
+)
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
-_TOP = {"cls_token", "reg_token", "dist_token", "pos_embed", "patch_embed", "norm_pre", "blocks", "norm", "fc_norm",
-        "attn_pool", "head", "head_dist", "rope", "embeds"}
+_TOP = {
+    "cls_token",
+    "reg_token",
+    "dist_token",
+    "pos_embed",
+    "patch_embed",
+    "norm_pre",
+    "blocks",
+    "norm",
+    "fc_norm",
+    "attn_pool",
+    "head",
+    "head_dist",
+    "rope",
+    "embeds",
+}
 _TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
 _NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"))
 _MAP = "MAPHead_0/"
@@ -65,8 +87,10 @@ def _qkv_in(g: _Reader, t: str) -> tuple:
         names = tuple(f"{t}attn.{n}_proj.bias" for n in "qkv")
     present = [n is not None and n in g.sd for n in names]
     if present[0] != present[2]:
-        raise ValueError(f"{g.source}: {t}attn has a query bias {present[0]} but a value bias {present[2]}; "
-                         "keras_vit's attention has both or neither. Nothing was loaded.")
+        raise ValueError(
+            f"{g.source}: {t}attn has a query bias {present[0]} but a value bias {present[2]}; "
+            "keras_vit's attention has both or neither. Nothing was loaded."
+        )
     if not present[0]:
         if present[1]:
             raise ValueError(f"{g.source}: {t}attn has a key bias without query and value biases. Nothing was loaded.")
@@ -110,8 +134,11 @@ def _parallel_block_in(g: _Reader, i: int, num_heads: int) -> Params:
         fc1_bias, qkv_biases = g(t + "mlp_bias"), [None, None, None]
     fused = t + "out_proj.weight" in g.sd  # one output projection over [attention, MLP]: split by columns
     out = g(t + "out_proj.weight") if fused else g(t + "attn_out_proj.weight")
-    out_bias = g(t + "out_proj.bias") if fused and t + "out_proj.bias" in g.sd else (
-        g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None)
+    out_bias = (
+        g(t + "out_proj.bias")
+        if fused and t + "out_proj.bias" in g.sd
+        else (g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None)
+    )
     p.update(_attention_in(q, k, v, out[:, :d], (*qkv_biases, out_bias), num_heads, a))
     if t + "lambda_q1" in g.sd:  # DiffParallelScalingBlock: differential attention in parallel layers
         _differential_in(g, p, t, a, num_heads)
@@ -181,9 +208,17 @@ def _map_head_in(g: _Reader, p: Params, num_heads: int, source: str) -> None:
     p[_MAP + "probe"] = latent
     k, v = np.split(g("attn_pool.kv.weight"), 2, axis=0)
     bk, bv = np.split(g("attn_pool.kv.bias"), 2)
-    p.update(_attention_in(g("attn_pool.q.weight"), k, v, g("attn_pool.proj.weight"),
-                           (g("attn_pool.q.bias"), bk, bv, g("attn_pool.proj.bias")), num_heads,
-                           _MAP + "MultiHeadDotProductAttention_0/"))
+    p.update(
+        _attention_in(
+            g("attn_pool.q.weight"),
+            k,
+            v,
+            g("attn_pool.proj.weight"),
+            (g("attn_pool.q.bias"), bk, bv, g("attn_pool.proj.bias")),
+            num_heads,
+            _MAP + "MultiHeadDotProductAttention_0/",
+        )
+    )
     _norm_in(g, p, "attn_pool.norm", _MAP + "LayerNorm_0")
     _linear(g, p, "attn_pool.mlp.fc1", _MAP + "MlpBlock_0/Dense_0")
     _linear(g, p, "attn_pool.mlp.fc2", _MAP + "MlpBlock_0/Dense_1")
@@ -192,8 +227,12 @@ def _map_head_in(g: _Reader, p: Params, num_heads: int, source: str) -> None:
 _BACKBONE = "patch_embed.backbone."
 _UNIT = re.compile(r"^patch_embed\.backbone\.stages\.(\d+)\.blocks\.(\d+)\.")
 # timm's ResNetV2 unit (non-pre-activation bottleneck) -> the original code's names
-_UNIT_PARTS = (("conv1", "norm1", "conv1", "gn1"), ("conv2", "norm2", "conv2", "gn2"),
-               ("conv3", "norm3", "conv3", "gn3"), ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj"))
+_UNIT_PARTS = (
+    ("conv1", "norm1", "conv1", "gn1"),
+    ("conv2", "norm2", "conv2", "gn2"),
+    ("conv3", "norm3", "conv3", "gn3"),
+    ("downsample.conv", "downsample.norm", "conv_proj", "gn_proj"),
+)
 
 
 def _stem_in(g: _Reader, p: Params) -> None:

@@ -80,8 +80,10 @@ def _qkv_out(sd: Params, t: str, ws: list, bs: list, layout: TimmLayout) -> None
     elif layout.eva:
         sd[t + "q_bias"], sd[t + "v_bias"] = bs[0], bs[2]
     else:
-        raise ValueError("timm's VisionTransformer attention has a key bias wherever q and v have one; this model "
-                         "has none (key_bias=False: timm's Eva). Nothing was written.")
+        raise ValueError(
+            "timm's VisionTransformer attention has a key bias wherever q and v have one; this model "
+            "has none (key_bias=False: timm's Eva). Nothing was written."
+        )
 
 
 def _differential_out(params: Params, sd: Params, t: str, a: str) -> None:
@@ -167,8 +169,9 @@ def _map_head_out(params: Params, sd: Params) -> None:
 
 
 def _stem_out(params: Params, sd: Params) -> None:
-    units = sorted({tuple(int(x) for x in m.groups()) for m in map(re.compile(r"^block(\d+)/unit(\d+)/").match,
-                                                                          params) if m})
+    units = sorted(
+        {tuple(int(x) for x in m.groups()) for m in map(re.compile(r"^block(\d+)/unit(\d+)/").match, params) if m}
+    )
     root = _BACKBONE + ("stem." if units else "")
     sd[root + "conv.weight"] = np.ascontiguousarray(params["conv_root/kernel"].transpose(3, 2, 0, 1))
     _put(sd, root + "norm", params["gn_root/scale"].reshape(-1), params["gn_root/bias"].reshape(-1))
@@ -177,8 +180,12 @@ def _stem_out(params: Params, sd: Params) -> None:
         for conv, norm, our_conv, our_norm in _UNIT_PARTS:
             if o + our_conv + "/kernel" in params:
                 sd[t + conv + ".weight"] = np.ascontiguousarray(params[o + our_conv + "/kernel"].transpose(3, 2, 0, 1))
-                _put(sd, t + norm, params[o + our_norm + "/scale"].reshape(-1),
-                     params[o + our_norm + "/bias"].reshape(-1))
+                _put(
+                    sd,
+                    t + norm,
+                    params[o + our_norm + "/scale"].reshape(-1),
+                    params[o + our_norm + "/bias"].reshape(-1),
+                )
 
 
 def _convolutional_stem_out(params: Params, sd: Params) -> None:
@@ -216,8 +223,11 @@ def official_to_timm(params: Params, num_layers: int, layout: TimmLayout = TimmL
         _norm_out(params, sd, ours, theirs)
     for i in range(num_layers):
         _block_out(params, sd, i, layout)
-    rotary = [params[f"Transformer/encoderblock_{i}/{_ROTARY}"] for i in range(num_layers)
-              if f"Transformer/encoderblock_{i}/{_ROTARY}" in params]
+    rotary = [
+        params[f"Transformer/encoderblock_{i}/{_ROTARY}"]
+        for i in range(num_layers)
+        if f"Transformer/encoderblock_{i}/{_ROTARY}" in params
+    ]
     if rotary:  # RoPE-Mixed's learned frequencies: (2, depth, heads, head_dim / 2)
         sd["rope.freqs"] = np.ascontiguousarray(np.stack(rotary, axis=1))
     if _MAP + "probe" in params:

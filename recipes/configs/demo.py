@@ -10,10 +10,25 @@ from recipes.configs.base import base_config, pick
 
 def _common():
     c = base_config()
-    c.model.update(name="", patch_size=4, hidden_size=64, mlp_dim=128, num_heads=4, num_layers=4,
-                   classifier="token", dropout_rate=0.0)
-    c.dataset.update(name="mnist5k", train_split="train", eval_split="test", num_classes=10,
-                     image_size=32, crop_area_min=0.8, flip=False)  # digits: no flips
+    c.model.update(
+        name="",
+        patch_size=4,
+        hidden_size=64,
+        mlp_dim=128,
+        num_heads=4,
+        num_layers=4,
+        classifier="token",
+        dropout_rate=0.0,
+    )
+    c.dataset.update(
+        name="mnist5k",
+        train_split="train",
+        eval_split="test",
+        num_classes=10,
+        image_size=32,
+        crop_area_min=0.8,
+        flip=False,
+    )  # digits: no flips
     c.batch_size = 64
     c.seed = 0
     c.log_every = 50
@@ -26,13 +41,13 @@ def get_config(arg: str = "pretrain"):
     variant = pick({name: i for i, name in enumerate(variants())}, arg, "demo.py")
     if variant == 0:
         c.total_steps = 1500
-        c.optimizer.update(name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100,
-                           decay="cosine", clip_norm=1.0)
+        c.optimizer.update(
+            name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100, decay="cosine", clip_norm=1.0
+        )
     else:
         c.dataset.image_size = 48
         c.total_steps = 150
-        c.optimizer.update(name="sgd", learning_rate=0.01, momentum=0.9, warmup_steps=20, decay="cosine",
-                           clip_norm=1.0)
+        c.optimizer.update(name="sgd", learning_rate=0.01, momentum=0.9, warmup_steps=20, decay="cosine", clip_norm=1.0)
         c.init_image_size = 32
     return c
 

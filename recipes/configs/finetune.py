@@ -26,18 +26,26 @@ def get_config(arg: str = "cifar10"):
     if arg == "folder":
         return _folder()
     polyak = arg.endswith("_polyak")
-    name, classes, steps, sweep, dev, eval_split = pick(ROWS, arg[: -len("_polyak")] if polyak else arg,
-                                                        "finetune.py")
+    name, classes, steps, sweep, dev, eval_split = pick(ROWS, arg[: -len("_polyak")] if polyak else arg, "finetune.py")
     c = base_config()
     c.model.name = "ViT-B/16"
     c.model.dropout_rate = 0.0
-    c.init_weights = ""         # e.g. the ImageNet-21k .npz of the model
-    c.dataset.update(name=name, num_classes=classes, train_split=f"train[:{100 - dev}%]",
-                     eval_split=eval_split, image_size=384)
+    c.init_weights = ""  # e.g. the ImageNet-21k .npz of the model
+    c.dataset.update(
+        name=name, num_classes=classes, train_split=f"train[:{100 - dev}%]", eval_split=eval_split, image_size=384
+    )
     c.batch_size = 512
     c.total_steps = steps
-    c.optimizer.update(name="sgd", learning_rate=0.03 if name == "imagenet2012" else sweep[2], momentum=0.9,
-                       nesterov=False, weight_decay=0.0, clip_norm=1.0, warmup_steps=500, decay="cosine")
+    c.optimizer.update(
+        name="sgd",
+        learning_rate=0.03 if name == "imagenet2012" else sweep[2],
+        momentum=0.9,
+        nesterov=False,
+        weight_decay=0.0,
+        clip_norm=1.0,
+        warmup_steps=500,
+        decay="cosine",
+    )
     c.ema_decay = 0.9999 if polyak else 0.0
     c.checkpoint_every = 500
     return c

@@ -11,7 +11,7 @@ ImageNet rows also clip the global gradient norm at 1. Weight decay is decoupled
 from keras_vit import vit_config
 from recipes.configs.base import base_config, pick
 
-JFT = dict(name="jft300m", num_classes=18291, train_examples=303_000_000)   # not public
+JFT = dict(name="jft300m", num_classes=18291, train_examples=303_000_000)  # not public
 I21K = dict(name="imagenet21k", num_classes=21843, train_examples=14_197_122)
 I1K = dict(name="imagenet2012", num_classes=1000, train_examples=1_281_167)
 
@@ -47,12 +47,26 @@ def get_config(arg: str = "vit_b16_i21k"):
     c.model.name = model
     c.model.representation_size = vit_config(model).hidden_size  # pre-training heads carry pre-logits
     c.model.dropout_rate = dropout
-    c.dataset.update(name=data["name"], num_classes=data["num_classes"], train_examples=data["train_examples"],
-                     train_split="train", eval_split="validation" if data is I1K else "", image_size=224)
+    c.dataset.update(
+        name=data["name"],
+        num_classes=data["num_classes"],
+        train_examples=data["train_examples"],
+        train_split="train",
+        eval_split="validation" if data is I1K else "",
+        image_size=224,
+    )
     c.batch_size = 4096
     c.num_epochs = float(epochs)
-    c.optimizer.update(name="adamw", learning_rate=lr, b1=0.9, b2=0.999, weight_decay=wd,
-                       warmup_steps=10_000, decay=decay, clip_norm=1.0 if data is I1K else 0.0)
+    c.optimizer.update(
+        name="adamw",
+        learning_rate=lr,
+        b1=0.9,
+        b2=0.999,
+        weight_decay=wd,
+        warmup_steps=10_000,
+        decay=decay,
+        clip_norm=1.0 if data is I1K else 0.0,
+    )
     return c
 
 

@@ -23,10 +23,17 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 
-def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute.Strategy] = None,
-                       distribution=None, train_input: Optional[Callable] = None,
-                       eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None, init_checkpoint=None) -> dict:
+def train_and_evaluate(
+    config,
+    workdir: str,
+    *,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    distribution=None,
+    train_input: Optional[Callable] = None,
+    eval_input: Optional[Callable] = None,
+    callbacks: Optional[List[keras.callbacks.Callback]] = None,
+    init_checkpoint=None,
+) -> dict:
     """Trains per `config` in `workdir` (resuming if it holds checkpoints) and evaluates.
 
     The engine is Keras' backend: TensorFlow runs under `strategy` (tf.distribute), JAX under
@@ -41,14 +48,28 @@ def train_and_evaluate(config, workdir: str, *, strategy: Optional[tf.distribute
         if strategy is not None:
             raise ValueError("strategy= is for the TensorFlow engine; on JAX pass distribution=.")
         from recipes.trainer import jax_run
-        return jax_run.train_and_evaluate(config, workdir, distribution=distribution or "auto",
-                                          train_input=train_input, eval_input=eval_input, callbacks=callbacks,
-                                          init_checkpoint=init_checkpoint)
+
+        return jax_run.train_and_evaluate(
+            config,
+            workdir,
+            distribution=distribution or "auto",
+            train_input=train_input,
+            eval_input=eval_input,
+            callbacks=callbacks,
+            init_checkpoint=init_checkpoint,
+        )
     if keras.backend.backend() != "tensorflow":
         raise ValueError(f"The trainer runs on the tensorflow and jax backends, not {keras.backend.backend()!r}.")
     if distribution is not None:
         raise ValueError("distribution= is for the JAX engine (KERAS_BACKEND=jax); on TensorFlow pass strategy=.")
     from recipes.trainer import tf_run
-    return tf_run.train_and_evaluate(config, workdir, strategy=strategy or tf.distribute.get_strategy(),
-                                     train_input=train_input, eval_input=eval_input, callbacks=callbacks,
-                                     init_checkpoint=init_checkpoint)
+
+    return tf_run.train_and_evaluate(
+        config,
+        workdir,
+        strategy=strategy or tf.distribute.get_strategy(),
+        train_input=train_input,
+        eval_input=eval_input,
+        callbacks=callbacks,
+        init_checkpoint=init_checkpoint,
+    )

@@ -103,7 +103,8 @@ class GuardedCheckpoints:
             raise CheckpointError(
                 f"Every checkpoint in {self.directory} is unusable (steps {', '.join(str(s) for s, _ in damaged)}; "
                 f"newest: {damaged[0][1]}). Nothing was moved or trained: start over deliberately with "
-                "--config.restart=True (the old files are renamed, not deleted).")
+                "--config.restart=True (the old files are renamed, not deleted)."
+            )
         return None
 
     def _move_aside(self, step: int, error: Exception) -> None:
@@ -124,8 +125,10 @@ class GuardedCheckpoints:
 
 def _check_shape(path: str, key: str, expected, found) -> None:
     if tuple(expected) != tuple(found):
-        raise ValueError(f"Checkpoint {path} does not fit this run: {key} is {tuple(expected)} here, "
-                         f"{tuple(found)} in the file. Was the config changed?")
+        raise ValueError(
+            f"Checkpoint {path} does not fit this run: {key} is {tuple(expected)} here, "
+            f"{tuple(found)} in the file. Was the config changed?"
+        )
 
 
 class CheckpointManager(GuardedCheckpoints):
@@ -139,11 +142,14 @@ class CheckpointManager(GuardedCheckpoints):
         super().__init__(directory, keep)
         self.named = keyed_by_path(groups)
         # what tf.train tracks: the tf.Variable (mirrored / TPU variable under a strategy) behind each Keras variable
-        tracked = {g: {k: v if isinstance(v, tf.Variable) else v.value for k, v in named.items()}
-                   for g, named in self.named.items()}
+        tracked = {
+            g: {k: v if isinstance(v, tf.Variable) else v.value for k, v in named.items()}
+            for g, named in self.named.items()
+        }
         self.checkpoint = tf.train.Checkpoint(**tracked)
-        self._manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=keep,
-                                                   checkpoint_name="ckpt")
+        self._manager = tf.train.CheckpointManager(
+            self.checkpoint, self.directory, max_to_keep=keep, checkpoint_name="ckpt"
+        )
 
     def steps(self) -> List[int]:
         """Steps of the checkpoints on disk (by their index file), oldest first; other files are reported."""
@@ -155,8 +161,12 @@ class CheckpointManager(GuardedCheckpoints):
         return f"{self.directory}/ckpt-{step}"
 
     def _non_finite(self) -> List[str]:
-        return [f"{g}/{k}" for g, named in self.named.items() for k, v in named.items()
-                if tf.as_dtype(v.dtype).is_floating and not np.isfinite(v.numpy()).all()]
+        return [
+            f"{g}/{k}"
+            for g, named in self.named.items()
+            for k, v in named.items()
+            if tf.as_dtype(v.dtype).is_floating and not np.isfinite(v.numpy()).all()
+        ]
 
     def _write(self, step: int) -> str:
         return self._manager.save(checkpoint_number=step)
@@ -177,17 +187,22 @@ class CheckpointManager(GuardedCheckpoints):
             for path, v in named.items():
                 key = self._key(group, path)
                 if key not in shapes:
-                    raise ValueError(f"Checkpoint {prefix} does not fit this run: it has no {group} variable "
-                                     f"{path!r}. Was the config changed?")
+                    raise ValueError(
+                        f"Checkpoint {prefix} does not fit this run: it has no {group} variable "
+                        f"{path!r}. Was the config changed?"
+                    )
                 _check_shape(prefix, f"{group} variable {path!r}", v.shape, shapes[key])
                 if tf.as_dtype(v.dtype) != dtypes[key]:
-                    raise ValueError(f"Checkpoint {prefix} does not fit this run: {group} variable {path!r} is "
-                                     f"{tf.as_dtype(v.dtype).name} here, {dtypes[key].name} in the file.")
+                    raise ValueError(
+                        f"Checkpoint {prefix} does not fit this run: {group} variable {path!r} is "
+                        f"{tf.as_dtype(v.dtype).name} here, {dtypes[key].name} in the file."
+                    )
                 try:
                     value = reader.get_tensor(key)
                 except Exception as e:
-                    raise CheckpointError(f"{prefix} is unreadable ({type(e).__name__} reading {path}: "
-                                          f"{_first_line(e)})") from e
+                    raise CheckpointError(
+                        f"{prefix} is unreadable ({type(e).__name__} reading {path}: {_first_line(e)})"
+                    ) from e
                 if np.issubdtype(np.asarray(value).dtype, np.floating) and not np.isfinite(value).all():
                     raise NonFiniteError(f"Checkpoint {prefix} holds NaN/Inf in {group} variable {path!r}.")
 
@@ -196,5 +211,8 @@ class CheckpointManager(GuardedCheckpoints):
 
     def _unreadable_files(self, step: int) -> List[str]:
         stem = f"ckpt-{step}."
-        return [f"{self.directory}/{n}" for n in tf.io.gfile.listdir(self.directory)
-                if n.startswith(stem) and not n.endswith(".unreadable")]
+        return [
+            f"{self.directory}/{n}"
+            for n in tf.io.gfile.listdir(self.directory)
+            if n.startswith(stem) and not n.endswith(".unreadable")
+        ]

@@ -66,15 +66,23 @@ def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> k
     family's parts included (`recipes.trainer.family`). The init source's data config is recorded on the model.
     """
     m = config.model
-    kwargs = dict(input_shape=(image_size, image_size, 3), classes=num_classes, classifier_activation=None,
-                  dropout_rate=m.dropout_rate, attention_dropout_rate=m.attention_dropout_rate,
-                  drop_path_rate=m.drop_path_rate, remat=m.remat, data_config=family.data_config(config))
+    kwargs = dict(
+        input_shape=(image_size, image_size, 3),
+        classes=num_classes,
+        classifier_activation=None,
+        dropout_rate=m.dropout_rate,
+        attention_dropout_rate=m.attention_dropout_rate,
+        drop_path_rate=m.drop_path_rate,
+        remat=m.remat,
+        data_config=family.data_config(config),
+    )
     overrides = {f: int(m[f]) for f in TRANSFORMER_FIELDS if m[f]}
     known = family.family_keywords(config, checkpoint)
     if known is not None:
         return keras_vit.VisionTransformer(**{**known, **overrides}, **kwargs)
-    kwargs.update(classifier=m.classifier, representation_size=m.representation_size or None,
-                  gelu_approximate=m.gelu_approximate)
+    kwargs.update(
+        classifier=m.classifier, representation_size=m.representation_size or None, gelu_approximate=m.gelu_approximate
+    )
     if m.resnet_layers:
         overrides.update(resnet_layers=tuple(int(n) for n in m.resnet_layers), resnet_width=m.resnet_width)
     if m.name:
@@ -83,20 +91,27 @@ def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> k
         return keras_vit.VisionTransformer(**sizes, **kwargs)
     missing = [f for f in TRANSFORMER_FIELDS if f not in overrides]
     if missing:
-        raise ValueError(f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set, "
-                         "or config.init_weights given to train its own architecture.")
+        raise ValueError(
+            f"config.model.name is empty, so config.model.{missing[0]} (and {missing}) must be set, "
+            "or config.init_weights given to train its own architecture."
+        )
     return keras_vit.VisionTransformer(**overrides, **kwargs)
 
 
 def read_init(config):
     """`config.init_weights` read once (`keras_vit.weights.read_checkpoint`), errors naming the flag."""
+
     def source_model() -> keras.Model:  # only a .weights.h5 source asks for it
-        return build_model(config, config.init_image_size or config.dataset.image_size,
-                           config.init_classes or config.dataset.num_classes)
+        return build_model(
+            config,
+            config.init_image_size or config.dataset.image_size,
+            config.init_classes or config.dataset.num_classes,
+        )
 
     try:
-        return keras_vit.weights.read_checkpoint(config.init_weights, model_name=config.model.name or None,
-                                                 build=source_model)
+        return keras_vit.weights.read_checkpoint(
+            config.init_weights, model_name=config.model.name or None, build=source_model
+        )
     except (ValueError, FileNotFoundError) as e:
         raise ValueError(f"config.init_weights={config.init_weights!r}: {e}") from e
 
@@ -112,6 +127,7 @@ def init_from_weights(model: keras.Model, config, checkpoint=None) -> None:
 
 
 # ----------------------------------------------------------------------------- helpers
+
 
 def _check_workdir(workdir: str) -> None:
     try:
@@ -165,6 +181,7 @@ def total_steps(config, train_examples: int) -> int:
 
 # ----------------------------------------------------------------------------- the run
 
+
 def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int] = None) -> tuple:
     """Validates what can fail before anything is written; returns (outdir, source, classes, steps).
     `data_ways`: the JAX engine's batch split (the TF engine reads it from `strategy`)."""
@@ -173,13 +190,20 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     if data_ways is None:
         distribute.per_replica_batch(config.batch_size, strategy)
     elif config.batch_size % data_ways:
-        raise ValueError(f"config.batch_size={config.batch_size} is not divisible by the {data_ways} ways the "
-                         "batch is split over the devices.")
+        raise ValueError(
+            f"config.batch_size={config.batch_size} is not divisible by the {data_ways} ways the "
+            "batch is split over the devices."
+        )
     ds_cfg = config.dataset
     source = None
     if train_input is None:  # a missing dataset or a bad image folder fails before the workdir is touched
-        source = data.load_source(ds_cfg.name, ds_cfg.train_split, ds_cfg.data_dir or None, ds_cfg.download,
-                                  workdir=workdir if tf.io.gfile.isdir(workdir) else None)
+        source = data.load_source(
+            ds_cfg.name,
+            ds_cfg.train_split,
+            ds_cfg.data_dir or None,
+            ds_cfg.download,
+            workdir=workdir if tf.io.gfile.isdir(workdir) else None,
+        )
         if source.fingerprint:
             check_folder_splits(config, source)
     _check_workdir(workdir)
@@ -201,14 +225,18 @@ def check_folder_splits(config, source) -> None:
     set) their number."""
     ds_cfg = config.dataset
     if ds_cfg.num_classes and ds_cfg.num_classes != source.num_classes:
-        raise ValueError(f"config.dataset.num_classes={ds_cfg.num_classes}, but {ds_cfg.name!r} has "
-                         f"{source.num_classes} class folders ({', '.join(source.class_names[:5])}...): set it to 0.")
+        raise ValueError(
+            f"config.dataset.num_classes={ds_cfg.num_classes}, but {ds_cfg.name!r} has "
+            f"{source.num_classes} class folders ({', '.join(source.class_names[:5])}...): set it to 0."
+        )
     if not ds_cfg.eval_split:
         return
     evaluation = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
     if evaluation.class_names != source.class_names:
-        raise ValueError(f"{ds_cfg.name!r}: split {ds_cfg.eval_split!r} has classes {list(evaluation.class_names)}, "
-                         f"split {ds_cfg.train_split!r} {list(source.class_names)}.")
+        raise ValueError(
+            f"{ds_cfg.name!r}: split {ds_cfg.eval_split!r} has classes {list(evaluation.class_names)}, "
+            f"split {ds_cfg.train_split!r} {list(source.class_names)}."
+        )
 
 
 def record_folder(config, source, outdir: str) -> None:
@@ -216,23 +244,33 @@ def record_folder(config, source, outdir: str) -> None:
     decode check's record (`decode_check.json`, read back on a resume) in `outdir`; refuses a workdir whose
     earlier run trained on other files, or whose files decode differently now (rewritten in place)."""
     ds_cfg = config.dataset
-    record = dict(name=ds_cfg.name, train_split=ds_cfg.train_split, fingerprint=source.fingerprint,
-                  class_names=list(source.class_names), examples=source.num_examples, skipped=list(source.skipped))
+    record = dict(
+        name=ds_cfg.name,
+        train_split=ds_cfg.train_split,
+        fingerprint=source.fingerprint,
+        class_names=list(source.class_names),
+        examples=source.num_examples,
+        skipped=list(source.skipped),
+    )
     path = os.path.join(outdir, "dataset.json")
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
             before = json.load(f)
         if before.get("fingerprint") != source.fingerprint:
-            raise ValueError(f"config.dataset.name={ds_cfg.name!r}: the images (split {ds_cfg.train_split!r}) differ "
-                             f"from those the run in {outdir!r} started on (files added, removed or resized; "
-                             f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
-                             "--workdir.")
+            raise ValueError(
+                f"config.dataset.name={ds_cfg.name!r}: the images (split {ds_cfg.train_split!r}) differ "
+                f"from those the run in {outdir!r} started on (files added, removed or resized; "
+                f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
+                "--workdir."
+            )
         changed = sorted(set(before.get("skipped", [])) ^ set(source.skipped))
         if changed:
-            raise ValueError(f"config.dataset.name={ds_cfg.name!r}: {len(changed)} file(s) of split "
-                             f"{ds_cfg.train_split!r} decode differently from when the run in {outdir!r} started "
-                             f"(e.g. {changed[0]!r}, rewritten in place), so its batches would differ: restore "
-                             "them, or use a new --workdir.")
+            raise ValueError(
+                f"config.dataset.name={ds_cfg.name!r}: {len(changed)} file(s) of split "
+                f"{ds_cfg.train_split!r} decode differently from when the run in {outdir!r} started "
+                f"(e.g. {changed[0]!r}, rewritten in place), so its batches would differ: restore "
+                "them, or use a new --workdir."
+            )
     atomic.write_json(path, record)
     if source.check is not None:
         atomic.write_json(os.path.join(outdir, folder.CHECK_RECORD), source.check)
@@ -249,34 +287,48 @@ def build(config, scope, num_classes: int, steps_total: int, init_checkpoint=Non
     with scope, precision(config):
         model = build_model(config, config.dataset.image_size, num_classes, init_checkpoint)
         if config.lora.rank:  # before the optimizer sees the trainable variables: adapters and head only
-            model.enable_lora(config.lora.rank, [t for t in config.lora.targets.split(",") if t],
-                              alpha=config.lora.alpha or None)
+            model.enable_lora(
+                config.lora.rank, [t for t in config.lora.targets.split(",") if t], alpha=config.lora.alpha or None
+            )
         net = model
         if config.mpp.enabled:
             from recipes import mpp
+
             net, loss_fn = mpp.build(model, config.mpp)
-        scales = optim.layer_decay_scales(net.trainable_variables, model.vit_config.num_layers,
-                                          config.optimizer.layer_decay)
-        optimizer = optim.make_optimizer(config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps,
-                                         lr_scales=scales)
+        scales = optim.layer_decay_scales(
+            net.trainable_variables, model.vit_config.num_layers, config.optimizer.layer_decay
+        )
+        optimizer = optim.make_optimizer(
+            config.optimizer, steps_total, config.ema_decay, config.grad_accum_steps, lr_scales=scales
+        )
         optimizer.build(net.trainable_variables)
     return model, net, loss_fn, optimizer, init_checkpoint
 
 
 def _log(step, steps_total, sums, last_log, t0, config, optimizer, writer, progbar, chief) -> dict:
     host = {k: float(v) for k, v in sums.items() if k != "nonfinite"}
-    logs = {"loss": host["loss"] / host["count"], "accuracy": host["correct"] / host["count"],
-            "grad_norm": host["grad_norm"] / max(step - last_log, 1),
-            "img/s": (step - last_log) * config.batch_size / max(time.time() - t0, 1e-9),
-            "lr": _learning_rate(optimizer, step)}
+    logs = {
+        "loss": host["loss"] / host["count"],
+        "accuracy": host["correct"] / host["count"],
+        "grad_norm": host["grad_norm"] / max(step - last_log, 1),
+        "img/s": (step - last_log) * config.batch_size / max(time.time() - t0, 1e-9),
+        "lr": _learning_rate(optimizer, step),
+    }
     with writer.as_default(step=step):
         for k, v in logs.items():
             tf.summary.scalar(k.replace("img/s", "img_per_sec"), v)
     if progbar is not None:
         progbar.update(step, [(k, v) for k, v in logs.items() if k not in ("lr", "grad_norm")])
     elif chief:
-        logger.info("step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g", step, steps_total,
-                    logs["loss"], logs["accuracy"], logs["img/s"], logs["lr"])
+        logger.info(
+            "step %d/%d  loss %.4f  accuracy %.4f  %.1f img/s  lr %.3g",
+            step,
+            steps_total,
+            logs["loss"],
+            logs["accuracy"],
+            logs["img/s"],
+            logs["lr"],
+        )
     return logs
 
 
@@ -297,17 +349,32 @@ def _check_finite(nonfinite, checked: int, step: int, manager) -> None:
             f"Training diverged: a non-finite loss or gradient norm between steps {checked + 1} and {step}. "
             f"Nothing was written after that; the last good checkpoint is "
             f"{manager.path(last) if last is not None else 'none (no checkpoint yet)'}. Lower "
-            "config.optimizer.learning_rate, set config.optimizer.clip_norm, or check the input data.")
+            "config.optimizer.learning_rate, set config.optimizer.clip_norm, or check the input data."
+        )
 
 
-def loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
-          before_callbacks: Optional[Callable[[], None]] = None) -> list:
+def loop(
+    config,
+    step_fn,
+    dataset,
+    start,
+    steps_total,
+    manager,
+    optimizer,
+    writer,
+    cb,
+    chief,
+    before_callbacks: Optional[Callable[[], None]] = None,
+) -> list:
     """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`;
     any non-finite step stops the run before the next log or checkpoint. `before_callbacks()` runs after every
     step where there are callbacks, before they may look at the model (the JAX engine gives the Keras variables
     its values there, sharing the arrays: no copy)."""
-    progbar = (keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
-               if chief and sys.stdout.isatty() else None)
+    progbar = (
+        keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
+        if chief and sys.stdout.isatty()
+        else None
+    )
     sums, last_log, t0, history = None, start, time.time(), []
     nonfinite, checked = None, start
     iterator = iter(dataset)
@@ -342,8 +409,13 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
         eval_ds = eval_input(config.batch_size, ds_cfg.image_size, False)
     elif ds_cfg.eval_split:
         eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
-        eval_ds = data.make_dataset(eval_source, min(config.batch_size, 256), ds_cfg.image_size, training=False,
-                                    normalize=family.normalizer(model))
+        eval_ds = data.make_dataset(
+            eval_source,
+            min(config.batch_size, 256),
+            ds_cfg.image_size,
+            training=False,
+            normalize=family.normalizer(model),
+        )
     else:
         return None
     batches = int(eval_ds.cardinality()) if hasattr(eval_ds, "cardinality") else -1
@@ -354,8 +426,15 @@ def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> 
     return accuracy
 
 
-def train_stream(config, source, train_input: Optional[Callable], start: int, global_batch: int,
-                 normalize: Optional[Callable] = None, rows: Optional[Tuple[int, int]] = None):
+def train_stream(
+    config,
+    source,
+    train_input: Optional[Callable],
+    start: int,
+    global_batch: int,
+    normalize: Optional[Callable] = None,
+    rows: Optional[Tuple[int, int]] = None,
+):
     """The training batches from step `start` on: `train_input`'s, or the config's dataset (keyed by seed and
     step, so a resumed run sees the batches an uninterrupted one would), normalised by `normalize` (the
     model's data config; default [-1, 1]). `rows=(index, count)`: only this input pipeline's rows of each
@@ -366,10 +445,20 @@ def train_stream(config, source, train_input: Optional[Callable], start: int, gl
         if rows is None:
             return ds
         lo, local = rows[0] * (global_batch // rows[1]), global_batch // rows[1]
-        return ds.map(lambda x, y: (x[lo:lo + local], y[lo:lo + local]))
-    return data.make_dataset(source, global_batch, size, True, seed=config.seed, start_step=start,
-                             cache=ds_cfg.cache, crop_area=(ds_cfg.crop_area_min, 1.0), flip=ds_cfg.flip,
-                             normalize=normalize, rows=rows)
+        return ds.map(lambda x, y: (x[lo : lo + local], y[lo : lo + local]))
+    return data.make_dataset(
+        source,
+        global_batch,
+        size,
+        True,
+        seed=config.seed,
+        start_step=start,
+        cache=ds_cfg.cache,
+        crop_area=(ds_cfg.crop_area_min, 1.0),
+        flip=ds_cfg.flip,
+        normalize=normalize,
+        rows=rows,
+    )
 
 
 def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, callbacks) -> tuple:
@@ -381,8 +470,18 @@ def logging_and_callbacks(config, outdir: str, chief: bool, model: keras.Model, 
     return writer, keras.callbacks.CallbackList(callbacks, model=model)
 
 
-def finish(config, model: keras.Model, outdir: str, writer, summary: dict, eval_input, steps_total: int, *,
-           evaluate=None, chief: bool = True) -> dict:
+def finish(
+    config,
+    model: keras.Model,
+    outdir: str,
+    writer,
+    summary: dict,
+    eval_input,
+    steps_total: int,
+    *,
+    evaluate=None,
+    chief: bool = True,
+) -> dict:
     """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
     `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary."""
     accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)

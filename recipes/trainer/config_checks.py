@@ -28,27 +28,68 @@ def _nums(config, names, **kw) -> None:
 
 def check(config) -> None:
     """Raises ValueError naming the first field of `config` out of type or range."""
-    _ints(config, ("batch_size", "log_every", "checkpoint_every", "keep_checkpoints", "grad_accum_steps",
-                   "model_parallel", "dataset.image_size"))
-    _ints(config, ("total_steps", "seed", "init_image_size", "init_classes", "dataset.num_classes",
-                   "dataset.train_examples", "fewshot.every", "optimizer.warmup_steps"), minimum=0)
+    _ints(
+        config,
+        (
+            "batch_size",
+            "log_every",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "grad_accum_steps",
+            "model_parallel",
+            "dataset.image_size",
+        ),
+    )
+    _ints(
+        config,
+        (
+            "total_steps",
+            "seed",
+            "init_image_size",
+            "init_classes",
+            "dataset.num_classes",
+            "dataset.train_examples",
+            "fewshot.every",
+            "optimizer.warmup_steps",
+        ),
+        minimum=0,
+    )
     _nums(config, ("num_epochs",), minimum=0.0)
     if not config.total_steps and not config.num_epochs:
         raise ValueError("config.total_steps and config.num_epochs are both 0: set one of them.")
     _nums(config, ("optimizer.learning_rate", "dataset.crop_area_min"), positive=True)
     _nums(config, ("optimizer.weight_decay", "optimizer.clip_norm", "optimizer.end_learning_rate"), minimum=0.0)
-    _nums(config, ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "label_smoothing", "ema_decay"),
-          minimum=0.0, below=1.0)
+    _nums(
+        config,
+        ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "label_smoothing", "ema_decay"),
+        minimum=0.0,
+        below=1.0,
+    )
     if config.dataset.crop_area_min > 1:
         raise ValueError(f"config.dataset.crop_area_min must be in (0, 1], got {config.dataset.crop_area_min}.")
-    for name in ("restart", "deterministic", "jit_compile", "dataset.cache", "dataset.download", "dataset.flip",
-                 "mpp.enabled", "optimizer.nesterov", "model.gelu_approximate"):
+    for name in (
+        "restart",
+        "deterministic",
+        "jit_compile",
+        "dataset.cache",
+        "dataset.download",
+        "dataset.flip",
+        "mpp.enabled",
+        "optimizer.nesterov",
+        "model.gelu_approximate",
+    ):
         validate.boolean(f"config.{name}", _get(config, name))
     if not isinstance(config.model.remat, bool) and config.model.remat != "attention":
         raise ValueError(f'config.model.remat must be True, False or "attention", got {config.model.remat!r}.')
     # 0: the named row's value / no representation layer
-    _ints(config, [f"model.{f}" for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers",
-                                          "representation_size")], minimum=0)
+    _ints(
+        config,
+        [
+            f"model.{f}"
+            for f in ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "representation_size")
+        ],
+        minimum=0,
+    )
     for field in ("dropout_rate", "attention_dropout_rate", "drop_path_rate"):
         validate.rate(f"config.model.{field}", config.model[field])
     _ints(config, ("lora.rank",), minimum=0)

@@ -13,9 +13,26 @@ from keras_vit.vit.data_config import DataConfig
 from keras_vit.weights import load
 
 # keywords a run sets itself (input size, head, regularisation), never taken from the source's architecture
-_RUN_KEYWORDS = {"input_shape", "classes", "include_top", "pooling", "classifier_activation", "dropout_rate",
-                 "attention_dropout_rate", "drop_path_rate", "remat", "name", "weights", "input_tensor", "dtype",
-                 "trainable", "include_preprocessing", "position_grid", "data_config", "representation_size"}
+_RUN_KEYWORDS = {
+    "input_shape",
+    "classes",
+    "include_top",
+    "pooling",
+    "classifier_activation",
+    "dropout_rate",
+    "attention_dropout_rate",
+    "drop_path_rate",
+    "remat",
+    "name",
+    "weights",
+    "input_tensor",
+    "dtype",
+    "trainable",
+    "include_preprocessing",
+    "position_grid",
+    "data_config",
+    "representation_size",
+}
 
 
 def wants_source_architecture(config) -> bool:
@@ -59,4 +76,3 @@ def normalizer(model=None, config=None) -> Callable:
     scale = [255.0 * s for s in std]
     offset = [255.0 * m for m in mean]
     return lambda pixels: (pixels - offset) / scale
-

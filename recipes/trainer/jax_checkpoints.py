@@ -22,12 +22,13 @@ from recipes.trainer.jax_step import host
 
 @jax.jit
 def _finite(tree):
-    return jax.tree.map(lambda a: jnp.all(jnp.isfinite(a)) if jnp.issubdtype(a.dtype, jnp.floating)
-                        else jnp.bool_(True), tree)
+    return jax.tree.map(
+        lambda a: jnp.all(jnp.isfinite(a)) if jnp.issubdtype(a.dtype, jnp.floating) else jnp.bool_(True), tree
+    )
 
 
 def non_finite_paths(state) -> List[str]:
-    """"group/path" of every array of `state` holding NaN/Inf (one compiled reduction, any layout)."""
+    """ "group/path" of every array of `state` holding NaN/Inf (one compiled reduction, any layout)."""
     return [f"{g}/{k}" for g, named in _finite(state).items() for k, ok in named.items() if not bool(host(ok))]
 
 
@@ -39,16 +40,18 @@ class OrbaxCheckpoints(GuardedCheckpoints):
     def __init__(self, directory: str, engine, keep: int = 3):
         super().__init__(directory, keep)
         self.engine = engine
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
-                                               create=True)
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False, create=True)
         # the handler named up front: a fresh manager otherwise knows no item and reads no metadata
-        self._manager = ocp.CheckpointManager(os.path.abspath(self.directory) if "://" not in directory
-                                              else directory, options=options,
-                                              item_handlers=ocp.StandardCheckpointHandler())
+        self._manager = ocp.CheckpointManager(
+            os.path.abspath(self.directory) if "://" not in directory else directory,
+            options=options,
+            item_handlers=ocp.StandardCheckpointHandler(),
+        )
 
     def steps(self) -> List[int]:
-        names = [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)] if tf.io.gfile.exists(
-            self.directory) else []
+        names = (
+            [n.rstrip("/") for n in tf.io.gfile.listdir(self.directory)] if tf.io.gfile.exists(self.directory) else []
+        )
         self._report_stray(names, self._OURS)
         self._manager.reload()
         return sorted(int(s) for s in self._manager.all_steps())
@@ -65,8 +68,7 @@ class OrbaxCheckpoints(GuardedCheckpoints):
         return self.path(step)
 
     def _abstract(self):
-        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
-                            self.engine.state())
+        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), self.engine.state())
 
     def _read(self, step: int):
         """The whole checkpoint as new arrays, laid out as this run's; nothing of the run is changed."""
@@ -81,8 +83,10 @@ class OrbaxCheckpoints(GuardedCheckpoints):
         for group, named in self.engine.state().items():
             for path, array in named.items():
                 if group not in saved or path not in saved[group]:
-                    raise ValueError(f"Checkpoint {where} does not fit this run: it has no {group} variable "
-                                     f"{path!r}. Was the config changed?")
+                    raise ValueError(
+                        f"Checkpoint {where} does not fit this run: it has no {group} variable "
+                        f"{path!r}. Was the config changed?"
+                    )
                 _check_shape(where, f"{group} variable {path!r}", array.shape, saved[group][path].shape)
         try:
             restored = self._manager.restore(step, args=ocp.args.StandardRestore(self._abstract()))

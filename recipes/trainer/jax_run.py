@@ -21,8 +21,9 @@ from recipes.trainer.jax_checkpoints import OrbaxCheckpoints
 logger = logging.getLogger("recipes")
 
 
-def initialize(job_addresses: Optional[str] = None, num_processes: Optional[int] = None,
-               process_id: Optional[int] = None) -> None:
+def initialize(
+    job_addresses: Optional[str] = None, num_processes: Optional[int] = None, process_id: Optional[int] = None
+) -> None:
     """Joins a multi-process run (`keras.distribution.initialize`) when flags or $KERAS_DISTRIBUTION_* say so."""
     given = (job_addresses, num_processes, process_id)
     from_env = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
@@ -49,9 +50,16 @@ def _distribution(spec, config):
     return jax_step.make_distribution(spec, model_sizes(config), config.model_parallel)
 
 
-def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input: Optional[Callable] = None,
-                       eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None, init_checkpoint=None) -> dict:
+def train_and_evaluate(
+    config,
+    workdir: str,
+    *,
+    distribution="auto",
+    train_input: Optional[Callable] = None,
+    eval_input: Optional[Callable] = None,
+    callbacks: Optional[List[keras.callbacks.Callback]] = None,
+    init_checkpoint=None,
+) -> dict:
     """`recipes.trainer.train_and_evaluate` on the JAX engine."""
     config_checks.check(config)  # before the mesh is built from config.model_parallel
     dist = _distribution(distribution, config)
@@ -60,19 +68,51 @@ def train_and_evaluate(config, workdir: str, *, distribution="auto", train_input
     chief = jax.process_index() == 0
     held = lock.hold(outdir) if chief else contextlib.nullcontext()
     with held:
-        return _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input,
-                      callbacks, chief, init_checkpoint)
+        return _train(
+            config,
+            workdir,
+            outdir,
+            source,
+            num_classes,
+            steps_total,
+            dist,
+            train_input,
+            eval_input,
+            callbacks,
+            chief,
+            init_checkpoint,
+        )
 
 
-def _train(config, workdir, outdir, source, num_classes, steps_total, dist, train_input, eval_input, callbacks,
-           chief, init_checkpoint) -> dict:
+def _train(
+    config,
+    workdir,
+    outdir,
+    source,
+    num_classes,
+    steps_total,
+    dist,
+    train_input,
+    eval_input,
+    callbacks,
+    chief,
+    init_checkpoint,
+) -> dict:
     run_record.prepare(config, outdir, "jax", writer=chief)  # another config's run is refused before anything is read
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
-    model, net, loss_fn, optimizer, init_checkpoint = common.build(config, scope, num_classes, steps_total,
-                                                                   init_checkpoint)
-    engine = jax_step.JaxEngine(net, optimizer, dist, num_classes=num_classes, global_batch_size=config.batch_size,
-                                  label_smoothing=config.label_smoothing, clip_norm=config.optimizer.clip_norm,
-                                  loss_fn=loss_fn)
+    model, net, loss_fn, optimizer, init_checkpoint = common.build(
+        config, scope, num_classes, steps_total, init_checkpoint
+    )
+    engine = jax_step.JaxEngine(
+        net,
+        optimizer,
+        dist,
+        num_classes=num_classes,
+        global_batch_size=config.batch_size,
+        label_smoothing=config.label_smoothing,
+        clip_norm=config.optimizer.clip_norm,
+        loss_fn=loss_fn,
+    )
     manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
     restored = manager.restore()
     if chief:
@@ -81,15 +121,23 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
         common.init_from_weights(model, config, init_checkpoint)
         engine.reload()
     start = engine.step()
-    logger.info("%s at step %d of %d on %d device(s), %s", "Resuming" if restored is not None else "Starting",
-                start, steps_total, jax.device_count(), type(dist).__name__ if dist else "one device")
-    dataset = common.train_stream(config, source, train_input, start, config.batch_size, family.normalizer(model),
-                                  engine.stream_rows())
+    logger.info(
+        "%s at step %d of %d on %d device(s), %s",
+        "Resuming" if restored is not None else "Starting",
+        start,
+        steps_total,
+        jax.device_count(),
+        type(dist).__name__ if dist else "one device",
+    )
+    dataset = common.train_stream(
+        config, source, train_input, start, config.batch_size, family.normalizer(model), engine.stream_rows()
+    )
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
     engine.release_variables()
-    history = common.loop(config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief,
-                          before_callbacks=engine.sync)
+    history = common.loop(
+        config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief, before_callbacks=engine.sync
+    )
     manager.close()
     engine.sync()
     cb.on_train_end()
@@ -97,9 +145,18 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, dist, trai
         optimizer.finalize_variable_values(net.trainable_variables)
         engine.reload()
 
-    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes,
-                   image_size=config.dataset.image_size, replicas=jax_step.data_ways(dist),
-                   devices=jax.device_count(), processes=jax.process_count(), engine="jax",
-                   distribution=type(dist).__name__ if dist else "none", final_train=history[-1] if history else None)
-    return common.finish(config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate,
-                        chief=chief)
+    summary = dict(
+        steps=steps_total,
+        resumed_from=restored,
+        num_classes=num_classes,
+        image_size=config.dataset.image_size,
+        replicas=jax_step.data_ways(dist),
+        devices=jax.device_count(),
+        processes=jax.process_count(),
+        engine="jax",
+        distribution=type(dist).__name__ if dist else "none",
+        final_train=history[-1] if history else None,
+    )
+    return common.finish(
+        config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate, chief=chief
+    )

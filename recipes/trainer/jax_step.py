@@ -41,8 +41,9 @@ def make_distribution(name: str, sizes: "keras_vit.ViTConfig", model_parallel: i
         return keras.distribution.DataParallel(devices=devices)
     if model_parallel < 1 or len(devices) % model_parallel:
         raise ValueError(f"config.model_parallel={model_parallel} does not divide the {len(devices)} devices.")
-    mesh = keras.distribution.DeviceMesh((len(devices) // model_parallel, model_parallel), ("batch", "model"),
-                                         devices=devices)
+    mesh = keras.distribution.DeviceMesh(
+        (len(devices) // model_parallel, model_parallel), ("batch", "model"), devices=devices
+    )
     return keras.distribution.ModelParallel(layout_map=keras_vit.layout_map(sizes, mesh), batch_dim_name="batch")
 
 
@@ -59,8 +60,9 @@ def _jax_mesh(distribution) -> Optional[jax.sharding.Mesh]:
         return None
     mesh = distribution.device_mesh
     by_name = {f"{d.platform}:{d.id}": d for d in jax.devices()}  # keras names devices "cpu:0", "tpu:3", ...
-    devices = np.vectorize(lambda d: by_name[str(d).lower()] if not isinstance(d, jax.Device) else d,
-                           otypes=[object])(np.asarray(mesh.devices))
+    devices = np.vectorize(lambda d: by_name[str(d).lower()] if not isinstance(d, jax.Device) else d, otypes=[object])(
+        np.asarray(mesh.devices)
+    )
     return jax.sharding.Mesh(devices, tuple(mesh.axis_names))
 
 
@@ -79,34 +81,54 @@ class JaxEngine:
     Orbax saves); `sync()` writes it back into the Keras variables (for evaluation, EMA and saving).
     """
 
-    def __init__(self, net: keras.Model, optimizer: keras.optimizers.Optimizer, distribution, *, num_classes: int,
-                 global_batch_size: int, label_smoothing: float = 0.0, clip_norm: float = 0.0,
-                 loss_fn: Optional[Callable] = None):
+    def __init__(
+        self,
+        net: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        distribution,
+        *,
+        num_classes: int,
+        global_batch_size: int,
+        label_smoothing: float = 0.0,
+        clip_norm: float = 0.0,
+        loss_fn: Optional[Callable] = None,
+    ):
         self.net, self.optimizer, self.distribution = net, optimizer, distribution
         self.global_batch = global_batch_size
-        self.groups = {"model": net.trainable_variables + net.non_trainable_variables,
-                       "optimizer": list(optimizer.variables)}
+        self.groups = {
+            "model": net.trainable_variables + net.non_trainable_variables,
+            "optimizer": list(optimizer.variables),
+        }
         self.keys = {g: list(named) for g, named in keyed_by_path(self.groups).items()}  # same order as groups
         self._n_trainable = len(net.trainable_variables)
         self.reload()
         mesh = _jax_mesh(distribution)
-        self._batch_sharding = (None if mesh is None else jax.sharding.NamedSharding(
-            mesh, jax.sharding.PartitionSpec(distribution.batch_dim_name)))
+        self._batch_sharding = (
+            None
+            if mesh is None
+            else jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(distribution.batch_dim_name))
+        )
         classify = lambda outputs, images, labels: (  # noqa: E731
-            losses.cross_entropy(labels, outputs, num_classes, label_smoothing), outputs, labels)
+            losses.cross_entropy(labels, outputs, num_classes, label_smoothing),
+            outputs,
+            labels,
+        )
         self._loss_fn = loss_fn or classify
         self._clip_norm = float(clip_norm or 0.0)
         shardings = jax.tree.map(lambda a: a.sharding, self._values)
         # the first call compiles (on CPU without YNNPACK's fusions: 1.09x faster, keras_vit.utils.xla_cpu); what
         # XLA frees meanwhile goes back to the OS before the step's buffers are taken
         self._step = heap.first_call_returning_freed_memory(
-            jit_without_ynn(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None)))
+            jit_without_ynn(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None))
+        )
         self._predict = jax.jit(self._eval_step)
 
     # ------------------------------------------------------------------ state
     def _read_variables(self) -> List[List[jax.Array]]:
-        return [[jnp.asarray(v.value) for v in self.groups["model"]],
-                [jnp.asarray(v.value) for v in self.groups["optimizer"]]]
+        return [
+            [jnp.asarray(v.value) for v in self.groups["model"]],
+            [jnp.asarray(v.value) for v in self.groups["optimizer"]],
+        ]
 
     def reload(self) -> None:
         """The engine takes the Keras variables' values (after loading weights into them, or EMA)."""
@@ -148,17 +170,15 @@ class JaxEngine:
     # ------------------------------------------------------------------ steps
     def _train_step(self, values, images, labels):
         model_values, opt_values = values
-        trainable, non_trainable = model_values[:self._n_trainable], model_values[self._n_trainable:]
+        trainable, non_trainable = model_values[: self._n_trainable], model_values[self._n_trainable :]
 
         def loss_of(trainable_values):
-            outputs, new_non_trainable = self.net.stateless_call(trainable_values, non_trainable, images,
-                                                                 training=True)
+            outputs, new_non_trainable = self.net.stateless_call(trainable_values, non_trainable, images, training=True)
             per_example, logits, targets = self._loss_fn(outputs, images, labels)
             loss = jnp.sum(per_example.astype(jnp.float32)) / self.global_batch
             return loss, (new_non_trainable, per_example, logits, targets)
 
-        (_, (non_trainable, per_example, logits, targets)), grads = jax.value_and_grad(loss_of, has_aux=True)(
-            trainable)
+        (_, (non_trainable, per_example, logits, targets)), grads = jax.value_and_grad(loss_of, has_aux=True)(trainable)
         norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
         if self._clip_norm:  # tf.clip_by_global_norm's rule: scale by clip / max(norm, clip)
             scale = self._clip_norm / jnp.maximum(norm, self._clip_norm)
@@ -167,13 +187,17 @@ class JaxEngine:
         predictions = jnp.argmax(logits.astype(jnp.float32), axis=-1).astype(targets.dtype)
         loss_sum = jnp.sum(per_example.astype(jnp.float32))
         finite = jnp.isfinite(loss_sum) & jnp.isfinite(norm)
-        metrics = {"loss": loss_sum, "correct": jnp.sum((predictions == targets).astype(jnp.float32)),
-                   "count": jnp.float32(targets.size), "grad_norm": norm,
-                   "nonfinite": 1.0 - finite.astype(jnp.float32)}
+        metrics = {
+            "loss": loss_sum,
+            "correct": jnp.sum((predictions == targets).astype(jnp.float32)),
+            "count": jnp.float32(targets.size),
+            "grad_norm": norm,
+            "nonfinite": 1.0 - finite.astype(jnp.float32),
+        }
         return [list(trainable) + list(non_trainable), list(opt_values)], metrics
 
     def _eval_step(self, model_values, images, labels, valid):
-        trainable, non_trainable = model_values[:self._n_trainable], model_values[self._n_trainable:]
+        trainable, non_trainable = model_values[: self._n_trainable], model_values[self._n_trainable :]
         logits, _ = self.net.stateless_call(trainable, non_trainable, images, training=False)
         logits = logits[0] if isinstance(logits, (list, tuple)) else logits
         hits = (jnp.argmax(logits.astype(jnp.float32), axis=-1) == labels) & valid
@@ -194,8 +218,11 @@ class JaxEngine:
                 out.append(jax.make_array_from_process_local_data(self._batch_sharding, a, shape))
                 continue
             rows = a.shape[0] // processes
-            out.append(jax.make_array_from_process_local_data(self._batch_sharding, a[index * rows:(index + 1) * rows],
-                                                              a.shape))
+            out.append(
+                jax.make_array_from_process_local_data(
+                    self._batch_sharding, a[index * rows : (index + 1) * rows], a.shape
+                )
+            )
         return out
 
     def stream_rows(self) -> Optional[Tuple[int, int]]:
@@ -207,8 +234,7 @@ class JaxEngine:
 
     def __call__(self, batch) -> Dict[str, jax.Array]:
         images, labels = (np.asarray(t) for t in batch)
-        images, labels = self.global_batch_arrays(images, labels.astype(np.int32),
-                                                  local=self.stream_rows() is not None)
+        images, labels = self.global_batch_arrays(images, labels.astype(np.int32), local=self.stream_rows() is not None)
         self._values, metrics = self._step(self._values, images, labels)
         return metrics
 

@@ -48,9 +48,11 @@ def acquire(workdir: str) -> str:
     """Takes `workdir`'s lock, or raises WorkdirBusy naming the live holder. Returns the lock's path."""
     path = os.path.join(workdir, LOCK_NAME)
     if os.path.lexists(path) and not os.path.isfile(path):
-        raise WorkdirBusy(f"--workdir={workdir!r}: {path} is not a lock file (a directory or another kind of "
-                          "entry); it is not the trainer's, so it is left alone: remove or rename it, or use "
-                          "another workdir.")
+        raise WorkdirBusy(
+            f"--workdir={workdir!r}: {path} is not a lock file (a directory or another kind of "
+            "entry); it is not the trainer's, so it is left alone: remove or rename it, or use "
+            "another workdir."
+        )
     for _ in range(3):
         if _create(path):
             return path
@@ -60,9 +62,11 @@ def acquire(workdir: str) -> str:
         if holder and (not same_host or (isinstance(pid, int) and process_alive(pid))):
             if pid == os.getpid() and same_host:
                 raise WorkdirBusy(f"--workdir={workdir!r} is already in use by this process (pid {pid}).")
-            raise WorkdirBusy(f"--workdir={workdir!r} is in use by a live run: pid {pid} on {holder.get('host')} "
-                              f"since {holder.get('since')} (lock file {path}). Wait for it, or use another "
-                              "workdir; delete the lock only if that run is really gone.")
+            raise WorkdirBusy(
+                f"--workdir={workdir!r} is in use by a live run: pid {pid} on {holder.get('host')} "
+                f"since {holder.get('since')} (lock file {path}). Wait for it, or use another "
+                "workdir; delete the lock only if that run is really gone."
+            )
         logger.warning("Taking over the stale lock %s left by %s.", path, holder or "an unreadable lock file")
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)

@@ -13,8 +13,7 @@ import keras
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warmup from 0 to `base` over `warmup_steps`, then linear or cosine decay to `end`."""
 
-    def __init__(self, base: float, total_steps: int, warmup_steps: int = 0, decay: str = "linear",
-                 end: float = 0.0):
+    def __init__(self, base: float, total_steps: int, warmup_steps: int = 0, decay: str = "linear", end: float = 0.0):
         if decay not in ("linear", "cosine", "constant"):
             raise ValueError(f"config.optimizer.decay must be 'linear', 'cosine' or 'constant', got {decay!r}.")
         self.base, self.total_steps, self.warmup_steps = float(base), int(total_steps), int(warmup_steps)
@@ -34,8 +33,9 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         return warm * (self.end + (self.base - self.end) * frac)
 
     def get_config(self):
-        return dict(base=self.base, total_steps=self.total_steps, warmup_steps=self.warmup_steps,
-                    decay=self.decay, end=self.end)
+        return dict(
+            base=self.base, total_steps=self.total_steps, warmup_steps=self.warmup_steps, decay=self.decay, end=self.end
+        )
 
 
 _BLOCK = re.compile(r"(^|/)encoderblock_(\d+)/")
@@ -91,28 +91,40 @@ class LayerDecaySGD(_LayerRates, keras.optimizers.SGD):
     """SGD with per-variable learning rates (`layer_decay_scales`)."""
 
 
-def make_optimizer(opt, total_steps: int, ema_decay: float = 0.0, grad_accum_steps: int = 1,
-                   lr_scales: Optional[Dict[str, float]] = None) -> keras.optimizers.Optimizer:
+def make_optimizer(
+    opt,
+    total_steps: int,
+    ema_decay: float = 0.0,
+    grad_accum_steps: int = 1,
+    lr_scales: Optional[Dict[str, float]] = None,
+) -> keras.optimizers.Optimizer:
     """AdamW (decoupled weight decay) or SGD with momentum, per `config.optimizer`; with `lr_scales`
     ({variable path: factor}, `layer_decay_scales`), each variable's rate scaled by its factor.
 
     Clipping is not configured here: the train step clips the all-reduced gradient.
     """
     schedule = WarmupDecay(opt.learning_rate, total_steps, opt.warmup_steps, opt.decay, opt.end_learning_rate)
-    extra = dict(use_ema=bool(ema_decay), ema_momentum=ema_decay or 0.99,
-                 gradient_accumulation_steps=grad_accum_steps if grad_accum_steps > 1 else None)
+    extra = dict(
+        use_ema=bool(ema_decay),
+        ema_momentum=ema_decay or 0.99,
+        gradient_accumulation_steps=grad_accum_steps if grad_accum_steps > 1 else None,
+    )
     if lr_scales:
         extra["lr_scales"] = lr_scales
     if opt.name in ("adam", "adamw"):
         adamw = LayerDecayAdamW if lr_scales else keras.optimizers.AdamW
-        optimizer = adamw(learning_rate=schedule, beta_1=opt.b1, beta_2=opt.b2, weight_decay=opt.weight_decay,
-                          **extra)
+        optimizer = adamw(learning_rate=schedule, beta_1=opt.b1, beta_2=opt.b2, weight_decay=opt.weight_decay, **extra)
         names = [n for n in opt.wd_exclude.split(",") if n]
         if names:
             optimizer.exclude_from_weight_decay(var_names=names)
         return optimizer
     if opt.name == "sgd":
         sgd = LayerDecaySGD if lr_scales else keras.optimizers.SGD
-        return sgd(learning_rate=schedule, momentum=opt.momentum, nesterov=opt.nesterov,
-                   weight_decay=opt.weight_decay or None, **extra)
+        return sgd(
+            learning_rate=schedule,
+            momentum=opt.momentum,
+            nesterov=opt.nesterov,
+            weight_decay=opt.weight_decay or None,
+            **extra,
+        )
     raise ValueError(f"config.optimizer.name must be 'adamw', 'adam' or 'sgd', got {opt.name!r}.")

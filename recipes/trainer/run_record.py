@@ -24,10 +24,25 @@ from recipes import atomic
 logger = logging.getLogger("recipes")
 
 RUN_CONFIG = "run_config.json"
-FREE_FIELDS = ("restart", "log_every", "checkpoint_every", "keep_checkpoints", "dataset.data_dir",
-               "dataset.download", "dataset.cache", "dataset.eval_split", "jit_compile", "deterministic",
-               "init_weights", "init_image_size", "init_classes", "model_parallel", "total_steps", "num_epochs",
-               "dataset.train_examples")
+FREE_FIELDS = (
+    "restart",
+    "log_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "dataset.data_dir",
+    "dataset.download",
+    "dataset.cache",
+    "dataset.eval_split",
+    "jit_compile",
+    "deterministic",
+    "init_weights",
+    "init_image_size",
+    "init_classes",
+    "model_parallel",
+    "total_steps",
+    "num_epochs",
+    "dataset.train_examples",
+)
 FREE_PREFIXES = ("fewshot.",)
 RESTART = "--config.restart=True"  # the flag that starts over deliberately
 
@@ -54,22 +69,28 @@ def _read(outdir: str) -> Optional[dict]:
         with tf.io.gfile.GFile(path) as f:
             return json.load(f)
     except (ValueError, tf.errors.OpError) as e:
-        raise ValueError(f"{path} is not readable JSON ({e}); it records the run this workdir holds. Restore it, "
-                         f"or start over with {RESTART}.") from e
+        raise ValueError(
+            f"{path} is not readable JSON ({e}); it records the run this workdir holds. Restore it, "
+            f"or start over with {RESTART}."
+        ) from e
 
 
 def _difference(saved: dict, config, engine: str) -> Optional[str]:
     """The first reason the saved run is not this command's run, None when it is."""
     if saved.get("engine") != engine:
-        return (f"holds a run of the {saved.get('engine')} engine; this is the {engine} engine (--backend). "
-                f"Resume it with --backend={saved.get('engine')}")
+        return (
+            f"holds a run of the {saved.get('engine')} engine; this is the {engine} engine (--backend). "
+            f"Resume it with --backend={saved.get('engine')}"
+        )
     now = _flat(config.to_dict())
     for field in sorted(set(now) | set(saved["config"])):
         if field in FREE_FIELDS or field.startswith(FREE_PREFIXES):
             continue
         if now.get(field) != saved["config"].get(field):
-            return (f"holds a run with config.{field}={saved['config'].get(field)!r}; this command says "
-                    f"{now.get(field)!r}. A run resumes with its own config: use another --workdir")
+            return (
+                f"holds a run with config.{field}={saved['config'].get(field)!r}; this command says "
+                f"{now.get(field)!r}. A run resumes with its own config: use another --workdir"
+            )
     return None
 
 
@@ -109,20 +130,26 @@ def after_restore(config, outdir: str, engine: str, steps_total: int, restored: 
     if restored is None:
         model = os.path.join(outdir, "model.keras")
         if tf.io.gfile.exists(model):
-            raise ValueError(f"{outdir} holds a finished model.keras and no checkpoint to resume from; a new run "
-                             f"would overwrite it. Use another --workdir, or start over with {RESTART} (the old "
-                             "files are renamed, not deleted).")
+            raise ValueError(
+                f"{outdir} holds a finished model.keras and no checkpoint to resume from; a new run "
+                f"would overwrite it. Use another --workdir, or start over with {RESTART} (the old "
+                "files are renamed, not deleted)."
+            )
         atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
         return
     if saved is None:
-        raise ValueError(f"--workdir {outdir} holds a checkpoint at step {restored} but no {RUN_CONFIG}: the config "
-                         "that run had cannot be compared with this command's (a changed batch size or schedule "
-                         f"would pass unnoticed). Put its {RUN_CONFIG} back, use another --workdir, or start over "
-                         f"with {RESTART}.")
+        raise ValueError(
+            f"--workdir {outdir} holds a checkpoint at step {restored} but no {RUN_CONFIG}: the config "
+            "that run had cannot be compared with this command's (a changed batch size or schedule "
+            f"would pass unnoticed). Put its {RUN_CONFIG} back, use another --workdir, or start over "
+            f"with {RESTART}."
+        )
     if steps_total < restored or steps_total < saved.get("steps_total", 0):
         was = saved.get("steps_total", restored)
-        raise ValueError(f"--workdir {outdir} holds a run at step {restored} of {was}; this command's schedule is "
-                         f"{steps_total} steps (config.total_steps / num_epochs). A schedule may grow to extend a "
-                         "run, not shrink below it.")
+        raise ValueError(
+            f"--workdir {outdir} holds a run at step {restored} of {was}; this command's schedule is "
+            f"{steps_total} steps (config.total_steps / num_epochs). A schedule may grow to extend a "
+            "run, not shrink below it."
+        )
     if steps_total > saved.get("steps_total", 0):
         atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))

@@ -18,24 +18,56 @@ from recipes.trainer.checkpoints import CheckpointManager
 logger = logging.getLogger("recipes")
 
 
-def train_and_evaluate(config, workdir: str, *, strategy: tf.distribute.Strategy,
-                       train_input: Optional[Callable] = None, eval_input: Optional[Callable] = None,
-                       callbacks: Optional[List[keras.callbacks.Callback]] = None, init_checkpoint=None) -> dict:
+def train_and_evaluate(
+    config,
+    workdir: str,
+    *,
+    strategy: tf.distribute.Strategy,
+    train_input: Optional[Callable] = None,
+    eval_input: Optional[Callable] = None,
+    callbacks: Optional[List[keras.callbacks.Callback]] = None,
+    init_checkpoint=None,
+) -> dict:
     """`recipes.trainer.train_and_evaluate` on the TensorFlow engine."""
     outdir, source, num_classes, steps_total = common.prepare(config, workdir, strategy, train_input)
     with lock.hold(outdir):  # a second live run on this workdir is refused here
-        return _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input,
-                      eval_input, callbacks, init_checkpoint)
+        return _train(
+            config,
+            workdir,
+            outdir,
+            source,
+            num_classes,
+            steps_total,
+            strategy,
+            train_input,
+            eval_input,
+            callbacks,
+            init_checkpoint,
+        )
 
 
-def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, train_input, eval_input,
-           callbacks, init_checkpoint) -> dict:
+def _train(
+    config,
+    workdir,
+    outdir,
+    source,
+    num_classes,
+    steps_total,
+    strategy,
+    train_input,
+    eval_input,
+    callbacks,
+    init_checkpoint,
+) -> dict:
     run_record.prepare(config, outdir, "tensorflow")  # another config's run is refused before anything is read
-    model, net, loss_fn, optimizer, init_checkpoint = common.build(config, strategy.scope(), num_classes,
-                                                                   steps_total, init_checkpoint)
-    manager = CheckpointManager(os.path.join(outdir, "checkpoints"),
-                                {"model": net.variables, "optimizer": optimizer.variables},
-                                keep=config.keep_checkpoints)
+    model, net, loss_fn, optimizer, init_checkpoint = common.build(
+        config, strategy.scope(), num_classes, steps_total, init_checkpoint
+    )
+    manager = CheckpointManager(
+        os.path.join(outdir, "checkpoints"),
+        {"model": net.variables, "optimizer": optimizer.variables},
+        keep=config.keep_checkpoints,
+    )
     restored = manager.restore()
     run_record.after_restore(config, outdir, "tensorflow", steps_total, restored)
     if restored is None and config.init_weights:
@@ -49,10 +81,17 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
-    step_fn = tf_step.build_train_step(net, optimizer, num_classes=num_classes, global_batch_size=config.batch_size,
-                                     strategy=strategy, label_smoothing=config.label_smoothing,
-                                     clip_norm=config.optimizer.clip_norm,
-                                     jit_compile=config.jit_compile and not multi, loss_fn=loss_fn)
+    step_fn = tf_step.build_train_step(
+        net,
+        optimizer,
+        num_classes=num_classes,
+        global_batch_size=config.batch_size,
+        strategy=strategy,
+        label_smoothing=config.label_smoothing,
+        clip_norm=config.optimizer.clip_norm,
+        jit_compile=config.jit_compile and not multi,
+        loss_fn=loss_fn,
+    )
     chief = outdir == workdir
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
@@ -60,7 +99,12 @@ def _train(config, workdir, outdir, source, num_classes, steps_total, strategy, 
     cb.on_train_end()
     if config.ema_decay:
         optimizer.finalize_variable_values(net.trainable_variables)
-    summary = dict(steps=steps_total, resumed_from=restored, num_classes=num_classes,
-                   image_size=config.dataset.image_size, replicas=replicas,
-                   final_train=history[-1] if history else None)
+    summary = dict(
+        steps=steps_total,
+        resumed_from=restored,
+        num_classes=num_classes,
+        image_size=config.dataset.image_size,
+        replicas=replicas,
+        final_train=history[-1] if history else None,
+    )
     return common.finish(config, model, outdir, writer, summary, eval_input, steps_total)

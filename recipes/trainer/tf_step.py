@@ -26,16 +26,27 @@ def _statistics(per_example, logits, targets, norm, replicas: int) -> dict:
     predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=targets.dtype)
     loss_sum = tf.reduce_sum(per_example)
     finite = tf.logical_and(tf.math.is_finite(tf.cast(loss_sum, tf.float32)), tf.math.is_finite(norm))
-    return {"loss": loss_sum, "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32)),
-            "count": tf.cast(tf.size(targets), tf.float32), "grad_norm": norm / replicas,
-            "nonfinite": 1.0 - tf.cast(finite, tf.float32)}
+    return {
+        "loss": loss_sum,
+        "correct": tf.reduce_sum(tf.cast(tf.equal(predictions, targets), tf.float32)),
+        "count": tf.cast(tf.size(targets), tf.float32),
+        "grad_norm": norm / replicas,
+        "nonfinite": 1.0 - tf.cast(finite, tf.float32),
+    }
 
 
-def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, *, num_classes: int,
-                     global_batch_size: int, strategy: Optional[tf.distribute.Strategy] = None,
-                     label_smoothing: float = 0.0, clip_norm: float = 0.0,
-                     jit_compile: Optional[bool] = True,
-                     loss_fn: Optional[Callable] = None) -> Callable:
+def build_train_step(
+    model: keras.Model,
+    optimizer: keras.optimizers.Optimizer,
+    *,
+    num_classes: int,
+    global_batch_size: int,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    label_smoothing: float = 0.0,
+    clip_norm: float = 0.0,
+    jit_compile: Optional[bool] = True,
+    loss_fn: Optional[Callable] = None,
+) -> Callable:
     """Returns `step(inputs) -> {"loss", "correct", "count", "grad_norm", "nonfinite"}` (sums over replicas).
 
     `grad_norm` is the global norm of the all-reduced gradient (before clipping); `nonfinite` is
@@ -81,8 +92,10 @@ def build_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer, 
         return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in out.items()}
 
     if replicas > 1 and jit_compile:
-        logger.info("jit_compile disabled under %s (XLA cannot place mirrored variables across "
-                    "devices here)", type(strategy).__name__)
+        logger.info(
+            "jit_compile disabled under %s (XLA cannot place mirrored variables across devices here)",
+            type(strategy).__name__,
+        )
         jit_compile = False
     if jit_compile:
         compiled = tf.function(replica_step, jit_compile=True)
@@ -100,8 +113,7 @@ def build_eval_step(model: keras.Model) -> Callable:
     def step(images, labels):
         logits = model(images, training=False)
         predictions = tf.argmax(tf.cast(logits, tf.float32), axis=-1, output_type=labels.dtype)
-        return (tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)),
-                tf.cast(tf.size(labels), tf.float32))
+        return (tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32)), tf.cast(tf.size(labels), tf.float32))
 
     return step
 
