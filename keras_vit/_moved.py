@@ -1,6 +1,6 @@
 """The module paths of keras_vit 0.2, kept working for one release with a DeprecationWarning.
 
-0.3 moved the flat package into rooms (`vit/`, `weights/`, `analysis/`, `utils/`). Importing an old path
+0.3 moved the flat package into subpackages (`vit/`, `weights/`, `analysis/`, `utils/`). Importing an old path
 (`import keras_vit.checkpoints`, `from keras_vit.loading import load_model`, `python -m keras_vit.inspect`)
 gives a module that forwards every attribute to the new modules listed here, in order
 (`keras_vit.utils.moved`).
@@ -36,7 +36,7 @@ MOVED = {
     "keras_vit.summary": ("keras_vit.analysis.summary",),
     "keras_vit.atomic": ("keras_vit.utils.atomic",),
     "keras_vit.validate": ("keras_vit.utils.validate",),
-    # after 0.3.0 the building blocks moved to a room of their own (`keras_vit.nn`)
+    # after 0.3.0 the building blocks moved to a subpackage of their own (`keras_vit.nn`)
     "keras_vit.vit.specs": ("keras_vit.nn.specs",),
     "keras_vit.vit.initializers": ("keras_vit.nn.initializers",),
     "keras_vit.vit.layer_norm": ("keras_vit.nn.layer_norm",),

@@ -92,7 +92,7 @@ def test_keras_applications_conventions_for_other_channel_counts(channels, tmp_p
 def test_gray_model_from_rgb_weights_equals_rgb_model_on_replicated_gray(tmp_path):
     rgb = _random(keras_vit.VisionTransformer(**T, input_shape=(16, 16, 3), classes=3))
     checkpoints.save_npz(rgb, tmp_path / "rgb.npz")
-    gray = keras_vit.VisionTransformer(**T, input_shape=(16, 16, 1), classes=3, weights=str(tmp_path / "rgb.npz"))
+    gray = keras_vit.load_model(str(tmp_path / "rgb.npz"), **T, input_shape=(16, 16, 1), classes=3)
     image = _x(16, 16, 1)
     np.testing.assert_allclose(
         gray.predict(image, verbose=0), rgb.predict(np.repeat(image, 3, axis=-1), verbose=0), atol=1e-5

@@ -59,7 +59,9 @@ def test_flax_parity(name):
 
 def test_flax_parity_weights_keyword():
     d, kwargs, shape = _flax_case("vit_tiny")
-    model = keras_vit.VisionTransformer(input_shape=shape, weights=os.path.join(d, "weights.npz"), **kwargs)
+    model = keras_vit.load_weights(
+        keras_vit.VisionTransformer(input_shape=shape, **kwargs), os.path.join(d, "weights.npz")
+    )
     logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
     assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
 
@@ -250,7 +252,7 @@ def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
     releases.register_release(
         releases.Release("tiny/test", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), digest)
     )
-    model = keras_vit.VisionTransformer(input_shape=shape, weights="tiny/test", **kwargs)
+    model = keras_vit.load_weights(keras_vit.VisionTransformer(input_shape=shape, **kwargs), "tiny/test")
     logits = model.predict(np.load(os.path.join(d, "input.npy")), verbose=0)
     assert np.abs(logits - np.load(os.path.join(d, "logits.npy"))).max() <= 1e-5
     assert os.path.exists(tmp_path / "keras_home" / "keras_vit" / "tiny_test.npz")
@@ -258,7 +260,7 @@ def test_release_registry_and_file_url_fetch(tmp_path, monkeypatch):
         releases.Release("tiny/badhash", "ViT-Ti/16", "test", 32, 5, "file://" + os.path.abspath(src), "0" * 64)
     )
     with pytest.raises(ValueError, match="hash"):
-        keras_vit.VisionTransformer(input_shape=shape, weights="tiny/badhash", **kwargs)
+        keras_vit.load_weights(keras_vit.VisionTransformer(input_shape=shape, **kwargs), "tiny/badhash")
     with pytest.raises(ValueError, match="No 'imagenet21k' checkpoint is released for model 'ViT-Ti/16'"):
         keras_vit.ViT_Ti16(weights="imagenet21k")
 

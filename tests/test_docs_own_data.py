@@ -71,7 +71,7 @@ def test_fit_and_lora_snippets_run(stand_ins, monkeypatch):
     tmp, npz = stand_ins
     monkeypatch.chdir(tmp)
     model_line = 'keras_vit.ViT_B16(weights="augreg_in21k", '
-    tiny = f"keras_vit.VisionTransformer(**{TINY!r}, input_shape=(32, 32, 3), weights={npz!r}, "
+    tiny = f"keras_vit.load_model({npz!r}, **{TINY!r}, input_shape=(32, 32, 3), "
     namespace = {}
     fit, lora, reload = [code for lang, code in blocks(DOC) if lang == "python"]
     exec(

@@ -73,7 +73,7 @@ def test_empty_or_corrupt_keras_file_is_named(model, tmp_path, content, message)
     for load in (
         lambda: keras_vit.load_model(path),
         lambda: keras_vit.load_weights(model, path),
-        lambda: keras_vit.VisionTransformer(**TINY, weights=str(path)),
+        lambda: keras_vit.load_model(path, **TINY),
     ):
         with pytest.raises(ValueError, match=rf"model\.keras' is not a \.keras file: {message}"):
             load()
@@ -95,8 +95,8 @@ def test_keras_file_of_a_transposed_grid_is_resized_not_copied(tmp_path):
     expected = scipy.ndimage.zoom(posemb[0, 1:].reshape(8, 2, 16), (2 / 8, 8 / 2, 1), order=1).reshape(16, 16)
     got = np.asarray(wide.position_embedding.pos_embedding)[0]
     np.testing.assert_allclose(got[1:], expected, atol=1e-6)
-    also = keras_vit.VisionTransformer(
-        **{**TINY, "input_shape": (8, 32, 3)}, classes=3, weights=str(tmp_path / "tall.keras")
+    also = keras_vit.load_weights(
+        keras_vit.VisionTransformer(**{**TINY, "input_shape": (8, 32, 3)}, classes=3), str(tmp_path / "tall.keras")
     )
     np.testing.assert_allclose(np.asarray(also.position_embedding.pos_embedding)[0, 1:], expected, atol=1e-6)
 

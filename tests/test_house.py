@@ -174,17 +174,31 @@ ARCHITECTURE_FIELDS = {
     "name", [n for n in keras_vit.applications.__dict__ if n[:4] in ("ViT_", "R50_", "R26_", "R_Vi")]
 )
 def test_each_constructor_takes_and_documents_every_keyword(name):
+    """The constructors take VisionTransformer's use keywords plus `weights` (the row gives the sizes), document
+    each and every field of the record, and refuse a misspelt keyword by name."""
+    from keras_vit.vit.variant import Variant
+
     constructor = getattr(keras_vit, name)
-    want = (
-        set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters)
-        - ARCHITECTURE_FIELDS
-        - {"self", "kwargs"}
-    )
-    have = set(inspect.signature(constructor).parameters)
+    want = (set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters) - ARCHITECTURE_FIELDS) | {"weights"}
+    have = set(inspect.signature(constructor).parameters) | {"self"}
     assert have == want
     doc = constructor.__doc__
-    assert all(f"\n      {keyword}:" in doc for keyword in want), doc
+    assert all(f"\n      {keyword}:" in doc for keyword in want - {"self", "options"}), doc
+    assert all(f"\n        {field}:" in doc for field in Variant.fields()), doc
     assert constructor.__name__ == name and "Returns:" in doc
+    with pytest.raises(TypeError, match="unexpected keyword argument 'qk_nrom' \\(did you mean 'qk_norm'"):
+        constructor(qk_nrom=True)
+
+
+def test_the_model_takes_its_sizes_use_keywords_and_one_record():
+    """About 20 named parameters besides the sizes, no family switch among them: the record carries those."""
+    from keras_vit.vit.variant import Variant
+
+    named = set(inspect.signature(keras_vit.VisionTransformer.__init__).parameters) - {"self", "options"}
+    assert len(named - ARCHITECTURE_FIELDS) <= 21, sorted(named)
+    assert not named & set(Variant.fields())
+    doc = keras_vit.VisionTransformer.__doc__
+    assert all(f"\n        {field}:" in doc for field in Variant.fields()), doc
 
 
 def test_help_of_a_constructor_shows_dtype_trainable_and_remat():
@@ -197,6 +211,20 @@ def test_help_of_a_constructor_shows_dtype_trainable_and_remat():
     ).stdout
     for keyword in ("dtype=None", "trainable: 'bool' = True", "remat: 'Union[bool, str]' = False", "weights=None"):
         assert keyword in text
+
+
+def test_docs_development_names_every_module():
+    """docs/development.md maps the code: a module missing from its tables fails here."""
+    with open(os.path.join(ROOT, "docs", "development.md")) as f:
+        text = f.read()
+    paths = sorted(
+        os.path.relpath(os.path.join(folder, file), ROOT)
+        for package in PACKAGES
+        for folder, _, files in os.walk(os.path.join(ROOT, package))
+        for file in files
+        if file.endswith(".py")
+    )
+    assert [p for p in paths if f"`{p}`" not in text] == []
 
 
 def test_the_formatter_and_linter_pass():

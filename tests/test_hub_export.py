@@ -28,9 +28,7 @@ FIXTURE = os.path.join(FLAX_FIXTURES, "vit_tiny")
 @pytest.fixture(scope="module")
 def flax_model():
     """The Flax reference ViT loaded from its official-layout .npz (logits known from the original code)."""
-    return keras_vit.VisionTransformer(
-        **TINY, classes=5, classifier_activation=None, weights=os.path.join(FIXTURE, "weights.npz")
-    )
+    return keras_vit.load_model(os.path.join(FIXTURE, "weights.npz"), **TINY, classes=5, classifier_activation=None)
 
 
 @pytest.fixture(scope="module")

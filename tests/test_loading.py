@@ -116,10 +116,20 @@ def tiny_release(tmp_path, monkeypatch):
     releases._RELEASES.pop(release.name, None)
 
 
-def _tiny(**kw):
-    return keras_vit.VisionTransformer(
-        8, 32, 64, 4, 2, input_shape=(32, 48, 3), classifier="gap", classifier_activation=None, **kw
+def _tiny(weights=None, **kw):
+    """The tiny architecture, random or read from `weights` through `load_model` (the class reads no files)."""
+    arguments = dict(
+        patch_size=8,
+        hidden_size=32,
+        mlp_dim=64,
+        num_heads=4,
+        num_layers=2,
+        input_shape=(32, 48, 3),
+        classifier="gap",
+        classifier_activation=None,
+        **kw,
     )
+    return keras_vit.VisionTransformer(**arguments) if weights is None else keras_vit.load_model(weights, **arguments)
 
 
 def test_release_with_classes_unset_is_the_released_classifier(tiny_release):

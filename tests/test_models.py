@@ -1,6 +1,8 @@
 """The model table and constructors: sizes vs timm, shapes, serialization, errors."""
 
 import keras
+import os
+
 import numpy as np
 import pytest
 
@@ -26,6 +28,7 @@ TIMM_PARAMS = {
 }
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _images(shape=(2, 32, 32, 3), seed=0):
@@ -206,7 +209,7 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, hybrid):
     model.save(path)
     loaded = keras.models.load_model(path)  # safe_mode=True, no custom_objects
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
-    # weights= accepts the .keras file and a .weights.h5 file
+    # keras_vit.load_weights takes the .keras file and Keras' own method a .weights.h5 file
     again = keras_vit.VisionTransformer(
         **(
             dict(
@@ -223,8 +226,8 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, hybrid):
             else dict(TINY, input_shape=(32, 32, 3), representation_size=8, include_preprocessing=True)
         ),
         classes=3,
-        weights=path,
     )
+    keras_vit.load_weights(again, path)
     np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
     h5 = str(tmp_path / "w.weights.h5")
     model.save_weights(h5)
@@ -332,9 +335,48 @@ def test_bad_names_and_files(tmp_path):
         keras_vit.create_model("ViT-X/16")
     with pytest.raises(ValueError, match="effective patch size 16.*try 208 or 224"):
         keras_vit.ViT_B16(input_shape=(220, 224, 3))
+    model = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3))
     with pytest.raises(FileNotFoundError, match="does-not-exist.keras"):
-        keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), weights=str(tmp_path / "does-not-exist.keras"))
+        keras_vit.load_weights(model, str(tmp_path / "does-not-exist.keras"))
     with pytest.raises(ValueError, match="Unsupported weights file"):
         bad = tmp_path / "weights.bin"
         bad.write_bytes(b"x")
+        keras_vit.load_weights(model, str(bad))
+    with pytest.raises(ValueError, match=r"reads no files: use keras_vit.create_model\(name, weights=...\)"):
         keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3), weights=str(bad))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        lambda: keras_vit.VisionTransformer(**TINY, num_layer=1),
+        lambda: keras_vit.create_model("vit_small_patch16_dinov3", num_layer=1),
+        lambda: keras_vit.ViT_Ti16(classifer="gap"),
+        lambda: keras_vit.load_model(os.path.join(ROOT, "tests", "fixtures", "timm_hub", "plain"), num_layer=1),
+    ],
+)
+def test_a_misspelt_keyword_is_refused_naming_it_at_every_entry_point(entry):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument '(num_layer|classifer)' \(did you mean"):
+        entry()
+
+
+def test_a_hand_edited_config_is_refused_naming_the_wrong_key():
+    config = keras_vit.VisionTransformer(**TINY, input_shape=(32, 32, 3)).get_config()
+    with pytest.raises(TypeError, match="'num_layer' \\(did you mean 'num_layers'"):
+        keras_vit.VisionTransformer.from_config({**config, "num_layer": 1})
+    with pytest.raises(ValueError, match="no field 'qk_nrom' \\(did you mean 'qk_norm'"):
+        keras_vit.VisionTransformer.from_config({**config, "variant": {"attention": {"qk_nrom": True}}})
+    with pytest.raises(ValueError, match="no part or field 'atention' \\(did you mean 'attention'"):
+        keras_vit.VisionTransformer.from_config({**config, "variant": {"atention": {}}})
+
+
+def test_the_record_is_given_nested_flat_or_by_name():
+    nested = keras_vit.VisionTransformer(
+        **TINY, variant={"attention": {"qk_norm": True}, "tokens": {"num_register_tokens": 2}}
+    )
+    flat = keras_vit.VisionTransformer(**TINY, variant={"qk_norm": True}, num_register_tokens=2)
+    assert nested.variant == flat.variant and nested.variant.qk_norm and nested.num_prefix_tokens == 3
+    assert nested.get_config()["variant"]["attention"]["qk_norm"] is True
+    named = keras_vit.VisionTransformer(variant="vit_small_patch16_dinov3", num_layers=1, qkv_bias=True)
+    assert (named.vit_config.hidden_size, named.vit_config.num_layers, named.classifier) == (384, 1, "gap")
+    assert named.variant.rotary_embedding is not None and named.variant.qkv_bias  # the keyword over the name

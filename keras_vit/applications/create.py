@@ -11,7 +11,8 @@ from typing import Optional
 from keras_vit.nn.initializers import weights_follow
 from keras_vit.utils import validate
 from keras_vit.vit import table, timm_table
-from keras_vit.vit.model import VisionTransformer
+from keras_vit.vit.model import VisionTransformer, keywords
+from keras_vit.vit.variant import Variant
 from keras_vit.weights import load
 
 
@@ -25,12 +26,15 @@ def create_model(
     defaults (image size, head, norms, activation) unless a keyword says otherwise. `weights` and the other
     keywords as in `keras_vit.ViT_B16`. A release name without `classes` gives the release's own head.
     """
+    validate.refuse_unknown("create_model()", kwargs, keywords() | {"weights"})
     timm_spelling = isinstance(model_name, str) and model_name == model_name.lower() and "_" in model_name
     if (timm_table.is_timm_name(model_name) or timm_spelling) and not _is_table_name(model_name):
         arguments = timm_table.model_kwargs(model_name)
         classes = validate.integer("classes", classes, allow_none=True)
         if classes is not None:
             arguments.update(classes=classes, include_top=True)
+        if isinstance(kwargs.get("variant"), (dict, Variant)):  # the caller's fields over the name's
+            arguments.update(Variant.flatten(kwargs.pop("variant")))
         arguments.update(kwargs)
         source = load.read_source(weights, None, arguments["num_heads"]) or weights  # read once, used thrice
         if arguments.get("data_config") is None:  # a source's own config, else timm's for the name's default tag

@@ -1,4 +1,4 @@
-"""Rotary position embeddings (RoPE; Su et al., 2021) over a ViT's 2-D patch grid, in the forms the 2026
+"""Rotary position embeddings (RoPE; Su et al., 2021) over a ViT's 2-D patch grid, in the forms the rotary backbones (EVA-02, DINOv3, PE, RoPE-ViT)
 backbones use.
 
 Each head's queries and keys are rotated, pair of channels by pair of channels, by angles that grow with the

@@ -93,3 +93,19 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message (library errors are often pages long), for one-line reports."""
     lines = str(error).strip().splitlines()
     return lines[0] if lines else "no message"
+
+
+def did_you_mean(name, valid) -> str:
+    """ " (did you mean 'x'?)" naming the valid name closest to a misspelt `name`, else "" (for error messages)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def refuse_unknown(where: str, keywords, valid) -> None:
+    """A TypeError naming the first of `keywords` that is not in `valid`, with the closest valid name, as Python
+    names an unexpected keyword argument."""
+    unknown = [k for k in keywords if k not in valid]
+    if unknown:
+        raise TypeError(f"{where} got an unexpected keyword argument {unknown[0]!r}{did_you_mean(unknown[0], valid)}.")

@@ -6,6 +6,7 @@ model class keeps only the anatomy. Errors name the keyword and what would work.
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import keras
@@ -98,3 +99,75 @@ def check_arguments(
         raise ValueError(f"hidden_size {sizes['hidden_size']} must be divisible by num_heads {sizes['num_heads']}.")
     rates = {field: validate.rate(field, r) for field, r in rates.items()}
     return sizes, resnet_layers, resnet_width, representation_size, classes, rates
+
+
+SIZES = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers")
+
+
+def resolve_arguments(architecture: dict, variant, options: dict, use: dict, keywords) -> dict:
+    """The constructor's sizes, record and head after `variant` (a record, its dict, or a registered name that
+    also supplies sizes, classifier, input size, head and data config, each overridable) and the record's fields
+    given as keywords (`options`). Any other keyword (not one of the constructor's `keywords` nor a field of the
+    record) is refused by name with the closest valid one;
+    `weights=` is refused naming the loaders (the model class reads no files)."""
+    from keras_vit.vit.variant import Variant
+
+    options = dict(options)
+    if options.pop("weights", None) is not None:
+        raise ValueError(
+            "VisionTransformer builds a model; it reads no files: use keras_vit.create_model(name, weights=...) or "
+            "keras_vit.load_model(source)."
+        )
+    gelu_approximate = options.pop("gelu_approximate", None)
+    if gelu_approximate is not None:
+        warnings.warn(
+            'gelu_approximate is deprecated: use activation="gelu_tanh" (True) or "gelu" (False).',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    validate.refuse_unknown("VisionTransformer", options, set(keywords) | set(Variant.fields()))
+    named = _named_architecture(variant) if isinstance(variant, str) else {}
+    record = {k: v for k, v in named.items() if k in Variant.fields()}
+    record.update(Variant.flatten(None if isinstance(variant, str) else variant))
+    record.update(options)
+    if gelu_approximate is not None:
+        record["gelu_approximate"] = gelu_approximate
+    out = {"variant": record, "sizes": {}}
+    for field in SIZES:
+        value = architecture[field] if architecture[field] is not None else named.get(field)
+        if value is None:
+            raise ValueError(
+                f"VisionTransformer needs {field} (the sizes {', '.join(SIZES)}), or variant= a registered "
+                "architecture name that supplies them."
+            )
+        out["sizes"][field] = value
+    out["resnet_layers"] = (
+        architecture["resnet_layers"] if architecture["resnet_layers"] is not None else named.get("resnet_layers")
+    )
+    out["resnet_width"] = (
+        architecture["resnet_width"] if architecture["resnet_width"] != 1 else named.get("resnet_width", 1)
+    )
+    for key, default in (
+        ("classifier", "token"),
+        ("input_shape", None),
+        ("classes", None),
+        ("data_config", None),
+        ("representation_size", None),
+    ):
+        out[key] = use[key] if use[key] is not None else named.get(key, default)
+    out["include_top"] = use["include_top"] and (named.get("include_top", True) or use["classes"] is not None)
+    return out
+
+
+def _named_architecture(name: str) -> dict:
+    """The keywords a registered architecture name stands for: the paper's table ("ViT-B/16": its sizes) or
+    timm's ("vit_small_patch16_dinov3": sizes, record, classifier, input, head and timm's data config)."""
+    from keras_vit.vit import table, timm_table
+
+    try:
+        return table.vit_config(name).model_kwargs()
+    except ValueError:
+        pass
+    arguments = timm_table.model_kwargs(name)  # a ValueError naming the closest registered names
+    arguments["data_config"] = timm_table.data_config(name)
+    return arguments

@@ -169,8 +169,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     The family's variations: LayerScale on both branches (`layer_scale_init`), the MLP's `activation`,
     `layer_norm_epsilon`, LayerNorm on queries and keys per head (`qk_norm`), `qkv_bias` (`key_bias=False`:
-    EVA's query and value biases only); the 2026
-    backbones' SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
+    EVA's query and value biases only); EVA-02's
+    SwiGLU MLP (`swiglu`, with `mlp_norm` on its hidden layer), a LayerNorm on the attention's output
     (`attention_norm`) and the channel pairing of rotary embeddings (`rotate_half`; the table comes with each
     call as `rotary`), or RoPE-Mixed's learned frequencies (`mixed_rotary_temperature`: their initial scale);
     AIMv2's RMSNorm (`rms_norm`) and bias-free projections (`projection_bias=False`); each branch's norm after

@@ -12,7 +12,7 @@ means in the literature. The MLP's `Dense` kernels are already matrices and use 
 
 Saving follows Keras: `model.save` / `.weights.h5` store the merged kernels (W + (alpha/r) A B), so a saved
 adapted model reloads as a plain one with the adapted outputs. The adapters alone (and the head) go through
-`save_lora_weights`, done by the weights room (this module does no file I/O).
+`save_lora_weights`, done by `keras_vit.weights` (this module does no file I/O).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def base_variable(layer) -> keras.Variable:
     return layer._kernel if getattr(layer, "lora_enabled", False) else layer.kernel
 
 
-# the reader/writer of `.lora.h5` files, registered by `keras_vit.weights` (this room does no file I/O)
+# the reader/writer of `.lora.h5` files, registered by `keras_vit.weights` (the model's subpackage does no file I/O)
 _lora_files = None
 
 

@@ -11,6 +11,7 @@ by name. It does no file I/O: `weights=` goes to the loader `keras_vit.weights` 
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
 from typing import Optional, Sequence, Tuple, Union
@@ -20,10 +21,16 @@ import numpy as np
 
 from keras_vit.vit import table
 from keras_vit.vit.all_or_nothing import all_or_nothing
-from keras_vit.vit.arguments import DEFAULT_CLASSES, check_arguments, model_inputs, position_grid_for
+from keras_vit.vit.arguments import (
+    DEFAULT_CLASSES,
+    check_arguments,
+    model_inputs,
+    position_grid_for,
+    resolve_arguments,
+)
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.fit_memory import FitMemory
-from keras_vit.nn.initializers import PACKAGE, weights_follow
+from keras_vit.nn.initializers import PACKAGE
 from keras_vit.vit.components import make_components
 from keras_vit.vit.layers import TokenPooling
 from keras_vit.vit.lora import LoRA
@@ -32,32 +39,6 @@ from keras_vit.vit.preprocessing import PreprocessingAPI
 from keras_vit.vit.quantization import Quantization
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.vit.variant import Variant
-
-
-# The loader behind `VisionTransformer(weights=...)`, registered by `keras_vit.weights` when it is imported:
-# this module does no file I/O and imports nothing of the weights room.
-_weights_loader = None
-
-
-def register_weights_loader(loader) -> None:
-    """Installs `loader` (`keras_vit.weights.load`'s `read_source`, `head_size`, `data_config`, `load_weights`)."""
-    global _weights_loader
-    _weights_loader = loader
-
-
-def _weights_room(weights, vit_config, classes, representation_size, data_config) -> tuple:
-    """((loader, source), classes, representation_size, data_config) for `VisionTransformer(weights=...)`: the
-    source read once, its release head and data config (unless given) resolved before the model is built.
-    Without weights: (None, ...) with the data config given, or the original code's."""
-    if weights is None:
-        return None, classes, representation_size, DataConfig.from_dict(data_config)
-    if _weights_loader is None:
-        raise ValueError("VisionTransformer(weights=...) needs keras_vit.weights imported (import keras_vit).")
-    classes, representation_size = _weights_loader.head_size(weights, vit_config.name, classes, representation_size)
-    source = _weights_loader.read_source(weights, vit_config.name, vit_config.num_heads) or weights  # read once
-    if data_config is None:
-        data_config = _weights_loader.data_config(source, vit_config.name)
-    return (_weights_loader, source), classes, representation_size, DataConfig.from_dict(data_config)
 
 
 def _layer_policy(dtype):
@@ -104,171 +85,149 @@ def preprocess_input(x):
 class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
-    Args:
-      patch_size: patch side in pixels (on the ResNet feature map for hybrids).
-      hidden_size, mlp_dim, num_heads, num_layers: Transformer sizes (paper Table 1).
-      resnet_layers: units per BiT-ResNet stage, e.g. (3, 4, 9); None for a plain ViT.
-      resnet_width: ResNet width factor (root width 64 * factor).
-      include_top: whether to end with the classification head.
-      weights: None (random init) or any weight source of `keras_vit.load_weights` (a release name, `.npz`,
-        `.keras`, `.weights.h5`, timm `.safetensors`, a transformers directory), applied after building by
-        the loader `keras_vit.weights` registers here (this class does no file I/O itself).
-      input_shape: (height, width, channels); default (224, 224, 3); multiples of the effective patch. None
-        height/width: any size at call time, position embeddings resized to each input's grid. Any channel
-        count; RGB weights loaded into a C-channel model adapt the first kernel (timm's `in_chans` rule).
-      input_tensor: optional Keras tensor to use as the model's input.
-      pooling: with `include_top=False`: None -> the pre-logits vector (pooled per `classifier`,
-        then the representation layer if any); "token" -> the class token; "avg" / "max" over
-        the patch tokens; "sequence" -> all tokens after the final LayerNorm, (batch, tokens, D).
-      classes: head size. Unset (None): 1000, or with a released checkpoint its own head (and
-        pre-logits); a different number zero-initialises the head, with a warning.
-      classifier_activation: activation of the head ("softmax", None for logits, ...).
-      classifier: "token" (class token), "gap" (global average pooling, no class token) or "map" (multihead
-        attention pooling, SigLIP's head; no class token).
-      representation_size: width of the Dense+tanh pre-logits layer; None for none.
-      dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
-      drop_path_rate: stochastic depth of the last block (linear from 0).
-      include_preprocessing: if True, inputs are pixels in [0, 255], normalised inside per `data_config`.
-      position_grid: (rows, cols) of the stored position embeddings of a model with None height/width
-        (default: a 224-pixel side's grid).
-      gelu_approximate: the older spelling of `activation`: True "gelu_tanh", False "gelu".
-      activation: the MLP's activation: "gelu_tanh" (default; the original JAX code and its checkpoints), "gelu"
-        (exact; timm and `transformers`) or "quick_gelu" (OpenAI CLIP). Loaders set it from the source.
-      name: model name (default: the table name, e.g. "ViT-B_16").
-      dtype: dtype policy of every layer (default: the global policy when built).
-      trainable: False freezes every weight (a frozen backbone reloads frozen).
-      remat: True recomputes each encoder block's activations in the backward pass instead of keeping
-        them (`keras.remat`, one block at a time): less training memory for more compute. "attention"
-        recomputes only the attention probabilities, which training on TensorFlow and JAX does anyway
-        (docs/benchmarks-history.md, "Training memory"); it is kept as a name for that. Outputs and gradients are
-        unchanged.
-      layer_scale_init, prefix_position_embedding, layer_norm_epsilon, num_register_tokens, distillation_token,
-        pre_norm, fc_norm, final_norm, qk_norm, qkv_bias, patch_bias, class_token, stem_numerics,
-        position_interpolation, rotary_embedding, absolute_position_embedding, swiglu, mlp_norm, attention_norm,
-        attention_pooling_heads, pooling_includes_prefix, key_bias, rms_norm, patch_norm, projection_bias,
-        post_norm, attention_only_layer_scale, key_value_heads, parallel_layers, position_resampling,
-        differential_attention, convolutional_stem:
-        the ViT family's variations (DeiT, DeiT-III, DINOv2, CLIP, SigLIP, MAE/EVA, timm's hybrids; EVA-02,
-        DINOv3, Perception Encoder, AIMv2, NaFlex, MobileCLIP), each defaulting to the paper's model; documented on
-        `keras_vit.vit.variant.Variant`, kept as `model.variant`.
-      data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
-        crop_pct, crop_mode, interpolation, antialias, labels). Default: the one `weights` implies (timm and
-        `transformers` files their own), else the original code's evaluation (square resize, [-1, 1]).
+        The model is its sizes, its family options (one `keras_vit.vit.variant.Variant` record, the paper's model by
+        default) and how it is used (head, input, dropout, preprocessing, dtype). Weights are not this class's business:
+        `keras_vit.create_model(name, weights=...)` and `keras_vit.load_model(source)` build and load.
+
+        Args:
+          patch_size: patch side in pixels (on the ResNet feature map for hybrids).
+          hidden_size, mlp_dim, num_heads, num_layers: Transformer sizes (paper Table 1). Taken from `variant` when
+            it names a registered architecture and they are not given.
+          resnet_layers: units per BiT-ResNet stage, e.g. (3, 4, 9); None for a plain ViT.
+          resnet_width: ResNet width factor (root width 64 * factor).
+          include_top: whether to end with the classification head.
+          variant: the family options: a `Variant`, its dict (nested by part, `{"attention": {"qk_norm": True}}`, or
+            flat, `{"qk_norm": True}`), or a registered architecture name (`keras_vit.list_models("timm")`), which
+            also supplies the sizes, classifier, input size, head and data config, each overridable. Each field of
+            the record may also be given as a keyword of its own (`qk_norm=True`), overriding `variant`'s.
+          input_shape: (height, width, channels); default (224, 224, 3); multiples of the effective patch. None
+            height/width: any size at call time, position embeddings resized to each input's grid. Any channel
+            count; RGB weights loaded into a C-channel model adapt the first kernel (timm's `in_chans` rule).
+          input_tensor: optional Keras tensor to use as the model's input.
+          pooling: with `include_top=False`: None -> the pre-logits vector (pooled per `classifier`,
+            then the representation layer if any); "token" -> the class token; "avg" / "max" over
+            the patch tokens; "sequence" -> all tokens after the final LayerNorm, (batch, tokens, D).
+          classes: head size (default 1000).
+          classifier_activation: activation of the head ("softmax", None for logits, ...).
+          classifier: "token" (class token; the default), "gap" (global average pooling, no class token) or "map"
+            (multihead attention pooling, SigLIP's head; no class token).
+          representation_size: width of the Dense+tanh pre-logits layer; None for none.
+          dropout_rate, attention_dropout_rate: dropout after dense layers / on attention weights.
+          drop_path_rate: stochastic depth of the last block (linear from 0).
+          include_preprocessing: if True, inputs are pixels in [0, 255], normalised inside per `data_config`.
+          position_grid: (rows, cols) of the stored position embeddings of a model with None height/width
+            (default: a 224-pixel side's grid).
+          data_config: how the checkpoint's images were prepared (a `keras_vit.DataConfig` or its dict: mean, std,
+            crop_pct, crop_mode, interpolation, antialias, labels). Default: the original code's evaluation (square
+            resize, [-1, 1]); the loaders pass their source's own.
+          remat: True recomputes each encoder block's activations in the backward pass instead of keeping
+            them (`keras.remat`, one block at a time): less training memory for more compute. "attention"
+            recomputes only the attention probabilities, which training on TensorFlow and JAX does anyway; it is
+            kept as a name for that. Outputs and gradients are unchanged.
+          name: model name (default: the table name, e.g. "ViT-B_16").
+          dtype: dtype policy of every layer (default: the global policy when built).
+          trainable: False freezes every weight (a frozen backbone reloads frozen).
+          gelu_approximate: deprecated (0.2): `activation="gelu_tanh"` (True) or `"gelu"` (False).
+
+        The record's fields, by part (`variant=` or keywords):
+    {variant_fields}
     """
 
     def __init__(
         self,
-        patch_size: int,
-        hidden_size: int,
-        mlp_dim: int,
-        num_heads: int,
-        num_layers: int,
+        patch_size: Optional[int] = None,
+        hidden_size: Optional[int] = None,
+        mlp_dim: Optional[int] = None,
+        num_heads: Optional[int] = None,
+        num_layers: Optional[int] = None,
         resnet_layers: Optional[Sequence[int]] = None,
         resnet_width: float = 1,
         include_top: bool = True,
-        weights: Optional[str] = None,
+        *,
+        variant: Union[None, str, dict, Variant] = None,
+        input_shape: Optional[Tuple[Optional[int], Optional[int], int]] = None,
         input_tensor=None,
-        convolutional_stem=None,
-        input_shape: Optional[Tuple[int, int, int]] = None,
-        position_resampling: Optional[dict] = None,
         pooling: Optional[str] = None,
         classes: Optional[int] = None,
-        differential_attention: bool = False,
         classifier_activation: Union[str, None] = "softmax",
-        classifier: str = "token",
+        classifier: Optional[str] = None,
         representation_size: Optional[int] = None,
         dropout_rate: float = 0.0,
         attention_dropout_rate: float = 0.0,
         drop_path_rate: float = 0.0,
         include_preprocessing: bool = False,
-        gelu_approximate: Optional[bool] = None,
         position_grid: Optional[Tuple[int, int]] = None,
+        data_config: Union[None, dict, DataConfig] = None,
+        remat: Union[bool, str] = False,
         name: Optional[str] = None,
         dtype=None,
         trainable: bool = True,
-        remat: Union[bool, str] = False,
-        data_config: Union[None, dict, DataConfig] = None,
-        layer_scale_init: Optional[float] = None,
-        prefix_position_embedding: bool = True,
-        activation: Optional[str] = None,
-        layer_norm_epsilon: float = 1e-6,
-        num_register_tokens: int = 0,
-        distillation_token: bool = False,
-        pre_norm: bool = False,
-        fc_norm: bool = False,
-        qk_norm: bool = False,
-        qkv_bias: bool = True,
-        patch_bias: bool = True,
-        class_token: Optional[bool] = None,
-        stem_numerics: str = "original",
-        position_interpolation: str = "linear",
-        final_norm: bool = True,
-        rotary_embedding: Optional[dict] = None,
-        absolute_position_embedding: bool = True,
-        swiglu: bool = False,
-        mlp_norm: bool = False,
-        attention_norm: bool = False,
-        attention_pooling_heads: Optional[int] = None,
-        pooling_includes_prefix: bool = False,
-        key_bias: bool = True,
-        rms_norm: bool = False,
-        patch_norm: bool = False,
-        projection_bias: bool = True,
-        post_norm: bool = False,
-        attention_only_layer_scale: bool = False,
-        key_value_heads=None,
-        parallel_layers: bool = False,
-        **kwargs,
+        **options,
     ):
-        sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
+        given = resolve_arguments(
             dict(
                 patch_size=patch_size,
                 hidden_size=hidden_size,
                 mlp_dim=mlp_dim,
                 num_heads=num_heads,
                 num_layers=num_layers,
+                resnet_layers=resnet_layers,
+                resnet_width=resnet_width,
             ),
-            resnet_layers,
-            resnet_width,
+            variant,
+            options,
+            dict(
+                classifier=classifier,
+                input_shape=input_shape,
+                classes=classes,
+                include_top=include_top,
+                data_config=data_config,
+                representation_size=representation_size,
+            ),
+            _KEYWORDS,
+        )
+        classifier, input_shape, classes, include_top = (
+            given[k] for k in ("classifier", "input_shape", "classes", "include_top")
+        )
+        sizes, resnet_layers, resnet_width, representation_size, classes, rates = check_arguments(
+            given["sizes"],
+            given["resnet_layers"],
+            given["resnet_width"],
             dict(
                 include_top=include_top, include_preprocessing=include_preprocessing, trainable=trainable, remat=remat
             ),
             classifier,
             pooling,
-            representation_size,
+            given["representation_size"],
             classes,
             dict(
                 dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate, drop_path_rate=drop_path_rate
             ),
         )
-        family = {field: value for field, value in locals().items() if field in Variant.fields()}  # the keywords
-        variant = Variant.for_model(classifier, representation_size, gelu_approximate, **family)
+        variant = Variant.for_model(classifier, representation_size, **given["variant"])
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
-        loader, classes, representation_size, data_config = _weights_room(
-            weights, vit_config, classes, representation_size, data_config
-        )
+        data_config = DataConfig.from_dict(given["data_config"])
         classes, policy = DEFAULT_CLASSES if classes is None else classes, _layer_policy(dtype)
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here
         prefix = variant.num_prefix_tokens(classifier)
         grid = position_grid_for(h, w, vit_config.effective_patch_size, position_grid)
-        with weights_follow(loader is not None):  # the loader assigns every variable: no random draws first
-            parts = make_components(
-                vit_config,
-                resnet_width,
-                data_config if include_preprocessing else None,
-                classifier,
-                grid,
-                dict(rates, dynamic=h is None or w is None, remat=remat),
-                variant,
-                representation_size if include_top or pooling is None else None,
-                classes if include_top else None,
-                classifier_activation,
-                policy,
-            )
-            outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
-        super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable, **kwargs)
+        parts = make_components(
+            vit_config,
+            resnet_width,
+            data_config if include_preprocessing else None,
+            classifier,
+            grid,
+            dict(rates, dynamic=h is None or w is None, remat=remat),
+            variant,
+            representation_size if include_top or pooling is None else None,
+            classes if include_top else None,
+            classifier_activation,
+            policy,
+        )
+        outputs, taps = self._make_graph(inputs, include_top, pooling, prefix, policy, parts)
+        super().__init__(inputs, outputs, name=name or _default_name(vit_config), trainable=trainable)
         self._dtype_policy = keras.dtype_policies.get(dtype) if dtype is not None else self._dtype_policy  # own too
         for component, layer in vars(parts).items():  # only now: torch Modules take attributes after __init__
             setattr(self, component, layer)
@@ -287,8 +246,6 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         self.include_preprocessing, self.data_config, self.variant = bool(include_preprocessing), data_config, variant
         self.image_size, self.grid_size, self.num_prefix_tokens, self.channels = (h, w), grid, prefix, int(channels)
         self._taps, self._layer_policy = taps, policy
-        if loader is not None:
-            loader[0].load_weights(self, loader[1])  # the source read once by `_weights_room`
 
     def _make_graph(self, inputs, include_top, pooling, prefix, policy, parts) -> tuple:
         """(outputs, taps): the functional graph on the components `parts`, and its named feature taps."""
@@ -379,12 +336,13 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             channels=self.channels,
             any_input_size=self.dynamic_size,
             data_config=self.data_config.to_dict(),
-            **self.variant.to_config(),
+            **self.variant.flat_config(),
         )
 
     def get_config(self) -> dict:
-        """The constructor's keywords (weights live in the saved file, not the config), plus
-        `quantized_layers` {layer path: mode} once `quantize` has run, so a saved int8 model reloads as one."""
+        """The constructor's keywords, the record nested by part under "variant" (weights live in the saved file,
+        not the config), plus `quantized_layers` {layer path: mode} once `quantize` has run, so a saved int8 model
+        reloads as one. `from_config` also reads 0.3's flat layout (each field a key of its own)."""
         c = self.vit_config
         quantized = self.quantized_layers()
         extra = {"quantized_layers": quantized} if quantized else {}
@@ -398,7 +356,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
             resnet_width=c.resnet_width,
             include_top=self.include_top,
-            weights=None,
+            variant=self.variant.to_config(changed_only=False),
             input_shape=[*self.image_size, self.channels],
             input_tensor=None,
             pooling=self.pooling,
@@ -420,9 +378,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             trainable=self.trainable,
             remat=self.remat,
             data_config=self.data_config.to_dict(),
-            gelu_approximate=None,
-            **self.variant.to_config(),
-        )  # the older spelling: `activation` says it
+        )
 
     @classmethod
     def from_config(cls, config: dict) -> "VisionTransformer":
@@ -508,3 +464,14 @@ def ensure_vit(model, hint: str = "load it with keras_vit.load_model") -> Vision
     if not isinstance(model, VisionTransformer):
         raise ValueError(f"Model {getattr(model, 'name', model)!r} is not a keras_vit.VisionTransformer ({hint}).")
     return model
+
+
+VisionTransformer.__doc__ = VisionTransformer.__doc__.replace("{variant_fields}", Variant.documentation())
+# the constructor's own keywords (the record's fields are valid keywords too)
+_KEYWORDS = tuple(p for p in inspect.signature(VisionTransformer.__init__).parameters if p not in ("self", "options"))
+
+
+def keywords() -> frozenset:
+    """Every keyword `VisionTransformer` takes: its own, the record's fields and the deprecated
+    `gelu_approximate` (what `create_model`, the constructors and `load_model` check callers' keywords against)."""
+    return frozenset((*_KEYWORDS, *Variant.fields(), "gelu_approximate"))

@@ -1,13 +1,18 @@
 """The ViT family's variations on the paper's model, as one checked record (`Variant`).
 
-DeiT, DeiT-III, DINOv2, CLIP, SigLIP and MAE-style models are the paper's encoder with a few parts added,
-moved or switched off. `VisionTransformer` takes each as a keyword (defaults: the paper's model) and keeps
-them here, so the description, `get_config`, the weight readers and `save_npz` see one list.
+DeiT, DeiT-III, DINOv2, CLIP, SigLIP, EVA-02, DINOv3, AIMv2, NaFlex and MobileCLIP's image towers are the paper's
+encoder with a few parts added, moved or switched off. Each such choice is one field of `Variant`, declared once
+below with the part of the model it belongs to, its documentation, what the official `.npz` layout calls it when it
+has no place there, and whether timm builds it from an architecture's name alone. Everything that lists the options
+derives from this table: `VisionTransformer`'s and the constructors' documentation, the nested config
+(`{"attention": {"qk_norm": True}, ...}`), the official writer's refusals and timm's writer's choice of a
+registered architecture.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from typing import List, Optional, Tuple
 
 from keras_vit.nn.rotary import Rotary
@@ -17,101 +22,314 @@ from keras_vit.vit.layers import LAYER_NORM_EPSILON
 from keras_vit.vit.mlp import activation_name
 from keras_vit.vit.position_resampling import PositionResampling
 
+# the parts of the model, in the order a token meets them
+PARTS = {
+    "embedding": "the patch embedding and a stem before it",
+    "tokens": "the tokens before the patches",
+    "position": "position information",
+    "block": "each encoder block's shape and norms",
+    "attention": "each block's attention",
+    "mlp": "each block's MLP",
+    "head": "pooling and the final norm",
+}
+
+
+def _option(default, part: str, doc: str, official: str, timm_by_name: bool = False):
+    """One family option: its default (the paper's model), its part of the model (`PARTS`), its documentation,
+    what the official layout lacks when it is not the default (`non_official_parts`) and whether timm builds it
+    from an architecture's name only (`timm_writer_lacks`)."""
+    assert part in PARTS, part
+    return dataclasses.field(
+        default=default, metadata=dict(part=part, doc=doc, official=official, timm_by_name=timm_by_name)
+    )
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """The family options of one model (each a constructor keyword of `VisionTransformer`).
+    """The family options of one model, the paper's model by default. Given to `VisionTransformer` as
+    `variant=` (this record, its nested or flat dict, or a registered architecture name), each field also as a
+    keyword of its own; kept as `model.variant`. `Variant.documentation()` lists the fields by part."""
 
-    Attributes:
-      activation: the MLP's activation: "gelu_tanh" (the paper's code), "gelu" (exact; timm, DeiT, DINOv2) or
-        "quick_gelu" (OpenAI CLIP).
-      layer_norm_epsilon: every LayerNorm's epsilon (1e-6; CLIP 1e-5).
-      layer_scale_init: LayerScale on both residual branches, initialised to this (DeiT-III, DINOv2); None.
-      num_register_tokens: learned tokens after the class token that take part in attention and are then
-        dropped (DINOv2 "with registers", Darcet et al. 2024); 0.
-      distillation_token: DeiT's second prefix token with its own head; the two heads' logits are averaged.
-      pre_norm: a LayerNorm on the embeddings before the first block (CLIP).
-      fc_norm: the final LayerNorm after pooling instead of before it (MAE-style GAP models).
-      final_norm: whether there is a final LayerNorm at all (RADIO and InternViT backbones have none).
-      qk_norm: LayerNorm on each head's queries and keys.
-      qkv_bias: biases on the query/key/value projections.
-      key_bias: with `qkv_bias`, whether the key projection has one too (False: EVA's query and value biases).
-      patch_bias: a bias in the patch embedding (CLIP has none).
-      prefix_position_embedding: whether the prefix tokens (class, registers, distillation) have position
-        embeddings (the paper's, DeiT) or are prepended after them (DeiT-III, DINOv2; timm's no_embed_class).
-      stem_numerics: a hybrid's ResNet stem computed as the original code ("original") or timm ("timm": weight
-        standardisation sqrt(var + 1e-8), GroupNorm epsilon 1e-5); `keras_vit.vit.resnet.STEM_NUMERICS`.
-      position_interpolation: how position embeddings are resized to another grid, as the source's own code does:
-        "linear" (the original code's) or "bicubic" (timm's, antialiased). Not a weight: any file loads.
-      class_token: a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one
-        that attends but is not read); None: as the classifier says (only "token" has one).
-      rotary_embedding: rotary position embeddings on every block's queries and keys (EVA-02, DINOv3, PE,
-        RoPE-ViT): a `keras_vit.nn.rotary.Rotary` or its dict; None (the paper's model) for none.
-      absolute_position_embedding: whether there is a learned position table added to the tokens (False:
-        DINOv3 and RoPE-ViT rely on the rotary embeddings alone).
-      swiglu: the SwiGLU MLP (`keras_vit.nn.swiglu`) in place of the paper's (EVA-02, DINOv3 "plus").
-      mlp_norm: a LayerNorm on the MLP's hidden layer (EVA-02's sub-LN in its SwiGLU; BEiT-3).
-      attention_norm: a LayerNorm on the attention's output before its projection (EVA-CLIP).
-      attention_pooling_heads: heads of the MAP head when they differ from the encoder's (PE: 8); None.
-      pooling_includes_prefix: the pooling also reads the prefix tokens (timm's EVA MAP head attends to every
-        token; timm's `pool_include_prefix` averages them in).
-      rms_norm: every norm an RMSNorm instead of a LayerNorm (AIMv2, timm's RMSNorm ViTs).
-      patch_norm: a norm on the patch embeddings (AIMv2).
-      projection_bias: biases on the attention's output projection and the MLP's Dense layers (AIMv2 has none).
-      post_norm: each residual branch normalised after it, x + LN(f(x)) (timm's ResPostBlock, EVA-CLIP enormous).
-      attention_only_layer_scale: LayerScale on the attention branch only (Sapiens2).
-      key_value_heads: grouped-query attention's key/value heads: one count, or one per block (Sapiens2); None:
-        as many as query heads.
-      parallel_layers: attention and MLP side by side on one norm, x + MSA(LN(x)) + MLP(LN(x)) (ViT-22B; timm's
-        ParallelScalingBlock).
-      position_resampling: the position table kept at the grid it was trained on and resampled to each input's
-        grid, patches only (FlexiViT; SigLIP 2 NaFlex and RADIO, timm's `naflexvit`): a
-        `keras_vit.vit.position_resampling.PositionResampling` or its dict; None (the paper's table).
-      differential_attention: each head the difference of two softmax maps (the Differential Transformer, Ye
-        et al. 2024; timm's `DiffAttention`): `keras_vit.vit.differential_attention`.
-      convolutional_stem: convolutions before the patch embedding, ((channels, kernel size = stride), ...), each
-        with BatchNorm and GELU, the embedding taking the rest of the patch (MobileCLIP's ViT-B: ((192, 4),
-        (192, 2)) with 16-pixel patches): `keras_vit.vit.convolutional_stem`; None.
-    """
-
-    activation: str = "gelu_tanh"
-    layer_norm_epsilon: float = LAYER_NORM_EPSILON
-    layer_scale_init: Optional[float] = None
-    num_register_tokens: int = 0
-    distillation_token: bool = False
-    pre_norm: bool = False
-    fc_norm: bool = False
-    final_norm: bool = True
-    qk_norm: bool = False
-    qkv_bias: bool = True
-    key_bias: bool = True
-    patch_bias: bool = True
-    prefix_position_embedding: bool = True
-    class_token: Optional[bool] = None
-    stem_numerics: str = "original"
-    position_interpolation: str = "linear"
-    rotary_embedding: Optional[Rotary] = None
-    absolute_position_embedding: bool = True
-    swiglu: bool = False
-    mlp_norm: bool = False
-    attention_norm: bool = False
-    attention_pooling_heads: Optional[int] = None
-    pooling_includes_prefix: bool = False
-    rms_norm: bool = False
-    patch_norm: bool = False
-    projection_bias: bool = True
-    post_norm: bool = False
-    attention_only_layer_scale: bool = False
-    key_value_heads: Optional[Tuple[int, ...]] = None
-    parallel_layers: bool = False
-    position_resampling: Optional[PositionResampling] = None
-    differential_attention: bool = False
-    convolutional_stem: Optional[Tuple[Tuple[int, int], ...]] = None
+    # embedding
+    patch_bias: bool = _option(
+        True, "embedding", "a bias in the patch embedding (CLIP has none).", "a patch embedding without bias"
+    )
+    patch_norm: bool = _option(
+        False, "embedding", "a norm on the patch embeddings (AIMv2).", "a norm on the patch embeddings", True
+    )
+    convolutional_stem: Optional[Tuple[Tuple[int, int], ...]] = _option(
+        None,
+        "embedding",
+        "((channels, kernel size = stride), ...) convolutions with BatchNorm and GELU before the patch embedding, "
+        "which takes the rest of the patch (MobileCLIP's ViT-B: ((192, 4), (192, 2)) with 16-pixel patches); "
+        "None.",
+        "a convolutional stem",
+        True,
+    )
+    stem_numerics: str = _option(
+        "original",
+        "embedding",
+        'a hybrid\'s ResNet stem computed as the original code ("original") or timm ("timm": weight '
+        "standardisation sqrt(var + 1e-8), GroupNorm epsilon 1e-5).",
+        "timm's ResNet-stem numerics",
+    )
+    pre_norm: bool = _option(
+        False,
+        "embedding",
+        "a LayerNorm on the embeddings before the first block (CLIP).",
+        "a LayerNorm after the embeddings",
+    )
+    # tokens
+    class_token: Optional[bool] = _option(
+        None,
+        "tokens",
+        'a class token in a model that pools otherwise ("gap" / "map": EVA, some MAE models keep one that '
+        "attends but is not read); None: as the classifier says.",
+        "a class token the classifier does not read",
+    )
+    distillation_token: bool = _option(
+        False,
+        "tokens",
+        "DeiT's second prefix token with its own head; the two heads' logits are averaged.",
+        "a distillation token",
+    )
+    num_register_tokens: int = _option(
+        0,
+        "tokens",
+        "learned tokens after the class token that take part in attention and are then dropped (DINOv2 with "
+        "registers, Darcet et al. 2024).",
+        "register tokens",
+    )
+    # position
+    absolute_position_embedding: bool = _option(
+        True,
+        "position",
+        "a learned position table added to the tokens (False: DINOv3 and RoPE-ViT rely on rotary embeddings alone).",
+        "no learned position table",
+        True,
+    )
+    prefix_position_embedding: bool = _option(
+        True,
+        "position",
+        "whether the prefix tokens have position embeddings (the paper's, DeiT) or are prepended after them "
+        "(DeiT-III, DINOv2; timm's no_embed_class).",
+        "prefix tokens without position embeddings",
+    )
+    position_interpolation: str = _option(
+        "linear",
+        "position",
+        'how position embeddings are resized to another grid, as the source\'s own code does: "linear" (the '
+        "original code's) or \"bicubic\" (timm's, antialiased). Not a weight: any file loads.",
+        "another position interpolation",
+    )
+    rotary_embedding: Optional[Rotary] = _option(
+        None,
+        "position",
+        "rotary position embeddings on every block's queries and keys (EVA-02, DINOv3, PE, RoPE-ViT): a "
+        "`keras_vit.nn.rotary.Rotary` or its dict; None.",
+        "rotary position embeddings",
+        True,
+    )
+    position_resampling: Optional[PositionResampling] = _option(
+        None,
+        "position",
+        "the position table kept at the grid it was trained on and resampled to each input's grid, patches only "
+        "(FlexiViT; SigLIP 2 NaFlex and RADIO, timm's naflexvit): a "
+        "`keras_vit.vit.position_resampling.PositionResampling` or its dict; None.",
+        "a position table resampled per input (NaFlex)",
+    )
+    # block
+    layer_norm_epsilon: float = _option(
+        LAYER_NORM_EPSILON, "block", "every norm's epsilon (1e-6; CLIP 1e-5).", "another LayerNorm epsilon"
+    )
+    rms_norm: bool = _option(False, "block", "every norm an RMSNorm instead of a LayerNorm (AIMv2).", "RMSNorm", True)
+    layer_scale_init: Optional[float] = _option(
+        None,
+        "block",
+        "LayerScale on both residual branches, initialised to this (DeiT-III, DINOv2); None.",
+        "LayerScale",
+    )
+    attention_only_layer_scale: bool = _option(
+        False, "block", "LayerScale on the attention branch only (Sapiens2).", "LayerScale on attention only", True
+    )
+    post_norm: bool = _option(
+        False,
+        "block",
+        "each residual branch normalised after it, x + LN(f(x)) (timm's ResPostBlock, EVA-CLIP enormous).",
+        "post-norm blocks",
+        True,
+    )
+    parallel_layers: bool = _option(
+        False,
+        "block",
+        "attention and MLP side by side on one norm, x + MSA(LN(x)) + MLP(LN(x)) (ViT-22B; timm's "
+        "ParallelScalingBlock).",
+        "parallel layers",
+        True,
+    )
+    projection_bias: bool = _option(
+        True,
+        "block",
+        "biases on the attention's output projection and the MLP's Dense layers (AIMv2 has none).",
+        "projections without bias",
+        True,
+    )
+    # attention
+    qkv_bias: bool = _option(
+        True, "attention", "biases on the query/key/value projections.", "query/key/value without biases"
+    )
+    key_bias: bool = _option(
+        True,
+        "attention",
+        "with qkv_bias, whether the key projection has one too (False: EVA's query and value biases).",
+        "no key bias",
+        True,
+    )
+    qk_norm: bool = _option(False, "attention", "a norm on each head's queries and keys.", "qk-norm")
+    attention_norm: bool = _option(
+        False,
+        "attention",
+        "a norm on the attention's output before its projection (EVA-CLIP).",
+        "a norm on the attention's output",
+        True,
+    )
+    key_value_heads: Optional[Tuple[int, ...]] = _option(
+        None,
+        "attention",
+        "grouped-query attention's key/value heads: one count, or one per block (Sapiens2); "
+        "None: as many as query heads.",
+        "grouped-query attention",
+        True,
+    )
+    differential_attention: bool = _option(
+        False,
+        "attention",
+        "each head the difference of two softmax maps (the Differential Transformer, Ye et "
+        "al. 2024; timm's DiffAttention).",
+        "differential attention",
+    )
+    # mlp
+    activation: str = _option(
+        "gelu_tanh",
+        "mlp",
+        'the MLP\'s activation: "gelu_tanh" (the paper\'s code), "gelu" (exact; timm, DeiT, DINOv2) or '
+        '"quick_gelu" (OpenAI CLIP).',
+        "the quick GELU",
+    )
+    swiglu: bool = _option(
+        False, "mlp", "the SwiGLU MLP in place of the paper's (EVA-02, DINOv3 plus).", "a SwiGLU MLP", True
+    )
+    mlp_norm: bool = _option(
+        False, "mlp", "a norm on the MLP's hidden layer (EVA-02's sub-LN; BEiT-3).", "a norm inside the MLP", True
+    )
+    # head
+    final_norm: bool = _option(
+        True,
+        "head",
+        "whether there is a final norm at all (RADIO and InternViT backbones have none).",
+        "no final LayerNorm",
+    )
+    fc_norm: bool = _option(
+        False,
+        "head",
+        "the final norm after pooling instead of before it (MAE-style GAP models).",
+        "a LayerNorm after pooling",
+    )
+    attention_pooling_heads: Optional[int] = _option(
+        None,
+        "head",
+        "heads of the MAP head when they differ from the encoder's (PE: 8); None.",
+        "a MAP head with its own head count",
+        True,
+    )
+    pooling_includes_prefix: bool = _option(
+        False,
+        "head",
+        "the pooling also reads the prefix tokens (timm's EVA MAP head attends to every token; "
+        "timm's pool_include_prefix averages them in).",
+        "pooling over the prefix tokens",
+        True,
+    )
 
     @classmethod
-    def fields(cls) -> tuple:
-        """The option names (each a `VisionTransformer` keyword)."""
-        return tuple(f.name for f in dataclasses.fields(cls))
+    def fields(cls, part: Optional[str] = None) -> tuple:
+        """The option names (each also a `VisionTransformer` keyword), all or those of one part."""
+        return tuple(f.name for f in dataclasses.fields(cls) if part is None or f.metadata["part"] == part)
+
+    @classmethod
+    def documentation(cls, indent: str = "      ") -> str:
+        """The fields' documentation by part, as a docstring's Args lines (the model's and constructors' docs)."""
+        lines = []
+        for part, what in PARTS.items():
+            lines.append(f"{indent}{part} ({what}):")
+            for f in dataclasses.fields(cls):
+                if f.metadata["part"] == part:
+                    lines += textwrap.wrap(
+                        f"{f.name}: {f.metadata['doc']}",
+                        width=116,
+                        initial_indent=indent + "  ",
+                        subsequent_indent=indent + "    ",
+                    )
+        return "\n".join(lines)
+
+    @classmethod
+    def from_config(cls, config, classifier: str = "token", representation_size=None) -> "Variant":
+        """The record from `config`: a `Variant`, None (the paper's model), or a dict nested by part
+        (`to_config`'s form) or flat ({"qk_norm": True}, 0.3's `get_config`). Unknown parts or fields are refused,
+        naming the closest valid name."""
+        if isinstance(config, Variant):
+            return config
+        return cls.for_model(classifier, representation_size, **cls.flatten(config))
+
+    @classmethod
+    def flatten(cls, config) -> dict:
+        """{field: value} of a nested or flat config (None: {}); unknown names refused with the closest one."""
+        if config is None:
+            return {}
+        if isinstance(config, Variant):
+            return config.flat_config()
+        if not isinstance(config, dict):
+            raise TypeError(f"variant must be a Variant, a dict or an architecture name, got {config!r}.")
+        flat, fields = {}, cls.fields()
+        for key, value in config.items():
+            if key in PARTS:
+                if not isinstance(value, dict):
+                    raise TypeError(f"variant part {key!r} must be a dict of its fields, got {value!r}.")
+                unknown = [k for k in value if k not in cls.fields(key)]
+                if unknown:
+                    raise ValueError(
+                        f"variant part {key!r} has no field {unknown[0]!r}{validate.did_you_mean(unknown[0], cls.fields(key))}."
+                    )
+                flat.update(value)
+            elif key in fields:
+                flat[key] = value
+            else:
+                raise ValueError(
+                    f"variant has no part or field {key!r}{validate.did_you_mean(key, (*PARTS, *fields))}."
+                )
+        return flat
+
+    def flat_config(self) -> dict:
+        """{field: JSON value}: the record flat (`describe()`, 0.3's config layout)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if hasattr(value, "to_config"):
+                value = value.to_config()
+            elif isinstance(value, tuple):
+                value = [list(v) if isinstance(v, tuple) else v for v in value]
+            out[f.name] = value
+        return out
+
+    def to_config(self, changed_only: bool = True) -> dict:
+        """{part: {field: JSON value}}: the fields that differ from the paper's model, or all of them
+        (`get_config`'s "variant"); `from_config` reads either back."""
+        default, flat = Variant().flat_config(), self.flat_config()
+        out = {}
+        for f in dataclasses.fields(self):
+            if not changed_only or flat[f.name] != default[f.name]:
+                out.setdefault(f.metadata["part"], {})[f.name] = flat[f.name]
+        return out
 
     @classmethod
     def checked(cls, gelu_approximate=None, **options) -> "Variant":
@@ -126,30 +344,7 @@ class Variant:
             )
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
-        for field in (
-            "distillation_token",
-            "pre_norm",
-            "fc_norm",
-            "final_norm",
-            "qk_norm",
-            "qkv_bias",
-            "patch_bias",
-            "prefix_position_embedding",
-            "class_token",
-            "absolute_position_embedding",
-            "swiglu",
-            "mlp_norm",
-            "key_bias",
-            "rms_norm",
-            "patch_norm",
-            "projection_bias",
-            "post_norm",
-            "attention_only_layer_scale",
-            "attention_norm",
-            "pooling_includes_prefix",
-            "parallel_layers",
-            "differential_attention",
-        ):
+        for field in (f.name for f in dataclasses.fields(cls) if f.type in ("bool", "Optional[bool]")):
             if options.get(field) is not None or field != "class_token" and field in options:
                 validate.boolean(field, options[field])
         validate.choice("stem_numerics", options.get("stem_numerics", "original"), ("original", "timm"))
@@ -194,19 +389,6 @@ class Variant:
             )
         return variant
 
-    def to_config(self) -> dict:
-        out = dataclasses.asdict(self)
-        if isinstance(self.key_value_heads, tuple):
-            out["key_value_heads"] = list(self.key_value_heads)
-        out["rotary_embedding"] = self.rotary_embedding.to_config() if self.rotary_embedding is not None else None
-        out["position_resampling"] = (
-            self.position_resampling.to_config() if self.position_resampling is not None else None
-        )
-        out["convolutional_stem"] = (
-            [list(layer) for layer in self.convolutional_stem] if self.convolutional_stem else None
-        )
-        return out
-
     def has_class_token(self, classifier: str) -> bool:
         return classifier == "token" if self.class_token is None else self.class_token
 
@@ -214,35 +396,16 @@ class Variant:
         """Tokens before the patches: the class token, the distillation token, the registers."""
         return int(self.has_class_token(classifier)) + int(self.distillation_token) + self.num_register_tokens
 
-    TIMM_WRITER_LACKS = (
-        "rotary_embedding",
-        "absolute_position_embedding",
-        "swiglu",
-        "mlp_norm",
-        "attention_norm",
-        "key_bias",
-        "attention_pooling_heads",
-        "pooling_includes_prefix",
-        "rms_norm",
-        "patch_norm",
-        "projection_bias",
-        "post_norm",
-        "attention_only_layer_scale",
-        "key_value_heads",
-        "parallel_layers",
-        "convolutional_stem",
-    )
-
     def timm_writer_lacks(self) -> List[str]:
-        """The parts of the 2026 backbones (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2, parallel
+        """The parts timm builds from an architecture's name only (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2, parallel
         layers, MobileCLIP's stem) this model has, as `field=value`: what timm builds from an architecture's name
         only, so timm's writers write the model as the registered architecture that has them
         (`keras_vit.weights.timm_args.registered_architecture`). The name is kept from when they were refused."""
         default = Variant()
         return [
-            f"{field}={getattr(self, field)!r}"
-            for field in self.TIMM_WRITER_LACKS
-            if getattr(self, field) != getattr(default, field)
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.metadata["timm_by_name"] and getattr(self, f.name) != getattr(default, f.name)
         ]
 
     def non_official_parts(self, has_prefix_tokens: bool = True) -> List[str]:
@@ -253,42 +416,8 @@ class Variant:
             position_interpolation=self.position_interpolation,
             prefix_position_embedding=True if has_prefix_tokens else self.prefix_position_embedding,
         )
-        parts = {
-            "activation": "the quick GELU",
-            "layer_norm_epsilon": "another LayerNorm epsilon",
-            "layer_scale_init": "LayerScale",
-            "num_register_tokens": "register tokens",
-            "distillation_token": "a distillation token",
-            "pre_norm": "a LayerNorm after the embeddings",
-            "fc_norm": "a LayerNorm after pooling",
-            "final_norm": "no final LayerNorm",
-            "qk_norm": "qk-norm",
-            "qkv_bias": "query/key/value without biases",
-            "patch_bias": "a patch embedding without bias",
-            "prefix_position_embedding": "prefix tokens without position embeddings",
-            "class_token": "a class token the classifier does not read",
-            "stem_numerics": "timm's ResNet-stem numerics",
-            "rotary_embedding": "rotary position embeddings",
-            "absolute_position_embedding": "no learned position table",
-            "swiglu": "a SwiGLU MLP",
-            "mlp_norm": "a norm inside the MLP",
-            "key_bias": "no key bias",
-            "attention_norm": "a norm on the attention's output",
-            "attention_pooling_heads": "a MAP head with its own head count",
-            "pooling_includes_prefix": "pooling over the prefix tokens",
-            "rms_norm": "RMSNorm",
-            "patch_norm": "a norm on the patch embeddings",
-            "projection_bias": "projections without bias",
-            "post_norm": "post-norm blocks",
-            "attention_only_layer_scale": "LayerScale on attention only",
-            "key_value_heads": "grouped-query attention",
-            "parallel_layers": "parallel layers",
-            "position_resampling": "a position table resampled per input (NaFlex)",
-            "differential_attention": "differential attention",
-            "convolutional_stem": "a convolutional stem",
-        }
         return [
-            f"{what} ({field}={getattr(self, field)!r})"
-            for field, what in parts.items()
-            if getattr(self, field) != getattr(default, field)
+            f"{f.metadata['official']} ({f.name}={getattr(self, f.name)!r})"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
         ]

@@ -15,9 +15,7 @@ from __future__ import annotations
 import warnings
 
 from keras_vit.vit import lora as _lora
-from keras_vit.vit import model as _model
 from keras_vit.weights import lora_files as _lora_files
-from keras_vit.weights import load as _load
 from keras_vit.weights.load import (
     SOURCE_KINDS,
     Checkpoint,
@@ -30,16 +28,6 @@ from keras_vit.weights.load import (
 )
 
 
-class _Loader:
-    """What `keras_vit.vit.model` needs for its `weights=` keyword (it imports nothing of this room)."""
-
-    head_size = staticmethod(_load.head_size)
-    load_weights = staticmethod(_load.load_weights)
-    data_config = staticmethod(_load.data_config)
-    read_source = staticmethod(_load.read_source)
-
-
-_model.register_weights_loader(_Loader())
 _lora.register_lora_files(_lora_files)
 
 # names this module had when it was one file (keras_vit/weights.py), kept for one release

@@ -22,7 +22,8 @@ import numpy as np
 from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
-from keras_vit.vit.model import VisionTransformer
+from keras_vit.utils import validate
+from keras_vit.vit.model import VisionTransformer, keywords
 from keras_vit.nn.initializers import weights_follow
 from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
 from keras_vit.weights.checkpoint import Checkpoint
@@ -336,7 +337,7 @@ def _check_numerics(checkpoint: Checkpoint, model: keras.Model) -> None:
         exact = activation == "gelu_tanh"
         warnings.warn(
             f"{checkpoint.source!r} was trained with {'tanh' if exact else 'exact'} GELU but model "
-            f"{model.name!r} uses the other form; build it with gelu_approximate={exact} "
+            f"{model.name!r} uses the other form; build it with activation={activation!r} "
             "(keras_vit.load_model does) for the source's logits."
         )
 
@@ -364,6 +365,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         resolution, head size, `include_top=False`, ...); the weights then follow the official rules
         (position embeddings resized, a new head zero-initialised). A hybrid source stays a hybrid.
     """
+    validate.refuse_unknown("load_model()", constructor_keywords, keywords() | {"weights"})
     kind = source_kind(source)
     if kind is None:
         raise ValueError(f"load_model needs a source: {SOURCE_KINDS}.")

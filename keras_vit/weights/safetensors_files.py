@@ -234,7 +234,7 @@ def timm_state_dict(model, entry: Optional[dict] = None) -> Dict[str, np.ndarray
 
 def _timm_layout(model, params: Dict[str, np.ndarray], n: int, entry: Optional[dict] = None) -> Dict[str, np.ndarray]:
     """Official keys -> timm's state dict: its `VisionTransformer`, its NaFlexVit for a resampled table, or the
-    registered architecture (`timm_args.registered_architecture`) that has the model's 2026 parts."""
+    registered architecture (`timm_args.registered_architecture`) that has the model's parts timm builds by name."""
     if model.variant.timm_writer_lacks():
         entry = entry or timm_args.registered_architecture(model)[2]
         return timm_out.official_to_timm(params, n, timm_out.TimmLayout.of(entry))
@@ -245,7 +245,7 @@ def _timm_layout(model, params: Dict[str, np.ndarray], n: int, entry: Optional[d
 
 def save_safetensors(model, path: str, layout: str = "timm") -> str:
     """Writes `model` for PyTorch users, atomically: `layout="timm"` a `.safetensors` state dict of timm's
-    `VisionTransformer` (its `Eva`, NaFlexVit or other registered architecture for the 2026 parts, laid out as that
+    `VisionTransformer` (its `Eva`, NaFlexVit or other registered architecture for the parts timm builds by name, laid out as that
     architecture is: `timm_args.registered_architecture`); `layout="transformers"` a directory (`config.json` +
     `model.safetensors`) for `ViTForImageClassification.from_pretrained`. Returns the path written."""
     from safetensors.numpy import save_file

@@ -113,7 +113,7 @@ def apply_model_args(name: str, kw: dict, args: dict) -> dict:
 
 
 def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
-    """Applies one of the 2026 parts' `model_args` to `kw` (True), or leaves it to the caller (False): NaFlexVit's
+    """Applies one of the by-name parts' `model_args` to `kw` (True), or leaves it to the caller (False): NaFlexVit's
     position table (`pos_embed` and its resampling) and timm's differential attention (`attn_layer="diff"`)."""
     resampling = kw.get("position_resampling")
     if key in _RESAMPLING and resampling is not None:
@@ -130,7 +130,7 @@ def _newer_arg(name: str, key: str, value, kw: dict) -> bool:
     return True
 
 
-# the modules whose architectures a model with the 2026 parts is written as (timm's Eva; its VisionTransformer's
+# the modules whose architectures a model with parts timm builds by name is written as (timm's Eva; its VisionTransformer's
 # AIMv2, parallel, post-norm and RMSNorm architectures; MobileCLIP's convolutional stem)
 _WRITABLE_MODULES = ("eva", "vision_transformer", "vision_transformer_hybrid")
 POOL_NAMES = {"token": "token", "gap": "avg", "map": "map"}  # keras_vit's classifier -> timm's global_pool

@@ -262,7 +262,7 @@ def _model_args(model) -> Tuple[dict, str]:
 def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: bool = False) -> str:
     """Writes `model` as a timm repository directory (`config.json` + `model.safetensors`), what
     `timm.create_model("hf-hub:...")` or `pretrained_cfg_overlay=dict(file=...)` loads strictly, with the
-    model's data config as `pretrained_cfg`. Every family timm registers an architecture for (a model with the 2026
+    model's data config as `pretrained_cfg`. Every family timm registers an architecture for (a model with the
     parts as the registered architecture that has them; without a head as `num_classes=0`), with no
     representation layer. Atomic; an existing directory is replaced only with `overwrite=True` and only when it
     holds nothing but an earlier output of this writer."""
@@ -276,7 +276,7 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
             "keras_vit.save_safetensors(model, dir, layout='transformers'))."
         )
     entry = None
-    if model.variant.timm_writer_lacks():  # the 2026 parts: the registered architecture that has them
+    if model.variant.timm_writer_lacks():  # parts timm builds by name: the registered architecture that has them
         architecture_name, args, entry = timm_args.registered_architecture(model)
     else:
         args, architecture_name = _model_args(model)

@@ -81,7 +81,9 @@ def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> k
     if known is not None:
         return keras_vit.VisionTransformer(**{**known, **overrides}, **kwargs)
     kwargs.update(
-        classifier=m.classifier, representation_size=m.representation_size or None, gelu_approximate=m.gelu_approximate
+        classifier=m.classifier,
+        representation_size=m.representation_size or None,
+        activation="gelu_tanh" if m.gelu_approximate else "gelu",  # the config's 0.2 spelling
     )
     if m.resnet_layers:
         overrides.update(resnet_layers=tuple(int(n) for n in m.resnet_layers), resnet_width=m.resnet_width)
