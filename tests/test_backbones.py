@@ -42,6 +42,8 @@ CASES = {
         {"class": (0, 1), "patches": (1, 7)},
     ),
     "eva02_clip": (dict(swiglu=True, mlp_norm=True, attention_norm=True), {"class": (0, 1), "patches": (1, 7)}),
+    # parallel branches (timm's ParallelThingsBlock): two attention and two MLP branches, each with its LayerScale
+    "things_18x2": (dict(parallel_branches=2, layer_scale_init=1e-5), {"class": (0, 1), "patches": (1, 7)}),
     "dinov3_small": (
         dict(
             absolute_position_embedding=False,

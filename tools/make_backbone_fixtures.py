@@ -62,6 +62,8 @@ CASES = {
     "dwee": ("vit_dwee_patch16_reg1_gap_256", dict(depth=3, embed_dim=64, num_heads=2, num_classes=5)),
     # differential attention in parallel layers, one output projection over both branches (DiffParallelScalingBlock)
     "dpwee": ("vit_dpwee_patch16_reg1_gap_256", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
+    # parallel branches (ParallelThingsBlock): two attention and two MLP branches per block, each with its LayerScale
+    "things_18x2": ("vit_small_patch16_18x2_224", dict(depth=2, embed_dim=64, num_heads=2, num_classes=5)),
 }
 
 # NaFlex (timm's naflexvit): also a NaFlex batch of three images of other aspect ratios, made by timm's own
@@ -175,9 +177,12 @@ def _mobileclip_case() -> None:
     print(case, logits.shape, sum(p.numel() for p in model.parameters()))
 
 
-def main() -> None:
+def main(only=()) -> None:
+    """Every case, or those named on the command line (`only`)."""
     os.makedirs(OUT, exist_ok=True)
     for case, (name, args) in sorted(CASES.items()):
+        if only and case not in only:
+            continue
         seed = sum(map(ord, case))  # a case's own seed: adding a case leaves the others' files as they are
         with torch.device("meta"):
             stride = timm.create_model(name, pretrained=False).patch_embed.patch_size[0]
@@ -190,6 +195,8 @@ def main() -> None:
         np.save(os.path.join(OUT, f"{case}_input.npy"), x)
         np.save(os.path.join(OUT, f"{case}_logits.npy"), logits)
         print(case, name, logits.shape, sum(p.numel() for p in model.parameters()))
+    if only:
+        return
     for case, (name, args) in sorted(NAFLEX_CASES.items()):
         _naflex_case(case, name, args)
     _naflex_sizes()
@@ -214,4 +221,4 @@ def _naflex_sizes() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(tuple(sys.argv[1:]))

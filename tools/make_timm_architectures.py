@@ -155,7 +155,8 @@ def _unsupported(model, block) -> list:
         ]
     checks = embedding + [
         (
-            type(block).__name__ not in ("Block", "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock"),
+            type(block).__name__
+            not in ("Block", "ResPostBlock", "ParallelScalingBlock", "DiffParallelScalingBlock", "_ThingsBranch"),
             f"block {type(block).__name__}",
         ),
         (
@@ -212,6 +213,17 @@ def _unsupported(model, block) -> list:
     return out
 
 
+class _ThingsBranch:
+    """timm's ParallelThingsBlock seen as its first branch: a plain block's attention, MLP, norms and LayerScales
+    (every branch is built alike), with how many branches there are (keras_vit's `parallel_branches`)."""
+
+    def __init__(self, block):
+        first, ffn = block.attns[0], block.ffns[0]
+        self.attn, self.norm1, self.ls1 = first.attn, first.norm, first.ls
+        self.mlp, self.norm2, self.ls2 = ffn.mlp, ffn.norm, ffn.ls
+        self.num_parallel = int(block.num_parallel)
+
+
 def _parallel(block) -> bool:
     """timm's ParallelScalingBlock: ViT-22B's parallel layers (keras_vit's `parallel_layers`); its differential
     attention form too (DiffParallelScalingBlock)."""
@@ -259,6 +271,7 @@ def _block_facts(block) -> dict:
         projection_bias=attn.proj.bias is not None,
         post_norm=type(block).__name__ == "ResPostBlock",
         parallel_layers=False,
+        parallel_branches=getattr(block, "num_parallel", 1),
         differential_attention=type(attn).__name__ == "DiffAttention",
     )
 
@@ -268,6 +281,7 @@ def timm_layout(model) -> dict:
     (else `q_proj` / `k_proj` / `v_proj`), a SwiGLU packed in one `fc1` (timm's GluMlp; else `fc1_g` / `fc1_x`),
     and a parallel block's two output projections fused in one `out_proj`."""
     block = model.blocks[0]
+    block = _ThingsBranch(block) if type(block).__name__ == "ParallelThingsBlock" else block
     attn, mlp = getattr(block, "attn", None), getattr(block, "mlp", None)
     return dict(
         qkv_fused=attn is None or getattr(attn, "qkv", None) is not None,
@@ -293,6 +307,7 @@ def facts(name: str) -> dict:
     with torch.device("meta"):
         model = timm.create_model(name, pretrained=False)
     block = model.blocks[0]
+    block = _ThingsBranch(block) if type(block).__name__ == "ParallelThingsBlock" else block
     count = sum(p.numel() for p in model.parameters())
     if type(model).__name__ == "Eva":
         return dict(

@@ -58,9 +58,9 @@ def classify(
 
 def _outputs(model, batch: np.ndarray, chunk: int = 32) -> np.ndarray:
     """The model's outputs for `batch` in chunks, by the quickest first call of the backend: a direct call on
-    TensorFlow (`predict` would first trace a `tf.function`, 0.8 s more for a ViT-B/16), one jitted stateless
-    call on JAX (compiled without YNNPACK's fusions, once per chunk shape, and kept by the compilation cache;
-    `predict`'s own machinery was 0.3 s more), `predict` elsewhere (docs/benchmarks-history.md, cold start)."""
+    TensorFlow (`predict` would first trace a `tf.function`), one jitted stateless call on JAX (compiled
+    without YNNPACK's fusions, once per chunk shape, and kept by the compilation cache; `predict`'s own
+    machinery costs more), `predict` elsewhere (docs/benchmarks-history.md, cold start)."""
     import keras
 
     backend = keras.backend.backend()

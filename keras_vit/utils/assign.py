@@ -5,8 +5,7 @@ tensor into the variable: two copies. Given the array itself, TensorFlow's `Assi
 inside the op with no tensor held in between, and the variable takes the converted buffer; where the array
 is 64-byte aligned the conversion shares the array's memory, so the variable then keeps the array's memory.
 That is right only for an array nobody uses afterwards (a loader's arrays, just read from a file): the caller
-says so with `adopt=True`. A ViT-B/16's 86 M weights went in in 0.13–0.17 s instead of 0.22–0.24 s on 2 cores
-(docs/benchmarks-history.md, "Cold start"). Without `adopt`, and on other backends, under a `tf.distribute` strategy or
+says so with `adopt=True` (docs/benchmarks-history.md, "Cold start"). Without `adopt`, and on other backends, under a `tf.distribute` strategy or
 inside a trace, Keras' own `assign` runs. On JAX that can share a 64-byte-aligned array's memory too (a CPU
 `device_put` does not copy such arrays), so there an array not adopted is copied first: without `adopt` the
 variable never shares memory with the array, on any backend.

@@ -1,7 +1,6 @@
 """A persistent XLA compilation cache, so that a second process skips the compilation of the first.
 
-On JAX every `predict`, `fit` step or `jax.jit` compiles with XLA the first time a shape is seen (1.3 s for a
-ViT-B/16 prediction on 2 CPU cores); JAX can keep the compiled programs on disk and reuse them in later
+On JAX every `predict`, `fit` step or `jax.jit` compiles with XLA the first time a shape is seen; JAX can keep the compiled programs on disk and reuse them in later
 processes (`jax_compilation_cache_dir`). `enable_compilation_cache()` turns that on for the JAX backend; the
 `python -m keras_vit.predict` CLI does so by default. TensorFlow's first `predict` is spent tracing the Python
 function into a graph, which no cache keeps, so on other backends this does nothing and returns None.

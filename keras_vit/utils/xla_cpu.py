@@ -2,10 +2,9 @@
 
 On CPU, XLA hands matrix products and their neighbours to YNNPACK ("YNN fusions"). Measured for ViTs on 2 cores
 (docs/benchmarks-history.md, "Cold start" and "Each backend at its own limit"), without them (`WITHOUT_YNN`):
-- a program's first run skips YNNPACK building its runtime: a ViT-B/16 forward pass at batch 1 took
-  0.38–0.48 s on its first run against 0.20–0.27 s on the next ones, and 0.25–0.41 s without YNN fusions;
-- steady forward passes are 6–11 % faster at batch 16 (ViT-S/16, ViT-B/16), but 6–10 % slower at batch 1;
-- the recipes' JAX training step (ViT-S/16, batch 16) is 1.09–1.10× as fast.
+- a program's first run skips YNNPACK building its runtime;
+- steady forward passes are faster at batch 16 but slower at batch 1;
+- the recipes' JAX training step is faster.
 So the prediction CLI's program (run once) and the JAX training step (large batches) compile without them;
 `predict` and eager `model(x)` keep XLA's defaults, which serve repeated single-image calls best.
 

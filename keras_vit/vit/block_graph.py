@@ -2,13 +2,12 @@
 inside traces too).
 
 Called outside any trace, TensorFlow dispatches every op of a block from Python, and JAX compiles and
-dispatches every primitive on its own: a ViT-B/16 image costs 0.40 s (TensorFlow) or 0.37 s (JAX) per call on
-2 cores, about twice its arithmetic, and JAX's first call 2.4 s. All blocks of an encoder have the same
+dispatches every primitive on its own: a call costs about twice its arithmetic, and JAX's first call compiles
+every primitive. All blocks of an encoder have the same
 structure, so one function, traced once on the first block with the block's weights as inputs, serves all of
 them: a `tf.function` on TensorFlow (Grappler fuses its ops, C++ runs them), a `jax.jit` on JAX (one XLA
 program). Every later model of the same structure in the process reuses it, with no trace or compilation
-(the cache holds the traced block weakly). A ViT-B/16 call then takes 0.20 s on either; the first call
-0.38–0.40 s on TensorFlow and 1.0–1.1 s on JAX (docs/benchmarks-history.md, "Cold start"). PyTorch runs
+(the cache holds the traced block weakly); the measurements are in docs/benchmarks-history.md, "Cold start". PyTorch runs
 eagerly by design and is left as it is.
 
 On JAX the function also serves inference inside a trace (`jax.jit`, `predict`, `jax.eval_shape`): a nested

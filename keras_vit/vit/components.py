@@ -112,6 +112,7 @@ def make_components(
         attention_only_layer_scale=v.attention_only_layer_scale,
         key_value_heads=v.key_value_heads,
         parallel_layers=v.parallel_layers,
+        parallel_branches=v.parallel_branches,
         differential_attention=v.differential_attention,
         dtype=policy,
         name="Transformer",

@@ -23,6 +23,7 @@ from keras_vit.nn.layer_scale import LayerScale
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.swiglu import SwiGLU
 from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
+from keras_vit.vit.parallel_branches import ParallelBranchesBlock
 from keras_vit.vit.token_pooling import TokenPooling  # noqa: F401 (public here)
 from keras_vit.nn.drop_path import DropPath
 from keras_vit.nn.specs import ArraySpecs
@@ -427,10 +428,12 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         layer_scale_init: Optional[float] = None,
         final_norm: bool = True,
         key_value_heads=None,
+        parallel_branches: int = 1,
         **options,
     ):
         block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
         super().__init__(**options)
+        self.parallel_branches = int(parallel_branches)
         block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
         self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
         self.num_layers, self.num_heads, self.mlp_dim = int(num_layers), int(num_heads), int(mlp_dim)
@@ -440,8 +443,9 @@ class Encoder(ArraySpecs, keras.layers.Layer):
         self.drop_path_rate = float(drop_path_rate)
         steps = max(self.num_layers - 1, 1)
         self.key_value_heads = key_value_heads_per_block(key_value_heads, self.num_layers)
-        self.blocks = [
-            EncoderBlock(
+
+        def block(i: int, name: str) -> EncoderBlock:
+            return EncoderBlock(
                 self.num_heads,
                 self.mlp_dim,
                 self.dropout_rate,
@@ -453,6 +457,15 @@ class Encoder(ArraySpecs, keras.layers.Layer):
                 **block_options,
                 num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
                 block_index=i,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.blocks = [
+            block(i, f"encoderblock_{i}")
+            if self.parallel_branches == 1
+            else ParallelBranchesBlock(
+                [block(i, f"branch_{j}") for j in range(self.parallel_branches)],
                 dtype=self.dtype_policy,
                 name=f"encoderblock_{i}",
             )
@@ -514,6 +527,7 @@ class Encoder(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         options = self.blocks[0].options() if self.blocks else dict(BLOCK_OPTIONS)
+        options.setdefault("parallel_branches", self.parallel_branches)
         return {
             **super().get_config(),
             "num_layers": self.num_layers,

@@ -140,9 +140,11 @@ class LoRA:
     def _lora_candidates(self) -> Dict[str, keras.layers.Layer]:
         out = {}
         for i, block in enumerate(self.encoder.blocks):
-            for name in LORA_TARGETS:
-                holder = block.mlp if name.startswith("Dense") else block.attention
-                out[f"encoderblock_{i}/{name}"] = getattr(holder, _attribute(name))
+            parts = getattr(block, "branches", None)  # parallel branches: each branch's attention and MLP
+            for prefix, part in ((f"branch_{j}/", b) for j, b in enumerate(parts)) if parts else (("", block),):
+                for name in LORA_TARGETS:
+                    holder = part.mlp if name.startswith("Dense") else part.attention
+                    out[f"encoderblock_{i}/{prefix}{name}"] = getattr(holder, _attribute(name))
         return out
 
     @property

@@ -14,46 +14,11 @@ import json
 import os
 from typing import List, Optional
 
-# the keys of an entry that are `VisionTransformer` keywords as they stand
-_KEYWORDS = (
-    "patch_size",
-    "hidden_size",
-    "mlp_dim",
-    "num_heads",
-    "num_layers",
-    "classifier",
-    "activation",
-    "layer_norm_epsilon",
-    "layer_scale_init",
-    "num_register_tokens",
-    "distillation_token",
-    "pre_norm",
-    "fc_norm",
-    "qk_norm",
-    "qkv_bias",
-    "patch_bias",
-    "prefix_position_embedding",
-    "class_token",
-    "final_norm",
-    "rotary_embedding",
-    "absolute_position_embedding",
-    "swiglu",
-    "mlp_norm",
-    "attention_norm",
-    "attention_pooling_heads",
-    "pooling_includes_prefix",
-    "key_bias",
-    "rms_norm",
-    "patch_norm",
-    "projection_bias",
-    "post_norm",
-    "attention_only_layer_scale",
-    "key_value_heads",
-    "parallel_layers",
-    "position_resampling",
-    "differential_attention",
-    "convolutional_stem",
-)
+from keras_vit.vit.variant import Variant
+
+# the keys of an entry that are `VisionTransformer` keywords as they stand: the sizes, the classifier and the
+# record's fields (an entry holds those its architecture's module has)
+_KEYWORDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers", "classifier", *Variant.fields())
 FAMILIES = (
     "vit",
     "deit",

@@ -167,6 +167,16 @@ class Variant:
         "parallel layers",
         True,
     )
+    parallel_branches: int = _option(
+        1,
+        "block",
+        "attention and MLP branches per block, each with its own norm and LayerScale, their outputs "
+        "summed: x + sum_j MSA_j(LN_j(x)), then x + sum_j MLP_j(LN_j(x)) (Touvron et al. 2022, Three things "
+        "everyone should know about ViTs; timm's ParallelThingsBlock, its vit_*_18x2_* models); 1: the paper's "
+        "block.",
+        "parallel branches",
+        True,
+    )
     projection_bias: bool = _option(
         True,
         "block",
@@ -342,6 +352,9 @@ class Variant:
             options["layer_scale_init"] = validate.number(
                 "layer_scale_init", options["layer_scale_init"], positive=True
             )
+        options["parallel_branches"] = validate.integer(
+            "parallel_branches", options.get("parallel_branches", 1), minimum=1
+        )
         registers = validate.integer("num_register_tokens", options.get("num_register_tokens", 0), minimum=0)
         options["num_register_tokens"] = registers
         for field in (f.name for f in dataclasses.fields(cls) if f.type in ("bool", "Optional[bool]")):

@@ -41,10 +41,20 @@ def _block_number(key: str) -> int:
     return int(_BLOCK.match(key).group(1))
 
 
+def first_block(params: Dict[str, np.ndarray]) -> str:
+    """The key prefix of the first block's parts: the block's, or with parallel branches its first branch's."""
+    branch = "Transformer/encoderblock_0/branch_0/"
+    return branch if any(k.startswith(branch) for k in params) else "Transformer/encoderblock_0/"
+
+
 def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
-    block = "Transformer/encoderblock_0/"
+    block = first_block(params)
     kw = {}
+    if block.endswith("branch_0/"):  # parallel branches: as many as block 0 has
+        kw["parallel_branches"] = len(
+            {k.split("/")[2] for k in params if k.startswith("Transformer/encoderblock_0/branch_")}
+        )
     if block + "LayerScale_0/scale" in params:
         kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
     if "reg" in params:
@@ -144,11 +154,12 @@ def architecture_from_npz(
     read from the file: the source's config states it (`input_shape`), or the caller passes it.
     """
     _refuse_unstated(params, path)
-    packed = "Transformer/encoderblock_0/MlpBlock_3/Dense_packed/kernel"
+    block = first_block(params)
+    packed = block + "MlpBlock_3/Dense_packed/kernel"
     need = [
         "embedding/kernel",
-        packed if packed in params else "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
-        "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel",
+        packed if packed in params else block + "MlpBlock_3/Dense_0/kernel",
+        block + "MultiHeadDotProductAttention_1/query/kernel",
     ]
     missing = [k for k in need if k not in params]
     if missing:

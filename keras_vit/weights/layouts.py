@@ -42,8 +42,8 @@ def _linear_in(weight: np.ndarray) -> np.ndarray:  # torch (out, in) -> Flax (in
 
 def transposed(matrix: np.ndarray, rows: int = 128) -> np.ndarray:
     """`matrix.T` as a contiguous, 64-byte-aligned array, copied `rows` source rows at a time: each band stays
-    in cache, which makes the copy of a large matrix 2x faster than `np.ascontiguousarray(matrix.T)` (a
-    checkpoint's every linear layer passes through here)."""
+    in cache, so a large matrix is copied faster than by `np.ascontiguousarray(matrix.T)` (a checkpoint's every
+    linear layer passes through here; docs/benchmarks-history.md, "Cold start")."""
     out = aligned_empty(matrix.shape[::-1], matrix.dtype)
     for start in range(0, matrix.shape[0], rows):
         out[:, start : start + rows] = matrix[start : start + rows].T
@@ -124,8 +124,8 @@ class _Reader:
 
 def per_block(blocks: Sequence[int], convert: Callable[[int], Params]) -> Params:
     """`convert(i)` for every block `i`, one block per thread, merged in block order. numpy copies without the
-    GIL, so the blocks' transposes and their first-touch page faults overlap (a ViT-B/16 timm file loaded in
-    1.22 s instead of 1.58 s on TensorFlow; docs/benchmarks-history.md, cold start). The first block to fail raises, and
+    GIL, so the blocks' transposes and their first-touch page faults overlap (docs/benchmarks-history.md, "Cold
+    start"). The first block to fail raises, and
     nothing is assigned before the whole conversion is done."""
     out: Params = {}
     with ThreadPoolExecutor(max(1, min(len(blocks), os.cpu_count() or 1))) as pool:

@@ -102,6 +102,10 @@ def _norm(out: dict, key: str, layer) -> None:
 
 def _block_map(out: dict, p: str, block) -> None:
     """One encoder block's variables under the prefix `p`."""
+    if getattr(block, "branches", None):  # parallel branches: each a block's parts under `branch_<j>/`
+        for j, branch in enumerate(block.branches):
+            _block_map(out, f"{p}branch_{j}/", branch)
+        return
     _norm(out, p + "LayerNorm_0", block.layer_norm_0)
     if block.layer_norm_2 is not None:  # none with parallel layers: one norm before both branches
         _norm(out, p + "LayerNorm_2", block.layer_norm_2)

@@ -172,10 +172,49 @@ def _differential_in(g: _Reader, p: Params, t: str, a: str, num_heads: int) -> N
     _norm_in(g, p, t + "sub_norm", a + "sub_norm")
 
 
+# timm's ParallelThingsBlock: branch j's parts (`attns.<j>.*`, `ffns.<j>.*`) and a plain block's names for them
+THINGS_NAMES = (
+    ("attns.{j}.norm.", "norm1."),
+    ("attns.{j}.attn.", "attn."),
+    ("attns.{j}.ls.", "ls1."),
+    ("ffns.{j}.norm.", "norm2."),
+    ("ffns.{j}.mlp.", "mlp."),
+    ("ffns.{j}.ls.", "ls2."),
+)
+
+
+class _Renamed:
+    """A block's tensors under other names (`names`: ours -> theirs), read through the state dict's reader `g`
+    so that what is taken is still counted."""
+
+    def __init__(self, g: _Reader, names: dict):
+        self.g, self.names, self.source = g, names, g.source
+        self.sd = {ours: g.sd[theirs] for ours, theirs in names.items()}
+
+    def __call__(self, key: str):
+        return self.g(self.names[key]) if key in self.names else self.g(key)
+
+
+def _things_block_in(g: _Reader, i: int, num_heads: int) -> Params:
+    """timm's ParallelThingsBlock: each branch j read as a plain block (`THINGS_NAMES`), under `branch_<j>/`."""
+    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    branches = sorted({int(k[len(t) + len("attns.") :].split(".")[0]) for k in g.sd if k.startswith(t + "attns.")})
+    p: Params = {}
+    for j in branches:
+        names = {}
+        for theirs, ours in THINGS_NAMES:
+            theirs = t + theirs.format(j=j)
+            names.update({t + ours + k[len(theirs) :]: k for k in g.sd if k.startswith(theirs)})
+        p.update({f"{o}branch_{j}/{k[len(o) :]}": v for k, v in _block_in(_Renamed(g, names), i, num_heads).items()})
+    return p
+
+
 def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
     """Block `i`'s tensors in official keys."""
     if f"blocks.{i}.in_proj.weight" in g.sd:
         return _parallel_block_in(g, i, num_heads)
+    if f"blocks.{i}.attns.0.norm.weight" in g.sd:
+        return _things_block_in(g, i, num_heads)
     p: Params = {}
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
     a = o + "MultiHeadDotProductAttention_1/"

@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from keras_vit.weights.layouts import POSEMB_KEY, Params
-from keras_vit.weights.timm_layout import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS
+from keras_vit.weights.timm_layout import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS, THINGS_NAMES
 
 _NORMS_OUT = _NORMS + (("patch_embed.norm", "embedding_norm"),)  # AIMv2's patch norm too
 _ROTARY = "MultiHeadDotProductAttention_1/rotary_frequencies"
@@ -107,8 +107,31 @@ def _mlp_out(params: Params, sd: Params, t: str, m: str, layout: TimmLayout) -> 
     _put(sd, t + "fc2", *_torch_linear(params, m + "Dense_1"))
 
 
+def _things_block_out(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
+    """timm's ParallelThingsBlock: each `branch_<j>/` written as a plain block, then renamed to `attns.<j>.*` /
+    `ffns.<j>.*` (the reader's `THINGS_NAMES`)."""
+    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    j = 0
+    while f"{o}branch_{j}/LayerNorm_0/scale" in params:
+        branch = f"{o}branch_{j}/"
+        plain: Params = {}
+        _block_out({o + k[len(branch) :]: v for k, v in params.items() if k.startswith(branch)}, plain, i, layout)
+        for key, value in plain.items():
+            theirs = next(
+                (t + b.format(j=j) + key[len(t + a) :] for b, a in THINGS_NAMES if key.startswith(t + a)), None
+            )
+            if theirs is None:
+                raise ValueError(
+                    f"parallel branch {j} of block {i} has {key!r}, which timm's ParallelThingsBlock lacks."
+                )
+            sd[theirs] = value
+        j += 1
+
+
 def _block_out(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
     t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
+    if f"{o}branch_0/LayerNorm_0/scale" in params:  # parallel branches
+        return _things_block_out(params, sd, i, layout)
     a = o + "MultiHeadDotProductAttention_1/"
     if o + "LayerNorm_2/scale" not in params and o + "MlpBlock_3/Dense_1/kernel" in params:
         return _parallel_block_out(params, sd, i, layout)
