@@ -51,7 +51,7 @@ def read_source(weights: str, model_name: Optional[str]):
     `.weights.h5` file, which each task's trainer reads into its own config's model."""
     from keras_vit import weights as vit_weights
 
-    if not weights or vit_weights.source_kind(weights) == "weights_h5":
+    if not weights or not vit_weights.sources.BY_KIND[vit_weights.source_kind(weights)].arrays:
         return None
     return vit_weights.read_checkpoint(weights, model_name=model_name)
 

@@ -120,7 +120,7 @@ def test_rooms_are_layered_one_way():
 
 
 SOURCE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
-# functions outside the dispatcher that may look at a weight-file suffix, and why
+# functions outside the source table that may look at a weight-file suffix, and why
 SUFFIX_ALLOWED = {
     ("keras_vit.weights.official", "save_npz"): "checks its own output path",
     ("keras_vit.weights.safetensors_files", "save_safetensors"): "checks its own output path",
@@ -143,12 +143,18 @@ def _suffix_tests(tree: ast.AST):
                     yield function.name, value
 
 
-def test_only_the_loader_tells_weight_sources_apart():
-    found = {(m, f): s for m, tree in MODULES.items() if m != "keras_vit.weights.load" for f, s in _suffix_tests(tree)}
+def test_one_table_tells_weight_sources_apart():
+    """Sources are recognised by `keras_vit.weights.sources.SOURCES` alone: no other module looks at a weight
+    file's suffix (but writers checking their own output path) or calls a source's recogniser, and only the
+    resolver (`load`) and the `Checkpoint` record name a kind."""
+    from keras_vit.weights import sources
+
+    table = "keras_vit.weights.sources"
+    found = {(m, f): s for m, tree in MODULES.items() if m != table for f, s in _suffix_tests(tree)}
     assert set(found) - set(SUFFIX_ALLOWED) == set(), found
-    loader_constants = {n.value for n in ast.walk(MODULES["keras_vit.weights.load"]) if isinstance(n, ast.Constant)}
-    assert set(SOURCE_SUFFIXES) <= loader_constants
-    # release names, transformers and timm directories and hub handles are recognised there too
+    constants = {n.value for n in ast.walk(MODULES[table]) if isinstance(n, ast.Constant)}
+    assert set(SOURCE_SUFFIXES) <= constants
+    assert [s.kind for s in sources.SOURCES] == list(sources.BY_KIND)
     for predicate in ("is_release_name", "is_transformers_dir", "is_timm_dir", "is_handle"):
         callers = {
             m
@@ -156,7 +162,18 @@ def test_only_the_loader_tells_weight_sources_apart():
             for n in ast.walk(tree)
             if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == predicate
         }
-        assert callers <= {"keras_vit.weights.load", "keras_vit.weights.safetensors_files"}, (predicate, callers)
+        # load parses a handle before the table is asked (a malformed one fails first); safetensors_files writes
+        assert callers <= {table, "keras_vit.weights.load", "keras_vit.weights.safetensors_files"}, (predicate, callers)
+    kinds = set(sources.BY_KIND)
+    naming = {
+        m
+        for m, tree in MODULES.items()
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare)
+        and any(isinstance(c, ast.Constant) and c.value in kinds for c in n.comparators)
+        and any("kind" in ast.dump(side) for side in (n.left, *n.comparators))
+    }
+    assert naming <= {table, "keras_vit.weights.load", "keras_vit.weights.checkpoint"}, naming
 
 
 ARCHITECTURE_FIELDS = {

@@ -166,8 +166,8 @@ def test_a_processor_config_keras_vit_cannot_follow_is_refused_by_name(tmp_path)
 
 
 def test_builders_read_a_source_once(monkeypatch):
-    """create_model, the constructors and VisionTransformer(weights=) read the source once into one Checkpoint and
-    take its head, data config and arrays from it."""
+    """create_model, the constructors and load_model read the source once into one Checkpoint and take its head,
+    data config and arrays from it."""
     from keras_vit.weights import load
 
     reads = []
@@ -179,14 +179,9 @@ def test_builders_read_a_source_once(monkeypatch):
     assert len(reads) == 1
     flax = os.path.join(FIXTURES, "flax_reference", "vit_tiny")
     config = json.load(open(os.path.join(flax, "config.json")))
-    keras_vit.VisionTransformer(
-        config["patches"][0],
-        config["hidden_size"],
-        config["mlp_dim"],
-        config["num_heads"],
-        config["num_layers"],
+    keras_vit.load_model(
+        os.path.join(flax, "weights.npz"),
         input_shape=(*config["image_size"], 3),
         classes=config["num_classes"],
-        weights=os.path.join(flax, "weights.npz"),
     )
     assert len(reads) == 2

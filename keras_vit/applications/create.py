@@ -13,7 +13,8 @@ from keras_vit.utils import validate
 from keras_vit.vit import table, timm_table
 from keras_vit.vit.model import VisionTransformer, keywords
 from keras_vit.vit.variant import Variant
-from keras_vit.weights import load
+from keras_vit.weights import load, sources
+from keras_vit.weights.checkpoint import Checkpoint
 
 
 def create_model(
@@ -40,7 +41,8 @@ def create_model(
         if arguments.get("data_config") is None:  # a source's own config, else timm's for the name's default tag
             stated = (
                 load.data_config(source, None)
-                if weights is not None and getattr(source, "kind", None) != "safetensors"
+                if weights is not None
+                and (not isinstance(source, Checkpoint) or sources.BY_KIND[source.kind].states_data_config)
                 else None
             )
             arguments["data_config"] = stated or timm_table.data_config(model_name)

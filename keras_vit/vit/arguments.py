@@ -155,7 +155,8 @@ def resolve_arguments(architecture: dict, variant, options: dict, use: dict, key
         ("representation_size", None),
     ):
         out[key] = use[key] if use[key] is not None else named.get(key, default)
-    out["include_top"] = use["include_top"] and (named.get("include_top", True) or use["classes"] is not None)
+    headless = named.get("include_top") is False and use["classes"] is None  # a named feature extractor
+    out["include_top"] = False if headless else use["include_top"]
     return out
 
 

@@ -7,7 +7,8 @@
 - `safetensors_files`: timm state dicts and `transformers` directories, in and out.
 - `keras_files`: Keras' own `.keras` and `.weights.h5` files.
 - `lora_files`: `.lora.h5` files (a model's LoRA adapters and head).
-- `load`: the one place that tells sources apart: `load_weights`, `load_model`, `source_params`.
+- `sources`: the table of weight sources: what each recognises, how it is read, what data config it states.
+- `load`: resolving a source through that table: `load_weights`, `load_model`, `source_params`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import warnings
 
 from keras_vit.vit import lora as _lora
 from keras_vit.weights import lora_files as _lora_files
+from keras_vit.weights import sources
 from keras_vit.weights.load import (
     SOURCE_KINDS,
     Checkpoint,
@@ -66,6 +68,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "SOURCE_KINDS",
+    "sources",
     "Checkpoint",
     "check_source",
     "load_model",

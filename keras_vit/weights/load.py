@@ -1,4 +1,4 @@
-"""Where a weight source is told apart: the one module that branches on what a source is.
+"""Resolving a weight source: what it is (asked of the table `keras_vit.weights.sources.SOURCES`), read once.
 
 A source is a release name (the 2020 files, AugReg, SAM: `keras_vit.weights.releases`), an official or
 big_vision `.npz`, a `.keras` model, a Keras `.weights.h5` file, a timm `.safetensors` state dict, or a
@@ -10,7 +10,6 @@ recipe. Every load is all-or-nothing: a source that does not fit leaves every we
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import warnings
@@ -20,27 +19,20 @@ import keras
 import numpy as np
 
 from keras_vit.vit import table
-from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
-from keras_vit.vit.labels import label_set_for
+from keras_vit.vit.data_config import DataConfig
 from keras_vit.utils import validate
 from keras_vit.vit.model import VisionTransformer, keywords
 from keras_vit.nn.initializers import weights_follow
-from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
+from keras_vit.weights import hub, keras_files, official, releases, sources
 from keras_vit.weights.checkpoint import Checkpoint
 
-SOURCE_KINDS = (
-    "a release name (keras_vit.weights.releases.release_names()) or an AugReg filename, an official "
-    "or big_vision .npz, a .keras model, a .weights.h5 file (with the model's name), a timm "
-    ".safetensors state dict, a timm repository directory (config.json naming its architecture + "
-    "model.safetensors), a transformers ViT directory (config.json + model.safetensors), or a hub "
-    "handle (hf-hub:timm/<name>, hf://<org>/<name>, with @<revision>)"
-)
-_FILE_SUFFIXES = (".npz", ".keras", ".weights.h5", ".safetensors")
+SOURCE_KINDS = ", ".join(s.description for s in sources.SOURCES)
 PathLike = Union[str, os.PathLike]
 
 
 def source_kind(source: Optional[PathLike]) -> Optional[str]:
-    """The kind of `source` (see `Checkpoint.kind`), None for None; a clear error for anything else."""
+    """The kind of `source` (a `keras_vit.weights.sources.SOURCES` entry), None for None; a clear error for
+    anything else."""
     if source is None:
         return None
     if not isinstance(source, (str, os.PathLike)):
@@ -48,28 +40,15 @@ def source_kind(source: Optional[PathLike]) -> Optional[str]:
     source = os.fspath(source)
     if hub.is_handle(source):
         hub.parse(source)  # a malformed handle fails here, before anything is fetched
-        return "hub"
+    found = sources.find(source)
+    if found is not None:
+        return found.kind
     if not os.path.exists(source):
-        if releases.is_release_name(source):
-            return "release"
         _refuse_missing(source)
     if os.path.isdir(source):
-        if timm_dirs.is_timm_dir(source):
-            return "timm_dir"
-        if not safetensors_files.is_transformers_dir(source):
-            raise ValueError(
-                f"weights directory {source!r} is neither a timm repository nor a transformers ViT "
-                "directory (no config.json)."
-            )
-        return "transformers"
-    for suffix, kind in (
-        (".npz", "npz"),
-        (".keras", "keras"),
-        (".weights.h5", "weights_h5"),
-        (".safetensors", "safetensors"),
-    ):
-        if source.endswith(suffix):
-            return kind
+        raise ValueError(
+            f"weights directory {source!r} is neither a timm repository nor a transformers ViT directory (no config.json)."
+        )
     raise ValueError(f"Unsupported weights file {source!r}: expected {SOURCE_KINDS}.")
 
 
@@ -79,7 +58,7 @@ def _refuse_missing(source: str) -> None:
         from keras_vit.weights import augreg
 
         augreg.parse_name(source)  # raises, naming the scheme and the close recommended names
-    if not source.endswith(_FILE_SUFFIXES):  # meant as a name, not a file
+    if not source.endswith(sources.FILE_SUFFIXES):  # meant as a name, not a file
         close = releases.close_matches(source)
         hint = (
             f"did you mean {', '.join(map(repr, close))}?"
@@ -117,11 +96,11 @@ def read_source(
     if isinstance(weights, Checkpoint):
         return weights
     kind = source_kind(weights)
-    if kind in (None, "weights_h5"):
+    if kind is None or not sources.BY_KIND[kind].arrays:
         return None
     name = _table_name(model_name)
     checkpoint = _read(kind, os.fspath(weights), name, num_heads, None)
-    checkpoint.data_config = data_config(weights if kind in ("release", "hub") else checkpoint.path, name)
+    checkpoint.data_config = data_config(checkpoint.path if sources.BY_KIND[kind].on_disk else weights, name)
     return checkpoint
 
 
@@ -143,21 +122,7 @@ def data_config(source: Source, model_name: Optional[str] = None) -> Optional[Da
     if isinstance(source, Checkpoint):
         return source.data_config
     kind = source_kind(source)
-    if kind == "release":
-        release = releases.find_release(os.fspath(source), _table_name(model_name))
-        return dataclasses.replace(ORIGINAL, labels=label_set_for(release.classes or 0))
-    if kind == "safetensors":
-        return TIMM_VIT
-    if kind == "transformers":
-        return safetensors_files.transformers_data_config(os.fspath(source))
-    if kind == "timm_dir":
-        return timm_dirs.data_config(os.fspath(source))
-    if kind == "hub":
-        return data_config(hub.resolve(os.fspath(source)), model_name)
-    if kind == "keras":
-        saved = keras_files.saved_data_config(os.fspath(source))
-        return DataConfig.from_dict(saved) if saved is not None else None
-    return None
+    return None if kind is None else sources.BY_KIND[kind].data_config(os.fspath(source), _table_name(model_name))
 
 
 def _table_name(name: Optional[str]) -> Optional[str]:
@@ -196,50 +161,7 @@ def read_checkpoint(
 
 def _read(kind: str, path: str, model_name: Optional[str], num_heads: Optional[int], build) -> Checkpoint:
     """`read_checkpoint` once the kind is known (callers that have asked `source_kind` already pass it on)."""
-    if kind == "release":
-        release = releases.find_release(path, model_name)
-        local = releases.fetch(release.name)
-        params = official.read_npz(local)
-        return Checkpoint(
-            path,
-            kind,
-            local,
-            params,
-            release=release,
-            old_grid=official.stated_grid(params, (*release_size(release), 3), True, local),
-        )
-    if kind == "npz":
-        return Checkpoint(path, kind, path, official.read_npz(path))  # the original layout: class row in the table
-    if kind == "hub":
-        local = hub.resolve(path)
-        checkpoint = _read(source_kind(local), local, model_name, num_heads, build)
-        return dataclasses.replace(checkpoint, source=path)
-    if kind in ("timm_dir", "transformers"):
-        params, implied = timm_dirs.read(path) if kind == "timm_dir" else safetensors_files.read_transformers(path)
-        grid = (
-            None
-            if implied.get("position_resampling")
-            else official.stated_grid(  # NaFlex: any size
-                params, implied["input_shape"], implied.get("prefix_position_embedding", True), path
-            )
-        )
-        return Checkpoint(path, kind, path, params, implied=implied, old_grid=grid)
-    if kind == "safetensors":
-        heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
-        params, implied, assumed = safetensors_files.read_timm(path, heads)
-        return Checkpoint(path, kind, path, params, implied=implied, assumed=assumed)
-    if kind == "keras":
-        model = keras_files.read_keras_file(path)  # its own grid is known: a (8, 2) file never lands raw in (2, 8)
-        params = {} if model.quantized_layers() else official.model_params(model)  # int8 kernels have no float form
-        return Checkpoint(path, kind, path, params, old_grid=model.grid_size, model=model)
-    if build is None and model_name is None:
-        raise ValueError(
-            f"{path!r} holds weights only: pass model='<table name>' (and the keywords it was "
-            "built with) so keras_vit knows what to build."
-        )
-    model = build() if build is not None else VisionTransformer(**table.vit_config(model_name).model_kwargs())
-    keras_files.load_weights_h5(model, path)
-    return Checkpoint(path, kind, path, official.model_params(model), model=model)
+    return sources.BY_KIND[kind].read(path, model_name, num_heads, build)
 
 
 def load_weights(model: keras.Model, weights: Source, **npz_kwargs) -> keras.Model:
@@ -254,9 +176,9 @@ def load_weights(model: keras.Model, weights: Source, **npz_kwargs) -> keras.Mod
     kind = given.kind if given is not None else source_kind(weights)
     if kind is None:
         return model
-    if npz_kwargs and kind in ("keras", "weights_h5"):
+    if npz_kwargs and not sources.BY_KIND[kind].fine_tuning_rules:
         raise ValueError(f"{sorted(npz_kwargs)} apply to .npz checkpoints only, not {os.fspath(weights)!r}.")
-    if kind == "weights_h5":
+    if not sources.BY_KIND[kind].arrays:  # read into the model itself
         return loaded_from(keras_files.load_weights_h5(model, os.fspath(weights)), os.fspath(weights))
     vit = model.vit_config
     checkpoint = given if given is not None else _read(kind, os.fspath(weights), vit.name, vit.num_heads, None)
@@ -378,7 +300,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         kwargs.get("num_heads"),
         (lambda: VisionTransformer(**table.vit_config(model).model_kwargs(), **kwargs)) if model else None,
     )
-    if checkpoint.kind == "weights_h5":
+    if not sources.BY_KIND[checkpoint.kind].arrays:
         return loaded_from(checkpoint.model, checkpoint)
     if checkpoint.release is not None:
         arch = _release_architecture(checkpoint.release, kwargs)
@@ -393,7 +315,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
                 checkpoint.path,
             )
         _check_name(checkpoint, arch, name)
-        if checkpoint.kind == "keras" and all(
+        if checkpoint.model is not None and all(  # a .keras file: its own model, unless told otherwise
             arch.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()
         ):
             return loaded_from(checkpoint.model, checkpoint)
@@ -406,7 +328,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
             "square grid; pass input_shape=(H, W, C) of the size it was trained at."
         )
     if arch.get("data_config") is None:  # a release's from its name; the others from the local copy just read
-        arch["data_config"] = data_config(source if checkpoint.kind == "release" else checkpoint.path, name)
+        arch["data_config"] = data_config(checkpoint.path if sources.BY_KIND[checkpoint.kind].on_disk else source, name)
     with weights_follow():  # every variable is assigned from the checkpoint next: no random draws first
         built = VisionTransformer(**arch)
     return loaded_from(
@@ -423,15 +345,9 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
     )  # arrays used by nothing else
 
 
-def release_size(release: releases.Release) -> tuple:
-    """(height, width) a release was trained at."""
-    r = release.resolution
-    return (int(r), int(r)) if isinstance(r, int) else (int(r[0]), int(r[1]))
-
-
 def _release_architecture(release: releases.Release, kwargs: dict) -> dict:
     """The table model of `release` at its resolution, with the release's own head unless told otherwise."""
-    arch = dict(table.vit_config(release.model).model_kwargs(), input_shape=(*release_size(release), 3))
+    arch = dict(table.vit_config(release.model).model_kwargs(), input_shape=(*sources.release_size(release), 3))
     arch.update(kwargs)
     arch["classes"], arch["representation_size"] = releases.head_size(
         kwargs.get("classes"), kwargs.get("representation_size"), release
