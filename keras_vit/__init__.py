@@ -40,7 +40,7 @@ from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 
 # the weights
-from keras_vit.weights import load_model, load_weights
+from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
 from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm_dirs import save_pretrained
@@ -118,7 +118,9 @@ __all__ = [
     "load_npz",
     "naflex_batch",
     "naflex_forward",
+    "load_lora_weights",
     "load_weights",
+    "save_lora_weights",
     "preprocess_input",
     "resize_position_embeddings",
     "save_npz",

@@ -143,7 +143,7 @@ def test_lora_run_trains_adapters_and_head_only_and_its_adapters_reload(images, 
     kinds = {p.split("/")[-2] if "encoderblock" in p else p.split("/")[0] for p in changed}
     assert kinds <= {"query", "value", "Dense_0", "head"} and "query" in kinds and "head" in kinds
     assert not any(p.endswith("/bias") and "encoderblock" in p for p in changed)  # biases stay frozen
-    start.load_lora_weights(tuned["lora_weights"])  # the base + the adapters file = the merged model.keras
+    keras_vit.load_lora_weights(start, tuned["lora_weights"])  # the base + the adapters file = the merged model.keras
     np.testing.assert_allclose(start.predict(x, verbose=0), end.predict(x, verbose=0), atol=1e-5)
 
 

@@ -116,10 +116,10 @@ def test_adapters_alone_reproduce_the_fine_tuned_outputs_on_a_fresh_base(tmp_pat
     model.fit(x, y, epochs=3, batch_size=4, verbose=0)
     tuned = model.predict(x, verbose=0)
     assert np.abs(tuned - _base().predict(x, verbose=0)).max() > 1e-3
-    path = model.save_lora_weights(str(tmp_path / "adapters.lora.h5"))
+    path = keras_vit.save_lora_weights(model, str(tmp_path / "adapters.lora.h5"))
     assert os.path.getsize(path) < 64 * 1024
     fresh = _base()  # the same pretrained base, no adapters yet
-    fresh.load_lora_weights(path)
+    keras_vit.load_lora_weights(fresh, path)
     assert sorted(fresh.lora_layers()) == sorted(model.lora_layers())
     np.testing.assert_allclose(fresh.predict(x, verbose=0), tuned, atol=1e-5)
 
@@ -129,18 +129,18 @@ def _weights(model):
 
 
 def test_adapters_on_another_base_are_refused_and_change_nothing(tmp_path):
-    path = _adapted().save_lora_weights(str(tmp_path / "a.lora.h5"))
+    path = keras_vit.save_lora_weights(_adapted(), str(tmp_path / "a.lora.h5"))
     other = _base(seed=1)
     before = _weights(other)
     with pytest.raises(ValueError, match="another base model"):
-        other.load_lora_weights(path)
+        keras_vit.load_lora_weights(other, path)
     assert not other.lora_layers()
     assert all(np.array_equal(a, b) for a, b in zip(before, _weights(other)))
 
 
 @pytest.mark.parametrize("case", ["rank", "targets", "nan", "suffix", "missing", "classes"])
 def test_bad_lora_files_are_refused_naming_the_problem(tmp_path, case):
-    path = _adapted().save_lora_weights(str(tmp_path / "a.lora.h5"))
+    path = keras_vit.save_lora_weights(_adapted(), str(tmp_path / "a.lora.h5"))
     target = _base()
     if case == "rank":
         target.enable_lora(2)
@@ -164,7 +164,7 @@ def test_bad_lora_files_are_refused_naming_the_problem(tmp_path, case):
         match = "head/(kernel|bias) has shape"
     before = _weights(target)
     with pytest.raises((ValueError, FileNotFoundError), match=match):
-        target.load_lora_weights(path)
+        keras_vit.load_lora_weights(target, path)
     assert all(np.array_equal(a, b) for a, b in zip(before, _weights(target)))
 
 
@@ -248,3 +248,12 @@ def test_fine_tuning_optimizer_is_the_papers_sgd():
     ):
         with pytest.raises(ValueError, match=message):
             keras_vit.fine_tuning_optimizer(**kwargs)
+
+
+def test_the_model_class_writes_no_lora_files_and_says_which_function_does(tmp_path):
+    model = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(16, 16, 3), classes=2)
+    with pytest.raises(AttributeError, match=r"keras_vit.save_lora_weights\(model, path\)"):
+        model.save_lora_weights(str(tmp_path / "a.lora.h5"))
+    with pytest.raises(AttributeError, match=r"keras_vit.load_lora_weights\(model, path\)"):
+        model.load_lora_weights(str(tmp_path / "a.lora.h5"))
+    assert not any(tmp_path.iterdir())

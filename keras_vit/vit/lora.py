@@ -12,7 +12,7 @@ means in the literature. The MLP's `Dense` kernels are already matrices and use 
 
 Saving follows Keras: `model.save` / `.weights.h5` store the merged kernels (W + (alpha/r) A B), so a saved
 adapted model reloads as a plain one with the adapted outputs. The adapters alone (and the head) go through
-`save_lora_weights`, done by `keras_vit.weights` (this module does no file I/O).
+`keras_vit.save_lora_weights` (`keras_vit.weights.lora_files`; this module does no file I/O).
 """
 
 from __future__ import annotations
@@ -109,29 +109,20 @@ def base_variable(layer) -> keras.Variable:
     return layer._kernel if getattr(layer, "lora_enabled", False) else layer.kernel
 
 
-# the reader/writer of `.lora.h5` files, registered by `keras_vit.weights` (the model's subpackage does no file I/O)
-_lora_files = None
-
-
-def register_lora_files(files) -> None:
-    """Installs `files` (an object with `save(model, path) -> str` and `load(model, path)`) behind
-    `save_lora_weights` / `load_lora_weights`."""
-    global _lora_files
-    _lora_files = files
-
-
 class LoRA:
     """`enable_lora`, `merge_lora` and the adapter state of a `VisionTransformer` (mixed into it)."""
 
     def save_lora_weights(self, filepath: str) -> str:
-        """Writes the adapters and the head (not the frozen base) to `filepath` (`*.lora.h5`, keras-hub's
-        suffix), atomically; a few MB for ViT-B/16. Returns the path."""
-        return _files().save(self, filepath)
+        """The model reads and writes no files: `keras_vit.save_lora_weights(model, filepath)` does."""
+        raise AttributeError(
+            "model.save_lora_weights(path) is keras_vit.save_lora_weights(model, path): the model class writes no files."
+        )
 
     def load_lora_weights(self, filepath: str) -> None:
-        """Reads a `save_lora_weights` file into this model (enabling LoRA as saved if needed), all-or-nothing;
-        refused when this model's base weights are not those the adapters were trained on."""
-        _files().load(self, filepath)
+        """The model reads and writes no files: `keras_vit.load_lora_weights(model, filepath)` does."""
+        raise AttributeError(
+            "model.load_lora_weights(path) is keras_vit.load_lora_weights(model, path): the model class reads no files."
+        )
 
     def lora_layers(self) -> Dict[str, keras.layers.Layer]:
         """{"encoderblock_<i>/<name>": layer} of every layer that holds an adapter, in block order."""
@@ -290,12 +281,6 @@ class LoRA:
         for target, value in zip(new.weights, values):
             target.assign(ops.convert_to_numpy(value).astype(keras.backend.standardize_dtype(target.dtype)))
         return new
-
-
-def _files():
-    if _lora_files is None:
-        raise ValueError("LoRA files need keras_vit.weights imported (import keras_vit).")
-    return _lora_files
 
 
 def _expected_shapes(model, rank: int, targets: Sequence[str]) -> Dict[str, tuple]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import warnings
 
-from keras_vit.vit import lora as _lora
-from keras_vit.weights import lora_files as _lora_files
+from keras_vit.weights.lora_files import load_lora_weights, save_lora_weights
 from keras_vit.weights import sources
 from keras_vit.weights.load import (
     SOURCE_KINDS,
@@ -29,8 +28,6 @@ from keras_vit.weights.load import (
     source_params,
 )
 
-
-_lora.register_lora_files(_lora_files)
 
 # names this module had when it was one file (keras_vit/weights.py), kept for one release
 _OLD_NAMES = {
@@ -72,8 +69,10 @@ __all__ = [
     "Checkpoint",
     "check_source",
     "load_model",
+    "load_lora_weights",
     "load_weights",
     "read_checkpoint",
+    "save_lora_weights",
     "source_kind",
     "source_params",
 ]

@@ -66,3 +66,15 @@ def load(model, filepath) -> None:
         raise FileNotFoundError(f"LoRA weights file {path!r} does not exist.")
     arrays, meta = _read(path)
     ensure_vit(model).set_lora_state(arrays, meta, source=path)
+
+
+def save_lora_weights(model, filepath) -> str:
+    """Writes `model`'s LoRA adapters and head (not the frozen base) to `filepath` (`*.lora.h5`, keras-hub's
+    suffix), atomically; a few MB for ViT-B/16. Returns the path."""
+    return save(model, filepath)
+
+
+def load_lora_weights(model, filepath) -> None:
+    """Reads a `save_lora_weights` file into `model` (enabling LoRA as saved if needed), all-or-nothing; refused
+    when `model`'s base weights are not those the adapters were trained on."""
+    load(model, filepath)

@@ -493,7 +493,7 @@ def finish(
     writer.flush()
     if chief:
         if model.lora_layers():  # the adapters alone, beside the merged model Keras' save writes
-            summary["lora_weights"] = model.save_lora_weights(os.path.join(outdir, "adapters.lora.h5"))
+            summary["lora_weights"] = keras_vit.save_lora_weights(model, os.path.join(outdir, "adapters.lora.h5"))
         _save_model(model, os.path.join(outdir, "model.keras"))
         summary["model"] = os.path.join(outdir, "model.keras")
         atomic.write_json(os.path.join(outdir, "summary.json"), summary)
