@@ -32,9 +32,14 @@ SIGNATURE = inspect.Signature(
 KEYWORDS = (*[p for p in SIGNATURE.parameters if p != "options"], "gelu_approximate", *Variant.fields())
 
 
+def python_name(model_name: str) -> str:
+    """A table name as Python spells it ("R50+ViT-B/16" -> "R50_ViT_B16")."""
+    return model_name.replace("+", "_").replace("-", "_").replace("/", "")
+
+
 def _constructor(model_name: str):
-    """The constructor of `model_name`'s row, named as Python spells it ("R50+ViT-B/16" -> `R50_ViT_B16`)."""
-    function_name = model_name.replace("+", "_").replace("-", "_").replace("/", "")
+    """The constructor of `model_name`'s row, named as Python spells it."""
+    function_name = python_name(model_name)
 
     def constructor(*args, **kwargs) -> VisionTransformer:
         bound = SIGNATURE.bind(*args, **kwargs)
@@ -68,25 +73,5 @@ R26_ViT_S32 = _constructor("R26+ViT-S/32")
 R26_ViT_B32 = _constructor("R26+ViT-B/32")
 R_ViT_Ti16 = _constructor("R+ViT-Ti/16")
 
-CONSTRUCTORS = {
-    f.__name__: f
-    for f in (
-        ViT_Ti16,
-        ViT_S16,
-        ViT_S32,
-        ViT_B8,
-        ViT_B16,
-        ViT_B32,
-        ViT_L16,
-        ViT_L32,
-        ViT_H14,
-        R50_ViT_B16,
-        R50_ViT_B32,
-        R50_ViT_L16,
-        R50_ViT_L32,
-        R26_ViT_S32,
-        R26_ViT_B32,
-        R_ViT_Ti16,
-    )
-}
-assert [f.__name__ for f in CONSTRUCTORS.values()] == [_constructor(n).__name__ for n in table.MODELS]
+# {Python name: constructor}, in the table's order
+CONSTRUCTORS = {f.__name__: f for f in (globals()[python_name(name)] for name in table.MODELS)}

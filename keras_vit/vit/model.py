@@ -314,11 +314,10 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         p = self.effective_patch_size
         return tuple(s if s is not None else g * p for s, g in zip(self.image_size, self.grid_size))
 
-    def describe(self) -> dict:
-        """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
+    def _sizes(self) -> dict:
+        """The Transformer's sizes and a hybrid's ResNet, as constructor keywords."""
         c = self.vit_config
         return dict(
-            name=c.name,
             patch_size=c.patch_size,
             hidden_size=c.hidden_size,
             mlp_dim=c.mlp_dim,
@@ -326,6 +325,13 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             num_layers=c.num_layers,
             resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
             resnet_width=c.resnet_width,
+        )
+
+    def describe(self) -> dict:
+        """The sizes and choices that define this model, JSON-serialisable (model cards, reports)."""
+        return dict(
+            name=self.vit_config.name,
+            **self._sizes(),
             classifier=self.classifier,
             representation_size=self.representation_size,
             classes=self.classes if self.include_top else None,
@@ -343,18 +349,11 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         """The constructor's keywords, the record nested by part under "variant" (weights live in the saved file,
         not the config), plus `quantized_layers` {layer path: mode} once `quantize` has run, so a saved int8 model
         reloads as one. `from_config` also reads 0.3's flat layout (each field a key of its own)."""
-        c = self.vit_config
         quantized = self.quantized_layers()
         extra = {"quantized_layers": quantized} if quantized else {}
         return dict(
             **extra,
-            patch_size=c.patch_size,
-            hidden_size=c.hidden_size,
-            mlp_dim=c.mlp_dim,
-            num_heads=c.num_heads,
-            num_layers=c.num_layers,
-            resnet_layers=list(c.resnet_layers) if c.is_hybrid else None,
-            resnet_width=c.resnet_width,
+            **self._sizes(),
             include_top=self.include_top,
             variant=self.variant.to_config(changed_only=False),
             input_shape=[*self.image_size, self.channels],
