@@ -244,6 +244,20 @@ def test_docs_development_names_every_module():
     assert [p for p in paths if f"`{p}`" not in text] == []
 
 
+def test_docs_list_the_records_fields_as_the_record_does():
+    """docs/models.md's table of the record's fields is written from the record (tools/make_docs_tables.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_docs_tables", os.path.join(ROOT, "tools", "make_docs_tables.py")
+    )
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with open(tool.PAGE) as f:
+        text = f.read()
+    assert tool.rendered(text) == text, "run python tools/make_docs_tables.py"
+
+
 def test_the_formatter_and_linter_pass():
     """ruff's format and lint rules (pyproject.toml) instead of line caps: files split where a concept ends."""
     ruff = os.path.join(os.path.dirname(sys.executable), "ruff")

@@ -283,6 +283,14 @@ class Variant:
         return "\n".join(lines)
 
     @classmethod
+    def markdown(cls) -> str:
+        """The fields as a Markdown table by part (docs/models.md's, written by tools/make_docs_tables.py)."""
+        rows = ["| part | field and default | what it is |", "|---|---|---|"]
+        for f in dataclasses.fields(cls):
+            rows.append(f"| {f.metadata['part']} | `{f.name}={f.default!r}` | {f.metadata['doc']} |")
+        return "\n".join(rows)
+
+    @classmethod
     def from_config(cls, config, classifier: str = "token", representation_size=None) -> "Variant":
         """The record from `config`: a `Variant`, None (the paper's model), or a dict nested by part
         (`to_config`'s form) or flat ({"qk_norm": True}, 0.3's `get_config`). Unknown parts or fields are refused,
