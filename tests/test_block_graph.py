@@ -253,7 +253,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+@pytest.mark.parametrize(
+    "backend", ["tensorflow", pytest.param("jax", marks=pytest.mark.slow)]
+)  # one in the default suite
 def test_models_differing_in_one_setting_never_share_a_block_function_wrongly(backend):
     """The shared function's key comes from every setting a layer keeps (LoRA's alpha and targets, epsilon,
     activation, qk-norm, the rotary pairing, post-norm, differential attention's depth), so a second model never

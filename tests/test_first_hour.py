@@ -105,15 +105,11 @@ def test_an_export_card_names_the_weights_the_model_was_loaded_from(tmp_path):
     path = keras_vit.save_npz(model, str(tmp_path / "mine.npz"))
     loaded = keras_vit.load_model(path)
     assert loaded.weights_source == path and keras_vit.load_model(path, classes=5).weights_source == path
-    rebuilt = keras_vit.VisionTransformer(
-        patch_size=8,
-        hidden_size=16,
-        mlp_dim=32,
-        num_heads=2,
-        num_layers=1,
-        input_shape=(16, 16, 3),
-        classes=3,
-        weights=path,
+    rebuilt = keras_vit.load_weights(
+        keras_vit.VisionTransformer(
+            patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(16, 16, 3), classes=3
+        ),
+        path,
     )
     assert rebuilt.weights_source == path
     out = hub_export.export(loaded, str(tmp_path / "export"), "classification", format="saved_model")

@@ -157,6 +157,7 @@ def test_cli_and_bad_input(tmp_path):
         assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # the export CLI: test_cli_and_bad_input keeps it in the default suite
 def test_cli_keras_file_existing_target_and_overwrite(tmp_path):
     model = keras_vit.VisionTransformer(**TINY, classes=3, classifier_activation=None)
     src = str(tmp_path / "m.keras")
@@ -172,6 +173,7 @@ def test_cli_keras_file_existing_target_and_overwrite(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp-", ".old-"))]
 
 
+@pytest.mark.slow  # atomic replacement: tests/test_atomic.py and the writers' fault tests keep it in the default suite
 def test_sigkill_mid_export_leaves_previous_module(tmp_path):
     model = keras_vit.VisionTransformer(**TINY, classes=3, classifier_activation=None)
     src = str(tmp_path / "m.keras")

@@ -197,6 +197,7 @@ def test_two_processes_equal_one_process(tmp_path):
     _assert_same(two, one, atol=1e-5)
 
 
+@pytest.mark.slow  # a killed run's resume: tests/test_folder_resume.py keeps it in the default suite
 def test_sigkill_on_two_devices_then_resume_on_four_equals_uninterrupted(tmp_path):
     # short: 2 and 4 devices sum in different orders (3.6e-6 apart after 60 steps), and training amplifies it
     # (4e-2 after 300); on one device count a resume is bit-exact

@@ -57,6 +57,7 @@ def test_model_saving():
     _battery().run_model_saving_test(keras_vit.VisionTransformer, dict(KW), X)
 
 
+@pytest.mark.slow  # int8 save and reload: tests/test_quantization.py keeps it in the default suite
 def test_keras_vit_load_model_opens_a_quantized_keras_file(tmp_path):
     model = keras_vit.VisionTransformer(**KW)
     model.quantize("int8")

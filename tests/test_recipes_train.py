@@ -133,6 +133,7 @@ def _free_ports(n):
     return ports
 
 
+@pytest.mark.slow  # the strategy path: test_mirrored_two_cpus_equals_one_device keeps it in the default suite
 def test_multiworker_two_processes_equal_single_process(tmp_path):
     flags = ["--config.total_steps=12", "--config.checkpoint_every=6", "--config.jit_compile=False"]
     single = _train(tmp_path / "single", *flags)

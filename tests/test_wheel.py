@@ -125,7 +125,7 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     assert f"from {site}" in out
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])  # jax by default
 def test_the_first_hour_on_jax_and_torch_without_tensorflow(wheel, tmp_path, backend):
     """The README's Python blocks as written (classify, fine-tune on a folder, ONNX export), the predict CLI, the
     export CLI and the recipes command, from the installed wheel on `backend` with `import tensorflow` failing."""
