@@ -229,8 +229,10 @@ def test_what_keras_vit_does_not_build_yet_is_refused_by_name():
         keras_vit.create_model("vit_pe_core_gigantic_patch14_448")
     with pytest.raises(ValueError, match="hybrid CNN stem other than BiT's ResNet"):
         keras_vit.create_model("vit_small_resnet26d_224")
-    with pytest.raises(ValueError, match="ParallelThingsBlock"):
-        keras_vit.create_model("vit_small_patch16_18x2_224")
+    with pytest.raises(ValueError, match="hybrid CNN stem other than BiT's ResNet"):
+        keras_vit.create_model("vit_base_resnet50d_224")
+    # refused until parallel branches were a field of the record: timm's ParallelThingsBlock now builds
+    assert keras_vit.create_model("vit_small_patch16_18x2_224", num_layers=1).variant.parallel_branches == 2
 
 
 def _roformer(x: np.ndarray, positions: np.ndarray, temperature: float, half: bool, scale: float) -> np.ndarray:
