@@ -49,6 +49,9 @@ ARGS = """
 """
 
 
+_ARGS = ARGS.replace("{variant_fields}", Variant.documentation())  # once for all constructors
+
+
 def constructor_doc(model_name: str) -> str:
     """The docstring of the constructor of `model_name`'s row of the table."""
     from keras_vit.vit import table
@@ -58,5 +61,5 @@ def constructor_doc(model_name: str) -> str:
     return (
         f"Builds {config.name}: {config.num_layers} layers, D={config.hidden_size}, MLP {config.mlp_dim}, "
         f"{config.num_heads} heads, {config.effective_patch_size}x{config.effective_patch_size} pixels per "
-        f"token{hybrid}.\n" + ARGS.replace("{variant_fields}", Variant.documentation())
+        f"token{hybrid}.\n" + _ARGS
     )

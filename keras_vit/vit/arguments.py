@@ -12,7 +12,9 @@ from typing import Optional, Tuple
 import keras
 
 from keras_vit.utils import validate
+from keras_vit.vit import table, timm_table
 from keras_vit.vit.layers import remat_mode
+from keras_vit.vit.variant import Variant
 
 CLASSIFIERS = ("token", "gap", "map")
 POOLINGS = (None, "token", "avg", "max", "sequence")
@@ -101,7 +103,7 @@ def check_arguments(
     return sizes, resnet_layers, resnet_width, representation_size, classes, rates
 
 
-SIZES = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers")
+SIZES = tuple(f for f in table.SIZE_FIELDS if not f.startswith("resnet"))  # the Transformer's own
 
 
 def resolve_arguments(architecture: dict, variant, options: dict, use: dict, keywords) -> dict:
@@ -110,8 +112,6 @@ def resolve_arguments(architecture: dict, variant, options: dict, use: dict, key
     given as keywords (`options`). Any other keyword (not one of the constructor's `keywords` nor a field of the
     record) is refused by name with the closest valid one;
     `weights=` is refused naming the loaders (the model class reads no files)."""
-    from keras_vit.vit.variant import Variant
-
     options = dict(options)
     if options.pop("weights", None) is not None:
         raise ValueError(
@@ -163,7 +163,6 @@ def resolve_arguments(architecture: dict, variant, options: dict, use: dict, key
 def _named_architecture(name: str) -> dict:
     """The keywords a registered architecture name stands for: the paper's table ("ViT-B/16": its sizes) or
     timm's ("vit_small_patch16_dinov3": sizes, record, classifier, input, head and timm's data config)."""
-    from keras_vit.vit import table, timm_table
 
     try:
         return table.vit_config(name).model_kwargs()

@@ -355,7 +355,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
             **extra,
             **self._sizes(),
             include_top=self.include_top,
-            variant=self.variant.to_config(changed_only=False),
+            variant=self.variant.to_config(),
             input_shape=[*self.image_size, self.channels],
             input_tensor=None,
             pooling=self.pooling,

@@ -19,13 +19,6 @@ from keras_vit.nn.initializers import PACKAGE
 from keras_vit.nn.specs import ArraySpecs
 
 
-def _sum(values):
-    total = values[0]
-    for value in values[1:]:
-        total = total + value
-    return total
-
-
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class ParallelBranchesBlock(ArraySpecs, keras.layers.Layer):
     """One encoder block of `len(branches)` parallel attention and MLP branches (`branches`: `EncoderBlock`
@@ -66,14 +59,14 @@ class ParallelBranchesBlock(ArraySpecs, keras.layers.Layer):
             y = b.dropout(y, training=training)
             y = b.layer_scale_0(y) if b.layer_scale_0 is not None else y
             outputs.append(ops.cast(b.drop_path(y, training=training), x.dtype))
-        x = x + _sum(outputs)
+        x = x + sum(outputs[1:], outputs[0])
         outputs = []
         for b in self.branches:
             y = b.mlp(b.layer_norm_2(x), training=training)
             y = b.layer_scale_2(y) if b.layer_scale_2 is not None else y
             outputs.append(ops.cast(b.drop_path(y, training=training), x.dtype))
-        x = x + _sum(outputs)
-        return (x, _sum(maps) / len(maps)) if return_attention else x
+        x = x + sum(outputs[1:], outputs[0])
+        return (x, sum(maps[1:], maps[0]) / len(maps)) if return_attention else x
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -291,15 +291,6 @@ class Variant:
         return "\n".join(rows)
 
     @classmethod
-    def from_config(cls, config, classifier: str = "token", representation_size=None) -> "Variant":
-        """The record from `config`: a `Variant`, None (the paper's model), or a dict nested by part
-        (`to_config`'s form) or flat ({"qk_norm": True}, 0.3's `get_config`). Unknown parts or fields are refused,
-        naming the closest valid name."""
-        if isinstance(config, Variant):
-            return config
-        return cls.for_model(classifier, representation_size, **cls.flatten(config))
-
-    @classmethod
     def flatten(cls, config) -> dict:
         """{field: value} of a nested or flat config (None: {}); unknown names refused with the closest one."""
         if config is None:
@@ -339,14 +330,12 @@ class Variant:
             out[f.name] = value
         return out
 
-    def to_config(self, changed_only: bool = True) -> dict:
-        """{part: {field: JSON value}}: the fields that differ from the paper's model, or all of them
-        (`get_config`'s "variant"); `from_config` reads either back."""
-        default, flat = Variant().flat_config(), self.flat_config()
+    def to_config(self) -> dict:
+        """{part: {field: JSON value}} of every field (`get_config`'s "variant"); `flatten` reads it back."""
+        flat = self.flat_config()
         out = {}
         for f in dataclasses.fields(self):
-            if not changed_only or flat[f.name] != default[f.name]:
-                out.setdefault(f.metadata["part"], {})[f.name] = flat[f.name]
+            out.setdefault(f.metadata["part"], {})[f.name] = flat[f.name]
         return out
 
     @classmethod
