@@ -7,7 +7,7 @@ names the field, the value received and what would work.
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def first_line(error: BaseException) -> str:
     return lines[0] if lines else "no message"
 
 
-def did_you_mean(name, valid) -> str:
+def did_you_mean(name: object, valid: Iterable) -> str:
     """ " (did you mean 'x'?)" naming the valid name closest to a misspelt `name`, else "" (for error messages)."""
     import difflib
 
@@ -103,9 +103,10 @@ def did_you_mean(name, valid) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def refuse_unknown(where: str, keywords, valid) -> None:
+def refuse_unknown(where: str, keywords: Iterable[str], valid: Iterable[str]) -> None:
     """A TypeError naming the first of `keywords` that is not in `valid`, with the closest valid name, as Python
     names an unexpected keyword argument."""
+    valid = set(valid)
     unknown = [k for k in keywords if k not in valid]
     if unknown:
         raise TypeError(f"{where} got an unexpected keyword argument {unknown[0]!r}{did_you_mean(unknown[0], valid)}.")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Union
 
 import h5py
+import keras
 import numpy as np
 
 from keras_vit.utils import atomic
@@ -68,13 +70,13 @@ def load(model, filepath) -> None:
     ensure_vit(model).set_lora_state(arrays, meta, source=path)
 
 
-def save_lora_weights(model, filepath) -> str:
+def save_lora_weights(model: keras.Model, filepath: Union[str, os.PathLike]) -> str:
     """Writes `model`'s LoRA adapters and head (not the frozen base) to `filepath` (`*.lora.h5`, keras-hub's
     suffix), atomically; a few MB for ViT-B/16. Returns the path."""
     return save(model, filepath)
 
 
-def load_lora_weights(model, filepath) -> None:
+def load_lora_weights(model: keras.Model, filepath: Union[str, os.PathLike]) -> None:
     """Reads a `save_lora_weights` file into `model` (enabling LoRA as saved if needed), all-or-nothing; refused
     when `model`'s base weights are not those the adapters were trained on."""
     load(model, filepath)
