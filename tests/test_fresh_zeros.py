@@ -3,6 +3,7 @@ zeros keeps that block (no fill, no copy, pages untouched until written) and is 
 afterwards; other initial values, strategies and backends take their own path; a model built while weights
 follow reads zeros, takes a loader's arrays and keeps Keras' own methods (fit, weights files)."""
 
+import re
 import sys
 
 import numpy as np
@@ -49,19 +50,33 @@ def test_a_variable_made_from_fresh_zeros_keeps_the_block_and_stays_an_ordinary_
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(variable), new)
 
 
-@tensorflow_only
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-def test_the_block_is_not_written_when_the_variable_is_made():
-    def resident_mb():
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+def _resident_mb_of_mapping_holding(address: int) -> float:
+    """Resident MB of the one mapping of this process that holds `address` (/proc/self/smaps): the block's own
+    pages only, whatever other threads of the process allocate meanwhile."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", head):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "Rss:":
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no mapping holds {address:#x}")
 
-    before = resident_mb()
+
+@tensorflow_only
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_the_block_is_not_written_when_the_variable_is_made():
+    block = fresh_zeros((64, 1024, 1024), "float32")  # 256 MB
+    address = block.ctypes.data + block.nbytes // 2
+    before = _resident_mb_of_mapping_holding(address)
     with variables_adopt_fresh_zeros():
-        variable = _variable_from(fresh_zeros((64, 1024, 1024), "float32"))  # 256 MB
-    grown = resident_mb() - before
-    assert grown < 64, f"{grown:.0f} MB written for a 256 MB variable of zeros"
-    assert float(keras.ops.convert_to_numpy(variable[63, 1023, 1023])) == 0.0
+        variable = _variable_from(block)
+    written = _resident_mb_of_mapping_holding(address) - before
+    assert written < 64, f"{written:.0f} MB of the 256 MB block of zeros written when the variable was made"
+    block[63, 1023, 1023] = 5.0  # the variable holds the block itself: no copy was made either
+    assert float(keras.ops.convert_to_numpy(variable[63, 1023, 1023])) == 5.0
 
 
 @tensorflow_only
