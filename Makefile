@@ -36,8 +36,10 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# two workers (pytest-xdist), a file each at a time: the suite is half fresh processes and single-threaded
+# tracing, which leaves the second core idle when run serially; files marked `long` start first
 test: setup lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
 
 # everything: the default suite with the torch-backend legs, plus the slow tests (full ViT-B/16 vs timm)
 test-slow: bench-setup

@@ -59,3 +59,9 @@ def timm_reads_save_pretrained(model, x, directory) -> float:
         [os.path.join(ROOT, "tools", "check_torch_roundtrip.py"), "timm_dir", str(directory)], timeout=600
     )
     return float(done.stdout.strip().split()[-1])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files marked `long` (`pytestmark = pytest.mark.long`) run first: under `make test`'s two workers a long
+    file started last would keep one worker busy after the other has finished."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort: the order otherwise kept

@@ -16,6 +16,8 @@ from keras_vit.nn.rotary import Rotary, RotaryPositionEmbedding, apply_rotary, r
 
 from conftest import ROOT, run_on_backend
 
+pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
+
 
 def _np(x) -> np.ndarray:
     return keras.ops.convert_to_numpy(x)
@@ -184,7 +186,7 @@ def test_each_backbone_gives_timms_logits_and_keeps_its_parts(case, tmp_path):
     assert back.variant == model.variant and back.describe() == model.describe()
 
 
-def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
+def test_each_family_lists_timms_names():
     counts = {
         family: len(keras_vit.list_models(family))
         for family in ("eva02", "dinov3", "pe", "rope", "aimv2", "siglip2", "naflex", "mobileclip")
@@ -200,6 +202,11 @@ def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
         "naflex": 14,
         "mobileclip": 1,
     }, counts
+
+
+# slow (~30 s: sixteen full-size builds up to AIMv2-L): a walk; the fixtures above build each family small
+@pytest.mark.slow
+def test_timm_names_of_the_eva_module_build_with_timms_parameter_counts():
     for name in (
         "eva02_tiny_patch14_224",
         "vit_small_patch16_dinov3",

@@ -14,6 +14,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
+
 NO_RUN = "<!-- no-run:"
 # docs/own-data.md runs in tests/test_docs_own_data.py (it needs image folders and stand-in training lengths);
 # README.md's blocks run in tests/test_wheel.py, with the installed wheel (run_blocks below, the same stand-ins)

@@ -17,6 +17,8 @@ from conftest import ROOT
 from hub_export import export, formats, serving
 from hub_export.export import exported_file
 
+pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
+
 T = dict(hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classes=3, classifier_activation=None)
 MODELS = {
     "plain": dict(patch_size=4),

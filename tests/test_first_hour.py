@@ -11,6 +11,8 @@ from keras_vit.vit.data_config import ORIGINAL
 from recipes.configs import finetune
 from recipes.trainer import family
 
+pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
+
 
 def test_a_release_dataset_name_resolves_with_the_runs_model_name():
     config = finetune.get_config("folder")

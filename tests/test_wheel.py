@@ -14,6 +14,8 @@ import keras_vit
 from conftest import ROOT
 import test_docs
 
+pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
+
 DIST = "keras-vision-transformer"
 
 

@@ -40,13 +40,13 @@ def get_config(arg: str = "pretrain"):
     c = _common()
     variant = pick({name: i for i, name in enumerate(variants())}, arg, "demo.py")
     if variant == 0:
-        c.total_steps = 1500
+        c.total_steps = 1200
         c.optimizer.update(
             name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100, decay="cosine", clip_norm=1.0
         )
     else:
         c.dataset.image_size = 48
-        c.total_steps = 150
+        c.total_steps = 100
         c.optimizer.update(name="sgd", learning_rate=0.01, momentum=0.9, warmup_steps=20, decay="cosine", clip_norm=1.0)
         c.init_image_size = 32
     return c
