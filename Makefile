@@ -37,9 +37,10 @@ lint: setup
 	$(PY) -m ruff format --check .
 
 # two workers (pytest-xdist), a file each at a time: the suite is half fresh processes and single-threaded
-# tracing, which leaves the second core idle when run serially; files marked `long` start first
+# tracing, which leaves the second core idle when run serially; files marked `long` start first (xdist would
+# otherwise start the files with the most tests first)
 test: setup lint
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 # everything: the default suite with the torch-backend legs, plus the slow tests (full ViT-B/16 vs timm)
 test-slow: bench-setup

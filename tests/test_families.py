@@ -219,7 +219,14 @@ def _finetune_config(case: str):
 
     c = demo.get_config("pretrain")
     c.model.update(name="", patch_size=0, hidden_size=0, mlp_dim=0, num_heads=0, num_layers=0)
-    c.update(batch_size=8, total_steps=2, log_every=1, checkpoint_every=2, init_weights=os.path.join(FIXTURES, case))
+    c.update(
+        batch_size=8,
+        total_steps=2,
+        log_every=1,
+        checkpoint_every=2,
+        jit_compile=False,
+        init_weights=os.path.join(FIXTURES, case),
+    )
     size = int(np.load(os.path.join(FIXTURES, case, "input.npy")).shape[1])  # the checkpoint's own (hybrid: 64)
     c.dataset.update(eval_split="", image_size=size)
     return c

@@ -22,10 +22,21 @@ from recipes.configs import demo
 
 
 def _config(**overrides):
+    """The demo's config at a tiny size. Without XLA: these tests are about checkpoints, records and refusals, and
+    compiling each run's step with XLA took half of their time (the demo, the first hour's commands and the
+    backbone fine-tune train with XLA)."""
     c = demo.get_config("pretrain")
     c.model.update(hidden_size=16, mlp_dim=32, num_layers=1, num_heads=2, patch_size=8)
     c.dataset.update(eval_split="", image_size=16)
-    c.update(batch_size=8, total_steps=40, checkpoint_every=10, log_every=10, keep_checkpoints=5, deterministic=True)
+    c.update(
+        batch_size=8,
+        total_steps=40,
+        checkpoint_every=10,
+        log_every=10,
+        keep_checkpoints=5,
+        deterministic=True,
+        jit_compile=False,
+    )
     c.optimizer.warmup_steps = 5
     for key, value in overrides.items():
         group, _, field = key.rpartition(".")
@@ -95,6 +106,7 @@ def test_nan_run_exits_nonzero_with_one_line(tmp_path):
         "--config.checkpoint_every=1",
         "--config.dataset.eval_split=",
         "--config.model.num_layers=1",
+        "--config.jit_compile=False",
     ]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 2, run.stderr[-2000:]

@@ -173,7 +173,7 @@ def test_the_install_page_lists_every_extra_setup_cfg_defines():
 def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_path):
     """README's fine-tune command (a release's dataset name, `--config.model.name`, a config by name) runs as
     written, with tests/doc_prelude.py's offline release mirror and narrow table, and the size, batch and step
-    count cut down by flags appended after it."""
+    count cut down (and XLA off) by flags appended after it."""
     import shlex
     import subprocess
     import sys
@@ -192,6 +192,7 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
         "--config.total_steps=2",
         "--config.optimizer.warmup_steps=1",
         "--config.log_every=1",
+        "--config.jit_compile=False",  # compiling a ViT-B/16 step with XLA is most of the test's time
     ]
     tests, prelude = os.path.join(root, "tests"), os.path.join(root, "tests", "doc_prelude.py")
     code = (

@@ -39,6 +39,7 @@ def _cmd(backend, workdir, root, steps):
         "--config.model.patch_size=8",
         "--config.batch_size=8",
         "--config.deterministic=True",
+        "--config.jit_compile=False",  # resuming is the subject; the demo trains with XLA
         f"--config.dataset.name=folder:{root}",
         "--config.dataset.num_classes=0",
         "--config.dataset.train_split=train[:80%]",

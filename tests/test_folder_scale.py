@@ -26,7 +26,7 @@ def root(tmp_path_factory):
 def _config(root, steps=2):
     c = demo.get_config("pretrain")
     c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-    c.update(batch_size=8, total_steps=steps, log_every=1, checkpoint_every=2, deterministic=True)
+    c.update(batch_size=8, total_steps=steps, log_every=1, checkpoint_every=2, deterministic=True, jit_compile=False)
     c.dataset.update(name=f"folder:{root}", num_classes=0, train_split="train[:80%]", eval_split="")
     return c
 

@@ -27,6 +27,7 @@ TINY = [
     "--config.dataset.eval_split=",
     "--config.deterministic=True",
     "--config.log_every=10",
+    "--config.jit_compile=False",  # files, flags and strategies are the subject; the demo trains with XLA
 ]
 
 
@@ -93,6 +94,7 @@ c = demo.get_config("pretrain")
 c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
 c.update(batch_size=int(sys.argv[2]), total_steps=12, deterministic=True, log_every=4, checkpoint_every=100)
 c.dataset.eval_split = ""
+c.jit_compile = False  # as the two-replica run (a strategy of several replicas trains without XLA)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if sys.argv[3] == "2" else None
 train.train_and_evaluate(c, sys.argv[1], strategy=strategy)
 """

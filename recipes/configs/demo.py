@@ -40,7 +40,7 @@ def get_config(arg: str = "pretrain"):
     c = _common()
     variant = pick({name: i for i, name in enumerate(variants())}, arg, "demo.py")
     if variant == 0:
-        c.total_steps = 1200
+        c.total_steps = 1500
         c.optimizer.update(
             name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100, decay="cosine", clip_norm=1.0
         )
