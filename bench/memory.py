@@ -40,7 +40,7 @@ ROWS = {
 
 def _keras_model(name, size, row):
     import keras_vit
-    from keras_vit.vit.attention import MultiHeadDotProductAttention
+    from keras_vit.nn.attention import MultiHeadDotProductAttention
 
     MultiHeadDotProductAttention.FUSED = "fused" in row
     return keras_vit.create_model(

@@ -229,7 +229,7 @@ print(batch / statistics.median(ts), hwm)
 
 
 def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
-    from keras_vit.vit.attention import MultiHeadDotProductAttention
+    from keras_vit.nn.attention import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
@@ -311,7 +311,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
         if int8 and mode != "infer":
             raise ValueError("int8 rows are inference only")
         if f.startswith("keras_tf") or f.startswith("keras_jax"):  # "_fused": keras.ops.dot_product_attention
-            from keras_vit.vit.attention import MultiHeadDotProductAttention
+            from keras_vit.nn.attention import MultiHeadDotProductAttention
 
             MultiHeadDotProductAttention.FUSED = "_fused" in f
             f = f.replace("_fused", "")

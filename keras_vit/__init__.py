@@ -43,7 +43,7 @@ from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
 from keras_vit.weights.safetensors_files import save_safetensors
-from keras_vit.weights.timm_dirs import save_pretrained
+from keras_vit.weights.timm.repository import save_pretrained
 
 # the constructors
 from keras_vit.applications import (

@@ -73,7 +73,7 @@ def test_strategy_variables_and_traced_calls_take_keras_assign():
 @pytest.mark.parametrize("shape", [(3, 5), (768, 300), (2, 3, 4)])
 def test_aligned_empty_starts_on_64_bytes_and_transposed_equals_numpys_transpose(shape):
     from keras_vit.utils.assign import aligned_empty
-    from keras_vit.weights.layouts import transposed
+    from keras_vit.weights.keys import transposed
 
     empty = aligned_empty(shape, "float32")
     assert empty.shape == shape and empty.dtype == np.float32 and empty.ctypes.data % 64 == 0

@@ -1,4 +1,4 @@
-"""`keras_vit.vit.attention_core` on JAX (TensorFlow: test_attention_core_tf): the values of softmax attention,
+"""`keras_vit.nn.attention_core` on JAX (TensorFlow: test_attention_core_tf): the values of softmax attention,
 gradients that match an independent autodiff of the plain formula and central differences in float64 numpy,
 a model whose training gradients are those of the plain path, and a compiled backward pass that keeps no
 probabilities."""
@@ -9,7 +9,7 @@ _CHECK = r"""
 import json
 import numpy as np, jax, jax.numpy as jnp, keras
 import keras_vit
-from keras_vit.vit.attention_core import attention_core
+from keras_vit.nn.attention_core import attention_core
 
 rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((2, 7, 3, 4)).astype("float32") for _ in range(3))

@@ -1,4 +1,4 @@
-"""`keras_vit.vit.attention_core.recomputed_attention` on TensorFlow, which every training call takes (the
+"""`keras_vit.nn.attention_core.recomputed_attention` on TensorFlow, which every training call takes (the
 probabilities recomputed in the backward pass): a model's training gradients equal those of its inference call
 (TensorFlow's own differentiation of the plain formula), eagerly and compiled by XLA, by default and with
 `remat="attention"` (kept as a spelling of the default); the compiled backward pass of stacked attention keeps
@@ -15,7 +15,7 @@ import json, os, sys
 os.environ["XLA_FLAGS"] = "--xla_dump_to=" + sys.argv[1]
 import numpy as np, tensorflow as tf, keras
 import keras_vit
-from keras_vit.vit.attention_core import attention, recomputed_attention
+from keras_vit.nn.attention_core import attention, recomputed_attention
 from tests.xla_report import preallocated_temp_bytes
 
 rng = np.random.default_rng(0)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from keras_vit.vit.attention import MultiHeadDotProductAttention
+from keras_vit.nn.attention import MultiHeadDotProductAttention
 
 
 @pytest.mark.parametrize("classifier", ["token", "gap"])

@@ -1,4 +1,4 @@
-"""`keras_vit.vit.block_graph`: an eager `model(x)` on TensorFlow or JAX runs the encoder's blocks through one
+"""`keras_vit.nn.block_graph`: an eager `model(x)` on TensorFlow or JAX runs the encoder's blocks through one
 compiled block function. Checked against the model's own compiled graph (`predict`) and against the
 block-by-block eager path: values, gradients (TensorFlow's tape), the fallback for blocks that differ, and that
 training and attention maps never take it."""
@@ -50,7 +50,7 @@ def test_models_of_one_structure_share_the_function_and_none_is_kept_alive_by_it
     import gc
     import weakref
 
-    from keras_vit.vit import block_graph
+    from keras_vit.nn import block_graph
 
     monkeypatch.setattr(block_graph, "_FUNCTIONS", {})
     x = _x()
@@ -71,7 +71,7 @@ def test_models_of_one_structure_share_the_function_and_none_is_kept_alive_by_it
 
 
 def _eager_block_by_block(monkeypatch, fn):
-    from keras_vit.vit import block_graph
+    from keras_vit.nn import block_graph
 
     with monkeypatch.context() as m:
         m.setattr(block_graph, "run_blocks", lambda encoder, x, rotary=None: None)
@@ -79,7 +79,7 @@ def _eager_block_by_block(monkeypatch, fn):
 
 
 def test_eager_call_matches_the_models_graph_and_the_block_by_block_path(monkeypatch):
-    from keras_vit.vit import block_graph
+    from keras_vit.nn import block_graph
 
     monkeypatch.setattr(block_graph, "_FUNCTIONS", {})
     model, x = _model(), _x()
@@ -112,7 +112,7 @@ def test_gradients_through_the_block_function_equal_the_block_by_block_ones(monk
 
 
 def test_blocks_of_different_structure_run_one_by_one_and_stay_right():
-    from keras_vit.vit import block_graph
+    from keras_vit.nn import block_graph
 
     model, x = _model(), _x()
     encoder = next(layer for layer in model.layers if hasattr(layer, "blocks"))
@@ -150,7 +150,7 @@ def test_stateless_call_runs_the_blocks_with_the_values_it_is_given(monkeypatch)
 
 
 def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
-    from keras_vit.vit import block_graph
+    from keras_vit.nn import block_graph
 
     calls = []
     real = block_graph.run_blocks
@@ -168,7 +168,7 @@ def test_training_and_attention_maps_never_take_the_block_function(monkeypatch):
 
 _JAX = """
 import json, numpy as np, keras, keras_vit
-from keras_vit.vit import block_graph
+from keras_vit.nn import block_graph
 model = keras_vit.VisionTransformer(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3,
                                     input_shape=(16, 16, 3), classes=5, classifier_activation=None)
 rng = np.random.default_rng(0)
@@ -183,7 +183,7 @@ values = ([np.asarray(v) * 1.1 for v in model.trainable_variables],
           [np.asarray(v) for v in model.non_trainable_variables])
 fast_stateless = np.asarray(model.stateless_call(*values, x, training=False)[0])
 import jax
-from keras_vit.vit.layers import EncoderBlock
+from keras_vit.nn.encoder_block import EncoderBlock
 calls, real_call = [], EncoderBlock.call
 EncoderBlock.call = lambda self, *a, **k: calls.append(1) or real_call(self, *a, **k)
 jitted = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])

@@ -13,7 +13,7 @@ from scipy.special import erf
 
 import keras_vit
 from keras_vit.analysis import summary
-from keras_vit.vit.convolutional_stem import ConvolutionalStem
+from keras_vit.nn.convolutional_stem import ConvolutionalStem
 
 from conftest import ROOT, run_on_backend
 

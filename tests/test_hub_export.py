@@ -77,7 +77,7 @@ def test_classification_module_reproduces_flax_logits(modules):
 
 def test_reloaded_module_training_gradients_equal_inference_gradients(modules):
     """The `training=True` signature, reloaded, differentiates like the `training=False` one (the tiny model
-    has no dropout): the custom gradients the training path takes (`keras_vit.vit.mlp`'s tanh GELU) survive
+    has no dropout): the custom gradients the training path takes (`keras_vit.nn.mlp`'s tanh GELU) survive
     the SavedModel. The bound is absolute below 1: the key biases' gradients are 0 in exact arithmetic."""
     loaded = tf.saved_model.load(modules["classification"])
     x = tf.constant(_images(3, seed=7))

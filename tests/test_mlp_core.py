@@ -1,4 +1,4 @@
-"""`keras_vit.vit.mlp_core.activated_dense` (the MLP's activation and second Dense while training on TF and JAX):
+"""`keras_vit.nn.mlp_core.activated_dense` (the MLP's activation and second Dense while training on TF and JAX):
 the values of the plain formula, gradients that match the framework's own differentiation of it and central
 differences in float64 numpy for each activation, the MLP block's training gradients unchanged, the cases
 that keep Keras' own path, and a compiled backward pass that keeps less (XLA's own buffer reports)."""
@@ -15,7 +15,7 @@ if os.environ["KERAS_BACKEND"] == "tensorflow":
 import numpy as np, keras
 from keras import ops
 from keras_vit.vit import mlp
-from keras_vit.vit.mlp_core import activated_dense
+from keras_vit.nn.mlp_core import activated_dense
 from tests.xla_report import preallocated_temp_bytes
 
 backend = keras.backend.backend()
@@ -137,7 +137,7 @@ def test_keras_own_path_where_the_core_does_not_apply():
     Keras does (the core would skip the adapter or the int8 kernel). Training and inference agree in value."""
     import keras
 
-    from keras_vit.vit.mlp import MlpBlock
+    from keras_vit.nn.mlp import MlpBlock
 
     def block(**kwargs):
         b = MlpBlock(16, **kwargs)
@@ -159,7 +159,7 @@ def test_keras_own_path_where_the_core_does_not_apply():
 
 
 def test_an_unknown_activation_is_refused_by_name():
-    from keras_vit.vit.mlp_core import activated_dense, value_and_slope
+    from keras_vit.nn.mlp_core import activated_dense, value_and_slope
 
     h, kernel, bias = np.ones((2, 4), "float32"), np.ones((4, 3), "float32"), np.zeros((3,), "float32")
     with pytest.raises(ValueError, match="Unknown activation 'relu'"):

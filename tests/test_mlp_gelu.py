@@ -1,4 +1,4 @@
-"""The tanh GELU's training form (`keras_vit.vit.mlp._gelu_tanh_keeping_input`): the same values as Keras'
+"""The tanh GELU's training form (`keras_vit.nn.mlp._gelu_tanh_keeping_input`): the same values as Keras'
 tanh GELU, a gradient that matches the closed-form derivative in float64 numpy, the MLP block's gradients
 unchanged, and (on JAX, where XLA reports its buffers) a compiled backward pass that keeps less."""
 
@@ -10,7 +10,7 @@ _CHECK = r"""
 import json
 import numpy as np, keras
 from keras import ops
-from keras_vit.vit import mlp
+from keras_vit.nn import mlp
 
 backend = keras.backend.backend()
 if backend == "jax":
@@ -95,7 +95,7 @@ _EAGER = r"""
 import json
 import numpy as np, tensorflow as tf, keras
 import keras_vit
-from keras_vit.vit import mlp
+from keras_vit.nn import mlp
 
 x = np.linspace(-8, 8, 4001).astype("float32")
 x64 = x.astype("float64")

@@ -268,7 +268,7 @@ def test_drop_path_rates_and_training_behaviour():
 
 
 def test_gelu_is_tanh_approximation():
-    from keras_vit.vit.layers import gelu
+    from keras_vit.nn.mlp import gelu
 
     x = np.linspace(-4, 4, 101).astype("float32")
     tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))

@@ -14,7 +14,7 @@ import pytest
 import scipy.ndimage
 
 import keras_vit
-from keras_vit.vit.position_resampling import PositionResampling
+from keras_vit.nn.position_resampling import PositionResampling
 
 from conftest import ROOT, run_on_backend
 
@@ -63,7 +63,7 @@ def test_sequence_sizes_are_timms():
 
 
 def _table(resampling: dict, stored: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    layer = keras_vit.vit.position_resampling.ResampledPositionEmbedding(resampling, 16)
+    layer = keras_vit.nn.position_resampling.ResampledPositionEmbedding(resampling, 16)
     layer.build((1, None, stored.shape[-1]))
     if resampling.get("factorized"):
         layer.pos_embedding_y.assign(stored[0][None])

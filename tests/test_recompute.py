@@ -1,4 +1,4 @@
-"""`keras_vit.vit.recompute.zero_after`: an exact zero whatever the upstream gradient holds, so that adding it to
+"""`keras_vit.nn.recompute.zero_after`: an exact zero whatever the upstream gradient holds, so that adding it to
 a recomputation's operand changes no value (the memory it saves is checked in test_mlp_core and
 test_attention_core_tf, from XLA's own buffer reports)."""
 
@@ -7,7 +7,7 @@ import pytest
 import keras
 from keras import ops
 
-from keras_vit.vit.recompute import zero_after
+from keras_vit.nn.recompute import zero_after
 
 
 @pytest.mark.parametrize("first", [0.0, -3.5, 1e30, np.inf, -np.inf, np.nan])

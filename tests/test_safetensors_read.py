@@ -10,7 +10,7 @@ from safetensors.numpy import load_file, save_file
 
 from conftest import FIXTURES
 from keras_vit.weights import safetensors_read
-from keras_vit.weights.safetensors_files import read_timm
+from keras_vit.weights.timm.state_dict import read_timm
 
 TIMM = os.path.join(FIXTURES, "torch_reference", "timm_vit.safetensors")
 

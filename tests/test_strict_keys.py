@@ -97,12 +97,12 @@ def _write_bfloat16(sd: dict, path: str) -> dict:
 
 
 def test_bfloat16_safetensors_are_upcast_exactly(tmp_path):
-    from keras_vit.weights import timm_layout
+    from keras_vit.weights.timm import reader as timm_reader
 
     sd = load_file(os.path.join(REF, "timm_vit.safetensors"))
     exact = _write_bfloat16(sd, str(tmp_path / "bf16.safetensors"))
     model = keras_vit.load_model(str(tmp_path / "bf16.safetensors"), num_heads=2)
-    want = timm_layout.timm_to_official(exact, 2)
+    want = timm_reader.timm_to_official(exact, 2)
     from keras_vit.weights import official
 
     got = official.model_params(model)

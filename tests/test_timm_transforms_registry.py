@@ -13,7 +13,7 @@ import pytest
 
 import keras_vit
 from conftest import FIXTURES, ROOT
-from keras_vit.weights import timm_dirs
+from keras_vit.weights.timm import repository as timm_repository
 
 HERE = os.path.join(FIXTURES, "timm_transforms")
 
@@ -36,7 +36,7 @@ def test_each_resize_rule_matches_timms_create_transform(key, tmp_path):
             }
         )
     )
-    config = timm_dirs.data_config(str(tmp_path))  # what a timm repository with this pretrained_cfg gives
+    config = timm_repository.data_config(str(tmp_path))  # what a timm repository with this pretrained_cfg gives
     assert config.pass_order == "pillow13"  # the current Pillow's; these references were made under 12.3
     config = keras_vit.DataConfig.from_dict(dict(config.to_dict(), pass_order="pillow12"))
     layer = keras_vit.ImagePreprocessing(tuple(c["input_size"][1:]), config, normalize=False)

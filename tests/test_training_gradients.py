@@ -1,5 +1,5 @@
 """Training calls on TensorFlow and JAX take custom backward passes that keep less memory
-(`keras_vit.vit.mlp_core.activated_dense`, `keras_vit.vit.attention_core.attention_core`); a whole model's
+(`keras_vit.nn.mlp_core.activated_dense`, `keras_vit.nn.attention_core.attention_core`); a whole model's
 training gradients must still be those of its inference call, which both frameworks differentiate themselves."""
 
 import numpy as np

@@ -77,11 +77,11 @@ def preprocess_image(
 
 def _resample(image: np.ndarray, out: int, axis: int, config) -> np.ndarray:
     """One axis of `image` resampled to `out` pixels with the data config's kernel: the weights of
-    `keras_vit.vit.preprocessing.resampling_matrix` applied in float64 numpy (bicubic clipped after each pass,
+    `keras_vit.nn.resampling.resampling_matrix` applied in float64 numpy (bicubic clipped after each pass,
     as PIL does)."""
     import keras
 
-    from keras_vit.vit.preprocessing import resampling_matrix
+    from keras_vit.nn.resampling import resampling_matrix
 
     n = image.shape[axis]
     weights = np.asarray(

@@ -13,7 +13,7 @@ import keras
 
 from keras_vit.vit import table
 from keras_vit.applications import create_model
-from keras_vit.vit.resnet import StdConv2D
+from keras_vit.nn.resnet import StdConv2D
 
 
 def _conv_flops(conv: StdConv2D, input_shape) -> tuple:

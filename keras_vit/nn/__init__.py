@@ -1,7 +1,8 @@
-"""The building blocks the model is assembled from, one small file per part: LayerNorm and RMSNorm, LayerScale,
-rotary position embeddings, the SwiGLU MLP, and the initializers and array specs every layer shares.
+"""The layers a ViT is assembled from, one concept per file: the patch embedding, tokens, position tables and
+rotary embeddings, norms, attention forms, MLPs, the encoder block and encoder, stems, pooling heads.
 
-These know nothing of a Vision Transformer's anatomy (`keras_vit.vit` puts them together) and read no files.
+A layer here takes plain arguments (sizes, rates, flags) and reads no files; which layers a model has is chosen
+from its record in `keras_vit.vit.components`.
 """
 
 from keras_vit.nn.layer_norm import LayerNorm

@@ -19,6 +19,9 @@ from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, initial
 
+# the original code's and timm's epsilon (CLIP's checkpoints use 1e-5)
+LAYER_NORM_EPSILON = 1e-6
+
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class LayerNorm(keras.layers.LayerNormalization):

@@ -13,7 +13,7 @@ import keras
 
 from keras_vit.utils import validate
 from keras_vit.vit import table, timm_table
-from keras_vit.vit.layers import remat_mode
+from keras_vit.nn.encoder_block import remat_mode
 from keras_vit.vit.variant import Variant
 
 CLASSIFIERS = ("token", "gap", "map")

@@ -8,14 +8,18 @@ import types
 import keras
 
 from keras_vit.nn.rotary import RotaryPositionEmbedding
-from keras_vit.vit.attention_pooling import AttentionPooling
-from keras_vit.vit.convolutional_stem import ConvolutionalStem, embedding_patch
+from keras_vit.nn.attention_pooling import AttentionPooling
+from keras_vit.nn.convolutional_stem import ConvolutionalStem, embedding_patch
 from keras_vit.nn.initializers import initial
-from keras_vit.vit.layers import ClassToken, Encoder, PatchEmbedding, TokenPooling, layer_norm
-from keras_vit.vit.position_embedding import AddPositionEmbedding
-from keras_vit.vit.position_resampling import ResampledPositionEmbedding
+from keras_vit.nn.class_token import ClassToken
+from keras_vit.nn.encoder import Encoder
+from keras_vit.nn.encoder_block import layer_norm
+from keras_vit.nn.patch_embedding import PatchEmbedding
+from keras_vit.nn.token_pooling import TokenPooling
+from keras_vit.nn.position_embedding import AddPositionEmbedding
+from keras_vit.nn.position_resampling import ResampledPositionEmbedding
 from keras_vit.vit.preprocessing import ImagePreprocessing
-from keras_vit.vit.resnet import ResNetStem
+from keras_vit.nn.resnet import ResNetStem
 
 
 def make_components(

@@ -16,7 +16,7 @@ import numpy as np
 from keras_vit.utils import validate
 from keras_vit.vit.arguments import POOLINGS
 from keras_vit.nn.initializers import PACKAGE
-from keras_vit.vit.layers import TokenPooling
+from keras_vit.nn.token_pooling import TokenPooling
 
 POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
 

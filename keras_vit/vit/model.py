@@ -32,7 +32,7 @@ from keras_vit.vit.features import POOLING_MODES, FeatureAPI
 from keras_vit.vit.fit_memory import FitMemory
 from keras_vit.nn.initializers import PACKAGE
 from keras_vit.vit.components import make_components
-from keras_vit.vit.layers import TokenPooling
+from keras_vit.nn.token_pooling import TokenPooling
 from keras_vit.vit.lora import LoRA
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.preprocessing import PreprocessingAPI

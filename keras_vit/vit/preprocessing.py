@@ -21,37 +21,8 @@ from keras import ops
 
 from keras_vit.vit.data_config import DataConfig, center_crop_offset
 from keras_vit.nn.initializers import PACKAGE
+from keras_vit.nn.resampling import resampling_matrix
 from keras_vit.nn.specs import ArraySpecs
-
-_SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "nearest": 0.5}
-
-
-def _kernel(x, interpolation: str):
-    """The resampling kernel at distances `x` (a float tensor)."""
-    x = ops.abs(x)
-    if interpolation == "bilinear":
-        return ops.maximum(1.0 - x, 0.0)
-    if interpolation == "nearest":
-        return ops.cast(ops.logical_and(ops.greater_equal(x, -0.5), ops.less(x, 0.5)), "float32")
-    a = -0.5
-    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-    far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
-    return ops.where(ops.less(x, 1.0), near, ops.where(ops.less(x, 2.0), far, 0.0))
-
-
-def resampling_matrix(in_size, resized, offset, out_size: int, interpolation: str, antialias: bool):
-    """(out_size, in_size) float32 weights taking an axis of `in_size` pixels to pixels `offset ...
-    offset + out_size` of the same axis resized to `resized` pixels. Sizes may be ints or scalar tensors."""
-    in_f = ops.cast(in_size, "float32")
-    scale = in_f / ops.cast(resized, "float32")  # input pixels per output pixel
-    width = ops.maximum(scale, 1.0) if antialias else ops.ones_like(scale)
-    centers = (ops.cast(ops.arange(out_size), "float32") + ops.cast(offset, "float32") + 0.5) * scale
-    positions = ops.cast(ops.arange(in_size), "float32") + 0.5
-    if interpolation == "nearest":  # the input pixel the output centre falls in
-        index = ops.minimum(ops.floor(centers), in_f - 1.0)
-        return ops.cast(ops.equal(positions[None, :] - 0.5, index[:, None]), "float32")
-    weights = _kernel((positions[None, :] - centers[:, None]) / width, interpolation)
-    return weights / ops.maximum(ops.sum(weights, axis=1, keepdims=True), 1e-12)
 
 
 def _plan(config: DataConfig, height, width, size: Tuple[int, int]):

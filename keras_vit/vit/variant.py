@@ -17,10 +17,10 @@ from typing import List, Optional, Tuple
 
 from keras_vit.nn.rotary import Rotary
 from keras_vit.utils import validate
-from keras_vit.vit.convolutional_stem import checked_stem
-from keras_vit.vit.layers import LAYER_NORM_EPSILON
-from keras_vit.vit.mlp import activation_name
-from keras_vit.vit.position_resampling import PositionResampling
+from keras_vit.nn.convolutional_stem import checked_stem
+from keras_vit.nn.layer_norm import LAYER_NORM_EPSILON
+from keras_vit.nn.mlp import activation_name
+from keras_vit.nn.position_resampling import PositionResampling
 
 # the parts of the model, in the order a token meets them
 PARTS = {
@@ -135,7 +135,7 @@ class Variant:
         "position",
         "the position table kept at the grid it was trained on and resampled to each input's grid, patches only "
         "(FlexiViT; SigLIP 2 NaFlex and RADIO, timm's naflexvit): a "
-        "`keras_vit.vit.position_resampling.PositionResampling` or its dict; None.",
+        "`keras_vit.nn.position_resampling.PositionResampling` or its dict; None.",
         "a position table resampled per input (NaFlex)",
     )
     # block
@@ -410,7 +410,7 @@ class Variant:
         """The parts timm builds from an architecture's name only (timm's `Eva` models: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2, parallel
         layers, MobileCLIP's stem) this model has, as `field=value`: what timm builds from an architecture's name
         only, so timm's writers write the model as the registered architecture that has them
-        (`keras_vit.weights.timm_args.registered_architecture`). The name is kept from when they were refused."""
+        (`keras_vit.weights.timm.model_args.registered_architecture`). The name is kept from when they were refused."""
         default = Variant()
         return [
             f"{f.name}={getattr(self, f.name)!r}"

@@ -1,10 +1,11 @@
 """File or name -> variables: every weight source keras_vit reads or writes.
 
 - `releases` / `augreg`: the released checkpoints (2020, AugReg, SAM), their names and download.
-- `layouts`: other frameworks' keys (big_vision, timm, `transformers`) -> the official keys.
+- `keys`: the official keys every source is brought to, and what the PyTorch-layout readers share.
+- `big_vision`, `transformers_vit`, `timm/`: one reader (and writer) per framework's layout.
 - `official`: the official `.npz` layout <-> a model's variables, the architecture read off a file's shapes,
   the fine-tuning rules (position embeddings resized, head re-initialised).
-- `safetensors_files`: timm state dicts and `transformers` directories, in and out.
+- `safetensors_files`: `save_safetensors`, a model written for timm or `transformers`.
 - `keras_files`: Keras' own `.keras` and `.weights.h5` files.
 - `lora_files`: `.lora.h5` files (a model's LoRA adapters and head).
 - `sources`: the table of weight sources: what each recognises, how it is read, what data config it states.

@@ -10,7 +10,7 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from keras_vit.vit import table
-from keras_vit.weights.layouts import POSEMB_KEY
+from keras_vit.weights.keys import POSEMB_KEY
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
 _UNIT = re.compile(r"^block(\d+)/unit(\d+)/")

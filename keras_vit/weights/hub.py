@@ -15,7 +15,7 @@ import json
 import os
 from typing import Tuple
 
-from keras_vit.weights.timm_dirs import CONFIG, INDEX, WEIGHTS  # the same file names in both layouts
+from keras_vit.weights.timm.repository import CONFIG, INDEX, WEIGHTS  # the same file names in both layouts
 
 PREFIXES = ("hf-hub:", "hf://")
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from keras_vit.utils import atomic, validate
 from keras_vit.utils.assign import assign_array
-from keras_vit.vit.lora import base_variable
-from keras_vit.weights import layouts
+from keras_vit.nn.projection import base_variable
+from keras_vit.weights import keys, big_vision
 from keras_vit.weights.architecture import (  # noqa: F401 (public here)
     architecture_from_npz,
     check_family,
@@ -33,7 +33,7 @@ from keras_vit.weights.packed import unflatten_patch_kernel, unpack_gated_mlp
 
 logger = logging.getLogger("keras_vit")
 
-POSEMB_KEY = layouts.POSEMB_KEY
+POSEMB_KEY = keys.POSEMB_KEY
 _HEAD_KEYS = ("head/kernel", "head/bias")
 _HEAD_DIST_KEYS = ("head_dist/kernel", "head_dist/bias")  # DeiT's second head: reset with the first
 _PRE_LOGITS_KEYS = ("pre_logits/kernel", "pre_logits/bias")
@@ -212,7 +212,7 @@ def read_npz(path: str) -> Dict[str, np.ndarray]:
     for key, value in params.items():
         if value.dtype == object:
             raise ValueError(f"Checkpoint {path!r} entry {key!r} is an object array.")
-    return layouts.jax_to_official(params)
+    return big_vision.jax_to_official(params)
 
 
 # ----------------------------------------------------------------------------- posemb resize

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 
 from keras_vit.utils import validate
-from keras_vit.vit.position_embedding import resample_grid
+from keras_vit.nn.position_embedding import resample_grid
 
 
 def resize_position_embeddings(

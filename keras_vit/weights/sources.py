@@ -3,7 +3,7 @@ what data config it states.
 
 `keras_vit.weights.load` asks this table what a source is (`find`) and has the entry read it; nothing else tells
 sources apart. Each reader is a few lines over the module that knows the format (`official`, `releases`,
-`timm_dirs`, `safetensors_files`, `keras_files`, `hub`). Adding a source is a module that reads it plus one
+`timm`, `transformers_vit`, `keras_files`, `hub`). Adding a source is a module that reads it plus one
 `Source(...)` line in `SOURCES` (in the order in which sources are recognised).
 """
 
@@ -17,7 +17,10 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
-from keras_vit.weights import hub, keras_files, official, releases, safetensors_files, timm_dirs
+from keras_vit.weights import hub, keras_files, official, releases
+from keras_vit.weights import transformers_vit
+from keras_vit.weights.timm import repository as timm_repository
+from keras_vit.weights.timm import state_dict as timm_state
 from keras_vit.weights.checkpoint import Checkpoint
 
 
@@ -94,7 +97,7 @@ def _read_directory(kind: str, reader: Callable) -> Callable[..., Checkpoint]:
 
 def _read_timm_file(path: str, model_name, num_heads, build) -> Checkpoint:
     heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
-    params, implied, assumed = safetensors_files.read_timm(path, heads)
+    params, implied, assumed = timm_state.read_timm(path, heads)
     return Checkpoint(path, "safetensors", path, params, implied=implied, assumed=assumed)
 
 
@@ -148,16 +151,16 @@ SOURCES = (
     Source(
         "timm_dir",
         "a timm repository directory (config.json naming its architecture + model.safetensors)",
-        lambda path: os.path.isdir(path) and timm_dirs.is_timm_dir(path),
-        _read_directory("timm_dir", timm_dirs.read),
-        lambda path, name: timm_dirs.data_config(path),
+        lambda path: os.path.isdir(path) and timm_repository.is_timm_dir(path),
+        _read_directory("timm_dir", timm_repository.read),
+        lambda path, name: timm_repository.data_config(path),
     ),
     Source(
         "transformers",
         "a transformers ViT directory (config.json + model.safetensors)",
-        lambda path: os.path.isdir(path) and safetensors_files.is_transformers_dir(path),
-        _read_directory("transformers", safetensors_files.read_transformers),
-        lambda path, name: safetensors_files.transformers_data_config(path),
+        lambda path: os.path.isdir(path) and transformers_vit.is_transformers_dir(path),
+        _read_directory("transformers", transformers_vit.read_transformers),
+        lambda path, name: transformers_vit.transformers_data_config(path),
     ),
     Source(
         "npz",

@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import keras
 
 from keras_vit.utils.eager import tensorflow_eager
-from keras_vit.vit.attention import MultiHeadDotProductAttention
+from keras_vit.nn.attention import MultiHeadDotProductAttention
 
 # (block structure) -> (compiled block function, [weak reference to the block it traces]). One function per
 # structure, shared by every model of that structure, so a second model pays no trace (and on JAX no compile).

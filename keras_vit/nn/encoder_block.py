@@ -1,8 +1,7 @@
-"""The Vision Transformer's layers (paper eq. 1-4), in `keras` / `keras.ops` only.
+"""The Transformer encoder block (paper eq. 2-3) and the family's options on it, in `keras` / `keras.ops` only.
 
-Weight names and shapes follow the official checkpoints, so converting one is a
-rename: attention kernels are (D, heads, D/heads) and (heads, D/heads, D), the
-class token is (1, 1, D), position embeddings (1, tokens, D).
+Weight names and shapes follow the official checkpoints, so converting one is a rename: attention kernels are
+(D, heads, D/heads) and (heads, D/heads, D).
 """
 
 from __future__ import annotations
@@ -13,112 +12,16 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_vit.vit import block_graph
-from keras_vit.vit.attention import MultiHeadDotProductAttention
-from keras_vit.vit.differential_attention import DifferentialAttention
-from keras_vit.nn.initializers import PACKAGE as _PACKAGE
-from keras_vit.nn.initializers import initial
-from keras_vit.nn.layer_norm import LayerNorm
-from keras_vit.nn.layer_scale import LayerScale
-from keras_vit.nn.rms_norm import normalization
-from keras_vit.nn.swiglu import SwiGLU
-from keras_vit.vit.mlp import MlpBlock, activation_name, gelu  # noqa: F401 (gelu: public here)
-from keras_vit.vit.parallel_branches import ParallelBranchesBlock
-from keras_vit.vit.token_pooling import TokenPooling  # noqa: F401 (public here)
+from keras_vit.nn.attention import MultiHeadDotProductAttention
+from keras_vit.nn.differential_attention import DifferentialAttention
 from keras_vit.nn.drop_path import DropPath
+from keras_vit.nn.initializers import PACKAGE as _PACKAGE
+from keras_vit.nn.layer_norm import LAYER_NORM_EPSILON, LayerNorm
+from keras_vit.nn.layer_scale import LayerScale
+from keras_vit.nn.mlp import MlpBlock, activation_name
+from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.specs import ArraySpecs
-
-LAYER_NORM_EPSILON = 1e-6
-__all__ = [
-    "LAYER_NORM_EPSILON",
-    "BLOCK_OPTIONS",
-    "gelu",
-    "layer_norm",
-    "LayerNorm",
-    "PatchEmbedding",
-    "ClassToken",
-    "DropPath",
-    "MultiHeadDotProductAttention",
-    "MlpBlock",
-    "EncoderBlock",
-    "Encoder",
-    "TokenPooling",
-]
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class PatchEmbedding(ArraySpecs, keras.layers.Layer):
-    """Cuts the image into P x P patches and maps each linearly to D dims (eq. 1).
-
-    A P x P convolution with stride P is the same map as flattening each patch
-    and multiplying by E. Output: (batch, grid_h * grid_w, D), row-major grid.
-    """
-
-    def __init__(self, patch_size: int, hidden_size: int, use_bias: bool = True, **kwargs):
-        super().__init__(**kwargs)
-        self.patch_size = int(patch_size)
-        self.hidden_size = int(hidden_size)
-        self.use_bias = bool(use_bias)  # False: CLIP's pre-norm models (timm drops the bias with pre_norm)
-
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        p = self.patch_size
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(p, p, channels, self.hidden_size),
-            initializer=initial(keras.initializers.LecunNormal()),
-        )
-        self.bias = (
-            self.add_weight(name="bias", shape=(self.hidden_size,), initializer=initial("zeros"))
-            if self.use_bias
-            else None
-        )
-
-    def call(self, images):
-        x = ops.conv(images, self.kernel, strides=self.patch_size, padding="valid")
-        if self.bias is not None:
-            x = x + self.bias
-        return ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_size))
-
-    def compute_output_shape(self, input_shape):
-        h, w = input_shape[1], input_shape[2]
-        n = None if h is None or w is None else (h // self.patch_size) * (w // self.patch_size)
-        return (input_shape[0], n, self.hidden_size)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "patch_size": self.patch_size,
-            "hidden_size": self.hidden_size,
-            "use_bias": self.use_bias,
-        }
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class ClassToken(ArraySpecs, keras.layers.Layer):
-    """Prepends learned tokens (zero-initialised, as the original code's [class] token): the class token, and
-    with `num_tokens` > 1 or another name the DINOv2 register tokens or DeiT's distillation token."""
-
-    def __init__(self, num_tokens: int = 1, **kwargs):
-        super().__init__(**kwargs)
-        self.num_tokens = int(num_tokens)
-
-    def build(self, input_shape):
-        self.cls = self.add_weight(
-            name="cls", shape=(1, self.num_tokens, input_shape[-1]), initializer=initial("zeros")
-        )
-
-    def call(self, tokens):
-        cls = ops.cast(self.cls, tokens.dtype)
-        cls = ops.broadcast_to(cls, (ops.shape(tokens)[0], self.num_tokens, ops.shape(tokens)[2]))
-        return ops.concatenate([cls, tokens], axis=1)
-
-    def compute_output_shape(self, input_shape):
-        n = None if input_shape[1] is None else input_shape[1] + self.num_tokens
-        return (input_shape[0], n, input_shape[2])
-
-    def get_config(self):
-        return {**super().get_config(), "num_tokens": self.num_tokens}
+from keras_vit.nn.swiglu import SwiGLU
 
 
 def layer_norm(name: str, dtype_policy, epsilon: float = LAYER_NORM_EPSILON, rms: bool = False) -> LayerNorm:
@@ -133,7 +36,7 @@ REMAT_MODES = (False, True, "attention")
 def remat_mode(remat: Union[bool, str]) -> Union[bool, str]:
     """The constructors' `remat` checked: False (keep what the backward pass needs), True (recompute each
     block) or "attention" (recompute only the attention probabilities: what training on TensorFlow and JAX
-    does by default since 0.3.0, `keras_vit.vit.attention_core`; kept so that configs and saved models naming
+    does by default since 0.3.0, `keras_vit.nn.attention_core`; kept so that configs and saved models naming
     it still load)."""
     if isinstance(remat, (bool, np.bool_)):
         return bool(remat)
@@ -376,7 +279,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     def computation(self) -> dict:
         """The config that decides what the block computes from its weights at inference: `get_config` less
-        the name, trainability and stochastic depth (`keras_vit.vit.block_graph` keys its functions by it)."""
+        the name, trainability and stochastic depth (`keras_vit.nn.block_graph` keys its functions by it)."""
         return {
             "num_heads": self.num_heads,
             "mlp_dim": self.mlp_dim,
@@ -391,154 +294,3 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), **self.computation(), "drop_path_rate": self.drop_path_rate}
-
-
-def key_value_heads_per_block(key_value_heads, num_layers: int) -> Optional[tuple]:
-    """Grouped-query attention's key/value heads of each block: None (as many as query heads), one count for
-    every block, or a count per block (Sapiens2 keeps full attention in its first and last blocks)."""
-    if key_value_heads is None:
-        return None
-    counts = (
-        (key_value_heads,) * num_layers if isinstance(key_value_heads, int) else tuple(int(k) for k in key_value_heads)
-    )
-    if len(counts) != num_layers:
-        raise ValueError(f"key_value_heads gives {len(counts)} blocks' counts for a {num_layers}-block model.")
-    return counts
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-class Encoder(ArraySpecs, keras.layers.Layer):
-    """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm (none with `final_norm=False`:
-    models that normalise after pooling instead, timm's fc_norm).
-
-    Stochastic depth grows linearly from 0 (first block) to `drop_path_rate` (last). The family's block
-    options (`BLOCK_OPTIONS`) go to every block.
-    """
-
-    def __init__(
-        self,
-        num_layers: int,
-        num_heads: int,
-        mlp_dim: int,
-        dropout_rate: float = 0.0,
-        attention_dropout_rate: float = 0.0,
-        drop_path_rate: float = 0.0,
-        gelu_approximate=None,
-        remat: Union[bool, str] = False,
-        layer_scale_init: Optional[float] = None,
-        final_norm: bool = True,
-        key_value_heads=None,
-        parallel_branches: int = 1,
-        **options,
-    ):
-        block_options = {k: options.pop(k, v) for k, v in BLOCK_OPTIONS.items()}
-        super().__init__(**options)
-        self.parallel_branches = int(parallel_branches)
-        block_options["activation"] = activation_name(block_options["activation"], gelu_approximate)
-        self.layer_scale_init = None if layer_scale_init is None else float(layer_scale_init)
-        self.num_layers, self.num_heads, self.mlp_dim = int(num_layers), int(num_heads), int(mlp_dim)
-        self.remat, self.final_norm = remat_mode(remat), bool(final_norm)
-        self.dropout_rate = float(dropout_rate)
-        self.attention_dropout_rate = float(attention_dropout_rate)
-        self.drop_path_rate = float(drop_path_rate)
-        steps = max(self.num_layers - 1, 1)
-        self.key_value_heads = key_value_heads_per_block(key_value_heads, self.num_layers)
-
-        def block(i: int, name: str) -> EncoderBlock:
-            return EncoderBlock(
-                self.num_heads,
-                self.mlp_dim,
-                self.dropout_rate,
-                self.attention_dropout_rate,
-                self.drop_path_rate * i / steps,
-                None,
-                self.remat,
-                self.layer_scale_init,
-                **block_options,
-                num_key_value_heads=self.key_value_heads[i] if self.key_value_heads else None,
-                block_index=i,
-                dtype=self.dtype_policy,
-                name=name,
-            )
-
-        self.blocks = [
-            block(i, f"encoderblock_{i}")
-            if self.parallel_branches == 1
-            else ParallelBranchesBlock(
-                [block(i, f"branch_{j}") for j in range(self.parallel_branches)],
-                dtype=self.dtype_policy,
-                name=f"encoderblock_{i}",
-            )
-            for i in range(self.num_layers)
-        ]
-        self.encoder_norm = (
-            layer_norm(
-                "encoder_norm", self.dtype_policy, block_options["layer_norm_epsilon"], block_options["rms_norm"]
-            )
-            if self.final_norm
-            else None
-        )
-
-    def _trackable_children(self, save_type="checkpoint", **kwargs):
-        """TensorFlow's object graph (`tf.train.Checkpoint`, `CheckpointManager`) does not follow the `blocks`
-        list that Keras tracks: each block is named here as `encoderblock_<i>`, so a checkpoint holds every
-        variable and `assert_consumed` refuses one of another depth. (Only TensorFlow calls this.)"""
-        children = dict(super()._trackable_children(save_type, **kwargs))
-        if save_type == "checkpoint":
-            children.update((block.name, block) for block in self.blocks)
-        return children
-
-    @property
-    def activation(self) -> str:
-        return self.blocks[0].activation if self.blocks else activation_name(None, None)
-
-    @property
-    def gelu_approximate(self) -> bool:
-        return self.activation == "gelu_tanh"
-
-    def build(self, input_shape):
-        for block in self.blocks:
-            block.build(input_shape)
-        if self.encoder_norm is not None:
-            self.encoder_norm.build(input_shape)
-
-    def finish(self, x):
-        """The last blocks' output through the final LayerNorm (if the encoder has one)."""
-        return self.encoder_norm(x) if self.encoder_norm is not None else x
-
-    def call(self, x, rotary=None, training=None, return_attention=False):
-        """`rotary`: the (tokens, 2 * head_dim) table of rotary embeddings (`keras_vit.nn.rotary`), or None."""
-        if not return_attention and block_graph.applies() and not training:  # one compiled block, every block
-            y = block_graph.run_blocks(self, x, rotary)
-            if y is not None:
-                return self.finish(y)
-        attention = []
-        for block in self.blocks:
-            if return_attention:
-                x, probs = block(x, rotary=rotary, training=training, return_attention=True)
-                attention.append(probs)
-            else:
-                x = block(x, rotary=rotary, training=training)
-        x = self.finish(x)
-        return (x, attention) if return_attention else x
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        options = self.blocks[0].options() if self.blocks else dict(BLOCK_OPTIONS)
-        options.setdefault("parallel_branches", self.parallel_branches)
-        return {
-            **super().get_config(),
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "drop_path_rate": self.drop_path_rate,
-            "remat": self.remat,
-            "layer_scale_init": self.layer_scale_init,
-            "final_norm": self.final_norm,
-            "key_value_heads": list(self.key_value_heads) if self.key_value_heads else None,
-            **options,
-        }

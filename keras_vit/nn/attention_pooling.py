@@ -17,8 +17,8 @@ from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
-from keras_vit.vit.lora import Projection
-from keras_vit.vit.mlp import MlpBlock, activation_name
+from keras_vit.nn.projection import Projection
+from keras_vit.nn.mlp import MlpBlock, activation_name
 from keras_vit.nn.specs import ArraySpecs
 
 
@@ -29,7 +29,7 @@ class AttentionPooling(ArraySpecs, keras.layers.Layer):
     Args:
       num_heads: attention heads (the encoder's).
       mlp_dim: the MLP's hidden width (the encoder's).
-      activation: the MLP's activation (`keras_vit.vit.mlp.ACTIVATIONS`; default the tanh GELU, big_vision's).
+      activation: the MLP's activation (`keras_vit.nn.mlp.ACTIVATIONS`; default the tanh GELU, big_vision's).
       layer_norm_epsilon: the LayerNorm's epsilon.
       num_prefix_tokens: leading tokens (class, registers) the probe does not attend to (timm's default).
     """

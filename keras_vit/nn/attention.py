@@ -13,9 +13,9 @@ from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
 from keras_vit.nn.specs import ArraySpecs
-from keras_vit.vit.attention_core import recomputed_attention
-from keras_vit.vit.lora import Projection
-from keras_vit.vit.recompute import applies as recomputes
+from keras_vit.nn.attention_core import recomputed_attention
+from keras_vit.nn.projection import Projection
+from keras_vit.nn.recompute import applies as recomputes
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -24,7 +24,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
 
     `query` / `key` / `value`: kernel (D, heads, D/heads), bias (heads, D/heads); `out`: kernel
     (heads, D/heads, D), bias (D) -- the checkpoint's own shapes and names, in `EinsumDense` layers that
-    `model.quantize("int8")` knows (`keras_vit.vit.lora.Projection`, whose LoRA is the paper's). In float,
+    `model.quantize("int8")` knows (`keras_vit.nn.projection.Projection`, whose LoRA is the paper's). In float,
     the three input projections run as one fused matmul over their kernels; once quantized, each projection
     runs as Keras' int8 layer. Softmax is computed in float32 (mixed precision safe). Unless the caller asks
     for the probabilities (or attention dropout is active), the scores go through

@@ -9,7 +9,7 @@ d_out * out instead of a second pass over the probabilities. The extra work is o
 per head.
 
 The backward pass reads q, k and v again only once the upstream gradient exists
-(`keras_vit.vit.recompute.zero_after`). Without that, TensorFlow's XLA ran every block's recomputation as soon
+(`keras_vit.nn.recompute.zero_after`). Without that, TensorFlow's XLA ran every block's recomputation as soon
 as q and k existed, so all twelve recomputed probability tensors were live at the peak; and reading q, k and v
 through their forward-pass transposed copies kept those copies alive beside the fused q/k/v output. With it,
 TensorFlow and JAX take this core in every training call, smaller and no slower than the plain formula
@@ -22,7 +22,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.vit.recompute import BACKENDS, zero_after
+from keras_vit.nn.recompute import BACKENDS, zero_after
 
 
 def attention(q, k, v):

@@ -21,7 +21,9 @@ import numpy as np
 from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
 from keras_vit.vit import timm_table
 from keras_vit.vit.labels import label_set_for
-from keras_vit.weights import safetensors_files, timm_args
+from keras_vit.weights import safetensors_files
+from keras_vit.weights.timm import model_args
+from keras_vit.weights.timm import state_dict as timm_state
 
 CONFIG, WEIGHTS, PICKLE = "config.json", "model.safetensors", "pytorch_model.bin"
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint: its shards beside it
@@ -65,7 +67,7 @@ def architecture(directory: str, config: Optional[dict] = None) -> dict:
     args = dict(config.get("model_args") or {})
     if "num_classes" not in args and config.get("num_classes") is not None:
         args["num_classes"] = config["num_classes"]  # timm builds with the config's num_classes by default
-    return timm_args.apply_model_args(name, kw, args)
+    return model_args.apply_model_args(name, kw, args)
 
 
 def _check_head(directory: str, implied: dict, params: Dict[str, np.ndarray]) -> None:
@@ -95,7 +97,7 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
         )
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     implied = architecture(directory, config)
-    params = safetensors_files.read_timm(weights, implied["num_heads"], sharded)[0]
+    params = timm_state.read_timm(weights, implied["num_heads"], sharded)[0]
     _check_head(directory, implied, params)
     return params, implied
 
@@ -151,7 +153,7 @@ def _pretrained_cfg(model) -> dict:
         crop_mode=config.crop_mode,
         mean=list(mean),
         std=list(std),
-        num_classes=timm_args.head_classes(model),
+        num_classes=model_args.head_classes(model),
         first_conv=_first_conv(model),
         classifier="head",
         fixed_input_size=not model.dynamic_size,
@@ -215,7 +217,7 @@ def _model_args(model) -> Tuple[dict, str]:
             f"Model {model.name!r} has pre_norm={v.pre_norm} with patch_bias={v.patch_bias}; timm "
             "ties the two (a pre-norm model has no patch bias), so it has no timm equivalent."
         )
-    pool = timm_args.POOL_NAMES[model.classifier]
+    pool = model_args.POOL_NAMES[model.classifier]
     args = dict(
         img_size=list(model.base_image_size),
         patch_size=c.patch_size,
@@ -223,7 +225,7 @@ def _model_args(model) -> Tuple[dict, str]:
         depth=c.num_layers,
         num_heads=c.num_heads,
         mlp_ratio=c.mlp_dim / c.hidden_size,
-        num_classes=timm_args.head_classes(model),
+        num_classes=model_args.head_classes(model),
         in_chans=model.channels,
         global_pool=pool,
         class_token=model.class_token is not None,
@@ -277,15 +279,15 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         )
     entry = None
     if model.variant.timm_writer_lacks():  # parts timm builds by name: the registered architecture that has them
-        architecture_name, args, entry = timm_args.registered_architecture(model)
+        architecture_name, args, entry = model_args.registered_architecture(model)
     else:
         args, architecture_name = _model_args(model)
     sd = safetensors_files.timm_state_dict(model, entry)
     config = dict(
         architecture=architecture_name,
-        num_classes=timm_args.head_classes(model),
+        num_classes=model_args.head_classes(model),
         num_features=model.vit_config.hidden_size,
-        global_pool=timm_args.POOL_NAMES[model.classifier],
+        global_pool=model_args.POOL_NAMES[model.classifier],
         model_args=args,
         pretrained_cfg=_pretrained_cfg(model),
         keras_vit=dict(antialias=model.data_config.antialias),

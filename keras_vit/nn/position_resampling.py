@@ -26,8 +26,8 @@ from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, initial
 from keras_vit.utils import validate
-from keras_vit.vit.position_embedding import AddPositionEmbedding, _interpolate_axis
-from keras_vit.vit.preprocessing import resampling_matrix
+from keras_vit.nn.position_embedding import AddPositionEmbedding, _interpolate_axis
+from keras_vit.nn.resampling import resampling_matrix
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,7 +76,7 @@ class ParallelBranchesBlock(ArraySpecs, keras.layers.Layer):
         return {**self.branches[0].options(), "parallel_branches": len(self.branches)}
 
     def computation(self) -> dict:
-        """What the block computes at inference (`keras_vit.vit.block_graph` keys its functions by it)."""
+        """What the block computes at inference (`keras_vit.nn.block_graph` keys its functions by it)."""
         return {**self.branches[0].computation(), "parallel_branches": len(self.branches)}
 
     def get_config(self):

@@ -17,7 +17,7 @@ timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first la
 timm's DiffAttention (differential attention) adds `attn.lambda_q1` ... `lambda_k2` and `attn.sub_norm`.
 timm's NaFlexVit (SigLIP 2 NaFlex, RADIO) keeps its patch projection, tokens and position table under `embeds.`.
 MobileCLIP's convolutional stem is timm's ConvStem under `patch_embed.backbone.`, its last convolution the patch
-embedding. The writer, official keys -> timm, is `keras_vit.weights.timm_out`.
+embedding. The writer, official keys -> timm, is `keras_vit.weights.timm.writer`.
 """
 
 from __future__ import annotations
@@ -26,16 +26,7 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.layouts import (
-    POSEMB_KEY,
-    Params,
-    _attention_in,
-    _blocks,
-    _conv_in,
-    _linear_in,
-    _Reader,
-    per_block,
-)
+from keras_vit.weights.keys import POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader, per_block
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _TOP = {

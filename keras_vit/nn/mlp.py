@@ -14,8 +14,8 @@ from keras import ops
 from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
-from keras_vit.vit.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
-from keras_vit.vit.recompute import applies as recomputes
+from keras_vit.nn.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
+from keras_vit.nn.recompute import applies as recomputes
 from keras_vit.nn.specs import ArraySpecs
 
 

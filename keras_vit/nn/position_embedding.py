@@ -3,7 +3,7 @@
 Two resizing rules, as the sources' own code resizes: "linear", the original code's (`scipy.ndimage.zoom
 (order=1)` per axis, end points aligned: `interpolate_grid`), and "bicubic", timm's (`F.interpolate(...,
 mode="bicubic", antialias=True)`: separable Keys kernels, a = -0.5, pixel centres aligned, widened when
-shrinking: `keras_vit.vit.preprocessing.resampling_matrix`). Both are written in `keras.ops`, so they run on
+shrinking: `keras_vit.nn.resampling.resampling_matrix`). Both are written in `keras.ops`, so they run on
 every backend and under XLA; `keras_vit.resize_position_embeddings` applies the same rules to checkpoints.
 """
 
@@ -17,7 +17,7 @@ from keras import ops
 from keras_vit.utils import validate
 from keras_vit.nn.initializers import PACKAGE as _PACKAGE
 from keras_vit.nn.initializers import initial
-from keras_vit.vit.preprocessing import resampling_matrix
+from keras_vit.nn.resampling import resampling_matrix
 from keras_vit.nn.specs import ArraySpecs
 
 

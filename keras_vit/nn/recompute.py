@@ -16,8 +16,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# The backends whose training calls take the recomputing backward passes (`keras_vit.vit.attention_core`,
-# `keras_vit.vit.mlp_core`); PyTorch keeps Keras' own differentiation.
+# The backends whose training calls take the recomputing backward passes (`keras_vit.nn.attention_core`,
+# `keras_vit.nn.mlp_core`); PyTorch keeps Keras' own differentiation.
 BACKENDS = ("tensorflow", "jax")
 
 

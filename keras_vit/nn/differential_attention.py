@@ -19,8 +19,8 @@ from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
 from keras_vit.nn.rms_norm import RMSNorm
-from keras_vit.vit.attention import MultiHeadDotProductAttention
-from keras_vit.vit.lora import Projection
+from keras_vit.nn.attention import MultiHeadDotProductAttention
+from keras_vit.nn.projection import Projection
 
 
 def lambda_init(depth: int) -> float:

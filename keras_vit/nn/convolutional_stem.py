@@ -18,7 +18,7 @@ from keras_vit.nn.initializers import PACKAGE as _PACKAGE
 from keras_vit.nn.initializers import initial
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.utils import validate
-from keras_vit.vit.mlp import gelu
+from keras_vit.nn.mlp import gelu
 
 BATCH_NORM_EPSILON = 1e-5
 BATCH_NORM_MOMENTUM = 0.9

@@ -6,7 +6,7 @@ gradient, act(h)^T dy). PyTorch keeps both as well. Here the backward pass recom
 elementwise pass, so each block keeps one: 12 x 38.7 MB less for a ViT-B/16 at batch 16 (docs/benchmarks-history.md,
 "Training memory").
 
-The recomputation waits for the upstream gradient (`keras_vit.vit.recompute.zero_after`): needing only `h`,
+The recomputation waits for the upstream gradient (`keras_vit.nn.recompute.zero_after`): needing only `h`,
 XLA would otherwise run it during the forward pass, where it would be live at the peak and save nothing.
 """
 
@@ -17,7 +17,7 @@ import math
 import keras
 from keras import ops
 
-from keras_vit.vit.recompute import zero_after
+from keras_vit.nn.recompute import zero_after
 
 ACTIVATIONS = ("gelu_tanh", "gelu", "quick_gelu")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

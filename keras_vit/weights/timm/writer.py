@@ -1,6 +1,6 @@
 """Official keys -> timm state dicts: its `VisionTransformer` (with `VisionTransformerDistilled`, the ResNetV2
 hybrids and MobileCLIP's convolutional stem, AIMv2's RMSNorm / SwiGLU / patch norm, ViT-22B's parallel blocks),
-its `Eva` (EVA-02, DINOv3, PE, RoPE-ViT) and its `NaFlexVit`, the inverse of `keras_vit.weights.timm_layout`'s
+its `Eva` (EVA-02, DINOv3, PE, RoPE-ViT) and its `NaFlexVit`, the inverse of `keras_vit.weights.timm.reader`'s
 reader.
 
 The architecture being written fixes how timm lays a block out (`TimmLayout`, read off the model timm builds by
@@ -17,8 +17,8 @@ import re
 
 import numpy as np
 
-from keras_vit.weights.layouts import POSEMB_KEY, Params
-from keras_vit.weights.timm_layout import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS, THINGS_NAMES
+from keras_vit.weights.keys import POSEMB_KEY, Params
+from keras_vit.weights.timm.reader import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS, THINGS_NAMES
 
 _NORMS_OUT = _NORMS + (("patch_embed.norm", "embedding_norm"),)  # AIMv2's patch norm too
 _ROTARY = "MultiHeadDotProductAttention_1/rotary_frequencies"
