@@ -12,6 +12,18 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 FLAX_FIXTURES = os.path.join(FIXTURES, "flax_reference")
 
 
+def tiny_recipe_config(**run):
+    """The demo's pre-training config with a one-block, 32-wide ViT of 8-pixel patches, trained without XLA (the
+    suite's recipe tests are about files, data and schedules; compiling each run's step was half their time; the
+    demo and the first hour's commands train with XLA). `run`: top-level settings over these defaults."""
+    from recipes.configs import demo
+
+    c = demo.get_config("pretrain")
+    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
+    c.update(**{**dict(batch_size=8, total_steps=2, log_every=1, checkpoint_every=2, jit_compile=False), **run})
+    return c
+
+
 def run_with_torch(arguments, timeout: int = 900):
     """Runs `python <arguments>` in a Python with torch and timm (`KERAS_VIT_TORCH_PYTHON`, else this one) with
     the torchvision stand-in on the path; skips the calling test where torch or timm is missing."""

@@ -2,10 +2,12 @@
 offline stand-ins the blocks find there instead of downloads. Visible on purpose: every difference between what a
 reader runs and what the test runs is in this file.
 
-- The model table keeps every row's patch size, heads, depth and ResNet stem, with narrow tokens (D = 8 x heads,
-  MLP 2 D), so `keras_vit.ViT_L16()` builds in a second and still has its own shape.
+- The model table keeps every row's patch size, heads and ResNet stem, with narrow tokens (D = 8 x heads, MLP 2 D)
+  and two blocks, so `keras_vit.ViT_L16()` builds, trains and exports in seconds and keeps its patch grid and
+  heads. The docs' code depends on no depth (the blocks it names are counted from the end).
 - A local release mirror (`KERAS_VIT_BASE_URL=file://...`, set by the test before keras_vit is imported) holds a
-  random checkpoint of that narrow model under each release's file name, with the release's head.
+  random checkpoint of that narrow model under each release's file name, with the release's head, written when a
+  block first downloads it (`keras.utils.get_file` is wrapped here for that).
 - The files the docs name (`ViT-B_16.npz`, `photo.jpg`, a timm `.safetensors`, a `transformers` directory, a
   timm repository, ...) are written here, an offline hub cache holds that repository, and the arrays the docs
   use (`images`, `x`, `names`, ...) are defined.
@@ -22,9 +24,12 @@ from skimage import data
 from keras_vit.vit import table
 
 for _name, _row in list(table.MODELS.items()):
-    table.MODELS[_name] = dataclasses.replace(_row, hidden_size=8 * _row.num_heads, mlp_dim=16 * _row.num_heads)
+    table.MODELS[_name] = dataclasses.replace(
+        _row, hidden_size=8 * _row.num_heads, mlp_dim=16 * _row.num_heads, num_layers=min(_row.num_layers, 2)
+    )
     table._BY_CANONICAL[table._canonical(_name)] = table.MODELS[_name]
 
+import keras  # noqa: E402
 import keras_vit  # noqa: E402  (after the table is narrowed)
 from keras_vit.weights import releases  # noqa: E402
 
@@ -46,10 +51,19 @@ def _mirror(release) -> None:
     keras_vit.save_npz(model, path)
 
 
-for _release in releases.available():
-    if _release.model in ("ViT-B/16", "ViT-S/16"):
-        _mirror(_release)
-_mirror(releases.parse_augreg(AUGREG_FILE))
+# the mirror holds ViT-B/16's and ViT-S/16's releases and one AugReg file, each written when first downloaded
+_MIRRORED = {r.url: r for r in releases.available() if r.model in ("ViT-B/16", "ViT-S/16")}
+_MIRRORED[releases.parse_augreg(AUGREG_FILE).url] = releases.parse_augreg(AUGREG_FILE)
+_get_file = keras.utils.get_file
+
+
+def _get_file_from_mirror(fname, origin=None, **kwargs):
+    if origin in _MIRRORED:
+        _mirror(_MIRRORED[origin])
+    return _get_file(fname, origin=origin, **kwargs)
+
+
+keras.utils.get_file = _get_file_from_mirror
 
 # a timm repository (a small one timm wrote: tests/fixtures/timm_hub/plain), on disk and in an offline hub cache
 _TIMM_REPO = "vit_base_patch16_224.augreg2_in21k_ft_in1k"

@@ -9,7 +9,7 @@ import tensorflow as tf
 import keras_vit
 from recipes import fewshot as fewshot_cli
 from recipes import train
-from recipes.configs import demo
+from conftest import tiny_recipe_config
 
 
 def _tags(logdir):
@@ -22,9 +22,7 @@ def _tags(logdir):
 
 
 def test_callback_logs_fewshot_during_training(tmp_path):
-    c = demo.get_config("pretrain")
-    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-    c.update(batch_size=16, total_steps=20, log_every=10, checkpoint_every=20, jit_compile=False)
+    c = tiny_recipe_config(batch_size=16, total_steps=20, log_every=10, checkpoint_every=20)
     c.dataset.eval_split = ""
     c.fewshot.update(
         every=10, dataset="mnist5k", train_split="train[:500]", test_split="test[:200]", shots=[1, 5], seeds=2

@@ -13,7 +13,7 @@ import pytest
 import keras_vit
 from image_folders import pixels, write_folder
 from recipes import data, folder, train
-from recipes.configs import demo
+from conftest import tiny_recipe_config
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,7 @@ def images(tmp_path_factory):
 
 
 def _config(root, **dataset):
-    c = demo.get_config("pretrain")
-    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-    c.update(batch_size=8, total_steps=2, log_every=1, checkpoint_every=2, deterministic=True, jit_compile=False)
+    c = tiny_recipe_config(deterministic=True)
     c.dataset.update(name=f"folder:{root}", num_classes=0, train_split="train[:80%]", eval_split="train[80%:]")
     c.dataset.update(**dataset)
     return c

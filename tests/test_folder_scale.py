@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from image_folders import write_folder
 from recipes import data, folder, train
-from recipes.configs import demo
+from conftest import tiny_recipe_config
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,7 @@ def root(tmp_path_factory):
 
 
 def _config(root, steps=2):
-    c = demo.get_config("pretrain")
-    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-    c.update(batch_size=8, total_steps=steps, log_every=1, checkpoint_every=2, deterministic=True, jit_compile=False)
+    c = tiny_recipe_config(total_steps=steps, deterministic=True)
     c.dataset.update(name=f"folder:{root}", num_classes=0, train_split="train[:80%]", eval_split="")
     return c
 

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import keras_vit
 from recipes import mpp, train
-from recipes.configs import demo
+from conftest import tiny_recipe_config
 
 
 def test_mean_colour_targets_match_numpy():
@@ -34,9 +34,7 @@ def test_corruption_rates():
 
 
 def test_mpp_pretraining_runs_and_learns(tmp_path):
-    c = demo.get_config("pretrain")
-    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-    c.update(batch_size=32, total_steps=60, log_every=20, checkpoint_every=60, jit_compile=False)
+    c = tiny_recipe_config(batch_size=32, total_steps=60, log_every=20, checkpoint_every=60)
     c.optimizer.update(learning_rate=3e-3, warmup_steps=5)
     c.dataset.eval_split = ""
     c.mpp.enabled = True
