@@ -62,7 +62,7 @@ MOVED = {
     "keras_vit.vit.initializers": ("keras_vit.nn.initializers",),
     "keras_vit.vit.layer_norm": ("keras_vit.nn.layer_norm",),
     "keras_vit.vit.layer_scale": ("keras_vit.nn.layer_scale",),
-    # after 0.3.0 the layers assembled from the record joined them (one room for every building block)
+    # after 0.3.0 the layers assembled from the record joined them (one subpackage for every layer)
     "keras_vit.vit.layers": LAYERS,
     # and each framework's layout got a module (timm's a folder) of its own
     "keras_vit.weights.layouts": (

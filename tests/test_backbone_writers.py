@@ -1,4 +1,4 @@
-"""timm's layout written back for the 2026 backbones (timm's `eva` module: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2,
+"""timm's layout written back for the backbones beyond the paper's ViT (timm's `eva` module: EVA-02, DINOv3, PE, RoPE-ViT; AIMv2,
 BEiT-3, Sapiens2, parallel and post-norm blocks of its `vision_transformer`): `save_pretrained` and
 `save_safetensors` write the state dict timm itself wrote for each fixture (tools/make_backbone_fixtures.py),
 tensor for tensor, under a registered architecture with the model's parts; what no registered architecture

@@ -1,4 +1,4 @@
-"""The 2026 backbones (timm's `eva` module: EVA-02, EVA-CLIP, DINOv3, Perception Encoder, RoPE-ViT and
+"""The backbones beyond the paper's ViT (timm's `eva` module: EVA-02, EVA-CLIP, DINOv3, Perception Encoder, RoPE-ViT and
 RoPE-Mixed; AIMv2 and BEiT-3 of its `vision_transformer` module): each
 family's timm repository (tools/make_backbone_fixtures.py: written by timm 1.0.31 itself at a non-square 2x3
 grid, every parameter perturbed) gives timm's logits, keeps its parts through `.keras`, the feature API, any-size

@@ -234,7 +234,7 @@ pairs = {"lora_alpha": (dict(lora=dict(rank=2, alpha=4.0)), dict(lora=dict(rank=
          "lora_targets": (dict(lora=dict(rank=2)), dict(lora=dict(rank=2, target_layer_names=("query", "key", "value", "out")))),
          "layer_norm_epsilon": (dict(), dict(layer_norm_epsilon=0.5)),
          "activation": (dict(), dict(activation="quick_gelu")), "qk_norm": (dict(), dict(qk_norm=True)),
-         # the 2026 parts that keep the same variables: only the settings tell them apart
+         # the family options that keep the same variables: only the settings tell them apart
          "rotate_half": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(rotate_half=True))),
          "rotary_form": (dict(rotary_embedding=dict()), dict(rotary_embedding=dict(form="centered", temperature=100))),
          "post_norm": (dict(), dict(post_norm=True)),

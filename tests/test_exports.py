@@ -209,8 +209,14 @@ def test_cli_formats_labels_and_bad_input(models, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert os.path.exists(tmp_path / "onnx" / "model.onnx")
     (tmp_path / "labels.txt").write_text("a\nb\n")
-    bad = cli("--format=serving", f"--labels={tmp_path / 'labels.txt'}", f"--out={tmp_path / 'serve'}")
-    assert bad.returncode == 2 and "has 2 labels; the model has 3 classes" in bad.stderr
-    bad = cli("--format=tflite", f"--out={tmp_path / 'x'}")
-    assert bad.returncode == 2 and "Unknown --format 'tflite'" in bad.stderr
-    assert not (tmp_path / "serve").exists() and not (tmp_path / "x").exists()
+    # the refusals, in this process (they happen before anything is exported)
+    from test_hub_export import _main
+
+    weights = f"--weights={tmp_path / 'm.keras'}"
+    status, stderr = _main(
+        weights, "--format=serving", f"--labels={tmp_path / 'labels.txt'}", f"--out={tmp_path / 's'}"
+    )
+    assert status == 2 and "has 2 labels; the model has 3 classes" in stderr
+    status, stderr = _main(weights, "--format=tflite", f"--out={tmp_path / 'x'}")
+    assert status == 2 and "Unknown --format 'tflite'" in stderr
+    assert not (tmp_path / "s").exists() and not (tmp_path / "x").exists()

@@ -1,4 +1,4 @@
-"""The house: rooms layered one way, no import cycle, one place that tells weight sources apart, constructors
+"""The house: subpackages layered one way, no import cycle, one place that tells weight sources apart, constructors
 that document every keyword, the formatter and linter, and the 0.2 module paths still working."""
 
 import ast
@@ -17,8 +17,8 @@ from keras_vit import _moved
 from conftest import ROOT
 
 PACKAGES = ("keras_vit", "recipes", "hub_export")
-# keras_vit's rooms in import order: a module may import its own room and the rooms before it
-ROOMS = ("utils", "nn", "vit", "weights", "applications", "analysis")
+# keras_vit's subpackages in import order: a module may import its own subpackage and the subpackages before it
+SUBPACKAGES = ("utils", "nn", "vit", "weights", "applications", "analysis")
 
 
 def _modules() -> dict:
@@ -92,23 +92,23 @@ def test_no_import_cycle():
     assert cycles == []
 
 
-def _room(module: str):
+def _layer_of(module: str):
     parts = module.split(".")
     if parts[0] != "keras_vit":
         return None
     if len(parts) == 1 or parts[1] in ("_moved", "predict", "inference"):
-        return len(ROOMS)  # the package's face (and its short CLI paths), above every room
-    return ROOMS.index(parts[1])
+        return len(SUBPACKAGES)  # the package's face (and its short CLI paths), above every subpackage
+    return SUBPACKAGES.index(parts[1])
 
 
 def test_rooms_are_layered_one_way():
     wrong = []
     for module, deps in GRAPH.items():
-        room = _room(module)
-        if room is None:
+        subpackage = _layer_of(module)
+        if subpackage is None:
             continue
         for dep in deps:
-            if _room(dep) is None or _room(dep) > room:
+            if _layer_of(dep) is None or _layer_of(dep) > subpackage:
                 wrong.append(f"{module} -> {dep}")
     assert wrong == []
     assert not any(

@@ -1,4 +1,4 @@
-"""Writes tests/fixtures/backbones/: one timm repository per 2026 backbone family (timm's `eva` module; AIMv2,
+"""Writes tests/fixtures/backbones/: one timm repository per backbone family beyond the paper's ViT (timm's `eva` module; AIMv2,
 BEiT-3 and the parallel-layer ViTs of its `vision_transformer` module), written
 by timm itself (`save_for_hf`) with timm's logits, so the default suite checks keras_vit against timm without
 torch:

@@ -3,7 +3,7 @@ vocabulary, both ways: read from a repository's `config.json` (`apply_model_args
 written (`registered_architecture`: the registered architecture whose fixed parts are the model's, and the
 `model_args` that set the rest).
 
-timm builds its 2026 backbones' parts (rotary embeddings, SwiGLU, RMSNorm, post-norm, parallel blocks, ...) from
+timm builds the parts of its later ViT families (rotary embeddings, SwiGLU, RMSNorm, post-norm, parallel blocks, ...) from
 the architecture's name: their norm and block classes are Python objects that `model_args` in JSON cannot name. So
 a model with such parts is written as the registered architecture that has exactly them, with its size, depth,
 input and head as `model_args`.
