@@ -83,14 +83,13 @@ def _export_and_score(model_path: str, directory: str, fmt: str, quantize: dict,
     return dict(accuracy=float(np.mean(logits.argmax(-1) == labels)), bytes=size)
 
 
-def _runtime_accuracies(model_path: str, workdir: str) -> dict:
-    """Held-out accuracy of the model at `model_path` in Keras (float32 and `model.quantize("int8")`) and of its
-    LiteRT (float32, int8), ONNX (float32, int8) and OpenVINO int8 exports in their runtimes, two exports at a time;
-    each int8 export calibrated by its runtime's own quantizer on 200 training digits."""
+def _runtime_accuracies(model, model_path: str, workdir: str) -> dict:
+    """Held-out accuracy of `model` (saved at `model_path`) in Keras (float32 and `model.quantize("int8")`) and of
+    its LiteRT (float32, int8), ONNX (float32, int8) and OpenVINO int8 exports in their runtimes, two exports at a
+    time; each int8 export calibrated by its runtime's own quantizer on 200 training digits."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    import keras
     import numpy as np
 
     from recipes import demo  # the exporting processes import this module by name, also under `python -m`
@@ -98,18 +97,21 @@ def _runtime_accuracies(model_path: str, workdir: str) -> dict:
     print(
         "[5/5] exporting to LiteRT and ONNX (float32, int8) and OpenVINO int8, scored in their runtimes ...", flush=True
     )
-    model = keras.models.load_model(model_path, compile=False)
     train_images, _, images, labels = _digits(model.image_size[0])
     int8 = dict(quantize="int8", representative_images=[train_images[:200]])
-    rows = (  # the slowest first, so that the two processes finish together
-        ("OpenVINO int8 (NNCF)", "openvino", int8),
-        ("ONNX int8 (onnxruntime)", "onnx", int8),
-        ("LiteRT int8", "litert", int8),
+    rows = (  # in the summary's order
         ("LiteRT float32", "litert", {}),
+        ("LiteRT int8", "litert", int8),
         ("ONNX (onnxruntime)", "onnx", {}),
+        ("ONNX int8 (onnxruntime)", "onnx", int8),
+        ("OpenVINO int8 (NNCF)", "openvino", int8),
     )
+
+    def accuracy(m) -> dict:
+        return dict(accuracy=float(np.mean(m.predict(images, verbose=0).argmax(-1) == labels)), bytes=0)
+
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {
+        futures = {  # submitted slowest first (int8 before float), so that the two processes finish together
             name: pool.submit(
                 demo._export_and_score,
                 model_path,
@@ -119,17 +121,10 @@ def _runtime_accuracies(model_path: str, workdir: str) -> dict:
                 images,
                 labels,
             )
-            for name, fmt, kw in rows
+            for name, fmt, kw in sorted(rows, key=lambda row: not row[2])
         }
-        out = {
-            "Keras": dict(accuracy=float(np.mean(model.predict(images, verbose=0).argmax(-1) == labels)), bytes=0),
-            "Keras int8 (model.quantize)": dict(
-                accuracy=float(np.mean(_keras_int8(model).predict(images, verbose=0).argmax(-1) == labels)), bytes=0
-            ),
-        }
-        out.update((name, future.result()) for name, future in futures.items())
-    order = ("Keras", "Keras int8 (model.quantize)", "LiteRT float32", "LiteRT int8", "ONNX (onnxruntime)")
-    return {name: out[name] for name in order + ("ONNX int8 (onnxruntime)", "OpenVINO int8 (NNCF)")}
+        out = {"Keras": accuracy(model), "Keras int8 (model.quantize)": accuracy(_keras_int8(model))}
+        return {**out, **{name: futures[name].result() for name, _, _ in rows}}
 
 
 def _print_summary(summary: dict, workdir: str) -> None:
@@ -221,7 +216,7 @@ def run(workdir: str, pretrain_steps: int = 0, finetune_steps: int = 0) -> dict:
     features = tuned.feature_model().predict(images, verbose=0)
     diff = float(np.abs(reloaded((images + 1) / 2, training=False).numpy() - features).max())
 
-    runtimes = _runtime_accuracies(ft["model"], workdir)
+    runtimes = _runtime_accuracies(tuned, ft["model"], workdir)
 
     summary = dict(
         pretrain_test_accuracy=pre["eval_accuracy"],

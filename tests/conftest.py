@@ -12,6 +12,21 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 FLAX_FIXTURES = os.path.join(FIXTURES, "flax_reference")
 
 
+def call_main(main, *args: str) -> tuple:
+    """(exit status, stderr) of a command's `main(argv)` called in this process: for refusals that happen before
+    any work, which need no fresh interpreter (each command keeps one test that runs it as users type it)."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as e:  # argparse's refusals
+            status = e.code
+    return status, err.getvalue()
+
+
 def tiny_recipe_config(**run):
     """The demo's pre-training config with a one-block, 32-wide ViT of 8-pixel patches, trained without XLA (the
     suite's recipe tests are about files, data and schedules; compiling each run's step was half their time; the

@@ -13,7 +13,7 @@ import tensorflow as tf
 from PIL import Image
 
 import keras_vit
-from conftest import ROOT
+from conftest import ROOT, call_main
 from hub_export import export, formats, serving
 from hub_export.export import exported_file
 
@@ -210,13 +210,13 @@ def test_cli_formats_labels_and_bad_input(models, tmp_path):
     assert os.path.exists(tmp_path / "onnx" / "model.onnx")
     (tmp_path / "labels.txt").write_text("a\nb\n")
     # the refusals, in this process (they happen before anything is exported)
-    from test_hub_export import _main
+    from hub_export.__main__ import main
 
     weights = f"--weights={tmp_path / 'm.keras'}"
-    status, stderr = _main(
-        weights, "--format=serving", f"--labels={tmp_path / 'labels.txt'}", f"--out={tmp_path / 's'}"
+    status, stderr = call_main(
+        main, weights, "--format=serving", f"--labels={tmp_path / 'labels.txt'}", f"--out={tmp_path / 's'}"
     )
     assert status == 2 and "has 2 labels; the model has 3 classes" in stderr
-    status, stderr = _main(weights, "--format=tflite", f"--out={tmp_path / 'x'}")
+    status, stderr = call_main(main, weights, "--format=tflite", f"--out={tmp_path / 'x'}")
     assert status == 2 and "Unknown --format 'tflite'" in stderr
     assert not (tmp_path / "s").exists() and not (tmp_path / "x").exists()

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 import hub_export
 import keras_vit
-from conftest import FLAX_FIXTURES, ROOT
+from conftest import FLAX_FIXTURES, ROOT, call_main
+from hub_export.__main__ import main
 
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
 import tensorflow_hub as hub  # noqa: E402  test dependencies: a broken install must fail, not skip
@@ -133,23 +134,6 @@ def _cli(*args, timeout=300):
     )
 
 
-def _main(*args) -> tuple:
-    """(exit status, stderr) of the CLI's `main` in this process: the refusals below happen before anything is
-    exported, so they need no fresh interpreter (the first case runs the real command)."""
-    import contextlib
-    import io
-
-    from hub_export.__main__ import main
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            status = main(list(args))
-        except SystemExit as e:  # argparse's refusals
-            status = e.code
-    return status, err.getvalue()
-
-
 def test_cli_and_bad_input(tmp_path):
     weights = os.path.join(FIXTURE, "weights.npz")
     wrong = _cli("--model=ViT-Ti/16", f"--weights={weights}", "--variant=classification", f"--out={tmp_path / 'm'}")
@@ -169,7 +153,7 @@ def test_cli_and_bad_input(tmp_path):
         for a in args:
             k, v = a.split("=", 1)
             base[k] = v
-        status, stderr = _main(*[f"{k}={v}" for k, v in base.items()])
+        status, stderr = call_main(main, *[f"{k}={v}" for k, v in base.items()])
         assert status != 0 and message in stderr, stderr[-1500:]
         assert not (tmp_path / "bad").exists()
 
