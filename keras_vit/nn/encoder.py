@@ -30,6 +30,11 @@ def key_value_heads_per_block(key_value_heads, num_layers: int) -> Optional[tupl
     return counts
 
 
+# the family options the encoder takes: every block's (`BLOCK_OPTIONS`) and those of the stack; the model passes
+# each field of its record of one of these names (`keras_vit.vit.components`)
+ENCODER_OPTIONS = (*BLOCK_OPTIONS, "layer_scale_init", "final_norm", "key_value_heads", "parallel_branches")
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class Encoder(ArraySpecs, keras.layers.Layer):
     """The stack of `num_layers` EncoderBlocks followed by the final LayerNorm (none with `final_norm=False`:

@@ -12,7 +12,7 @@ from keras_vit.nn.attention_pooling import AttentionPooling
 from keras_vit.nn.convolutional_stem import ConvolutionalStem, embedding_patch
 from keras_vit.nn.initializers import initial
 from keras_vit.nn.class_token import ClassToken
-from keras_vit.nn.encoder import Encoder
+from keras_vit.nn.encoder import ENCODER_OPTIONS, Encoder
 from keras_vit.nn.encoder_block import layer_norm
 from keras_vit.nn.patch_embedding import PatchEmbedding
 from keras_vit.nn.token_pooling import TokenPooling
@@ -85,6 +85,18 @@ def make_components(
     p.embedding_dropout = keras.layers.Dropout(options["dropout_rate"], dtype=policy, name="dropout")
     p.patch_norm = layer_norm("embedding_norm", policy, eps, v.rms_norm) if v.patch_norm else None
     p.pre_norm = layer_norm("pre_norm", policy, eps, v.rms_norm) if v.pre_norm else None
+    # the record's fields the encoder takes by name; the final norm moves after pooling with fc_norm, and the
+    # rotary form's two block-level facts
+    encoder_options = {name: getattr(v, name) for name in ENCODER_OPTIONS if name in v.fields()}
+    encoder_options.update(
+        final_norm=v.final_norm and not v.fc_norm,
+        rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
+        mixed_rotary_temperature=(
+            v.rotary_embedding.temperature
+            if v.rotary_embedding is not None and v.rotary_embedding.form == "mixed"
+            else None
+        ),
+    )
     p.encoder = Encoder(
         c.num_layers,
         c.num_heads,
@@ -94,30 +106,7 @@ def make_components(
         options["drop_path_rate"],
         None,
         options["remat"],
-        v.layer_scale_init,
-        final_norm=v.final_norm and not v.fc_norm,
-        activation=v.activation,
-        layer_norm_epsilon=eps,
-        qk_norm=v.qk_norm,
-        qkv_bias=v.qkv_bias,
-        key_bias=v.key_bias,
-        swiglu=v.swiglu,
-        mlp_norm=v.mlp_norm,
-        attention_norm=v.attention_norm,
-        rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,
-        mixed_rotary_temperature=(
-            v.rotary_embedding.temperature
-            if v.rotary_embedding is not None and v.rotary_embedding.form == "mixed"
-            else None
-        ),
-        rms_norm=v.rms_norm,
-        projection_bias=v.projection_bias,
-        post_norm=v.post_norm,
-        attention_only_layer_scale=v.attention_only_layer_scale,
-        key_value_heads=v.key_value_heads,
-        parallel_layers=v.parallel_layers,
-        parallel_branches=v.parallel_branches,
-        differential_attention=v.differential_attention,
+        **encoder_options,
         dtype=policy,
         name="Transformer",
     )

@@ -34,14 +34,26 @@ PARTS = {
 }
 
 
-def _option(default, part: str, doc: str, official: str, timm_by_name: bool = False):
+def _option(default, part: str, doc: str, official: str, timm_by_name: bool = False, seen=None):
     """One family option: its default (the paper's model), its part of the model (`PARTS`), its documentation,
-    what the official layout lacks when it is not the default (`non_official_parts`) and whether timm builds it
-    from an architecture's name only (`timm_writer_lacks`)."""
+    what the official layout lacks when it is not the default (`non_official_parts`), whether timm builds it
+    from an architecture's name only (`timm_writer_lacks`) and, where the arrays show it, `seen(params, block)`:
+    its value read off official-key arrays (`block`: the first block's key prefix), None where they do not show
+    it (`keras_vit.weights.architecture` asks every field that has one)."""
     assert part in PARTS, part
     return dataclasses.field(
-        default=default, metadata=dict(part=part, doc=doc, official=official, timm_by_name=timm_by_name)
+        default=default, metadata=dict(part=part, doc=doc, official=official, timm_by_name=timm_by_name, seen=seen)
     )
+
+
+def _present(key: str, value=True):
+    """`seen` for an option the arrays show by one key (relative to the first block's prefix when it starts with
+    '/'): `value` where that key is present."""
+
+    def seen(params, block):
+        return value if (block + key[1:] if key.startswith("/") else key) in params else None
+
+    return seen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +67,12 @@ class Variant:
         True, "embedding", "a bias in the patch embedding (CLIP has none).", "a patch embedding without bias"
     )
     patch_norm: bool = _option(
-        False, "embedding", "a norm on the patch embeddings (AIMv2).", "a norm on the patch embeddings", True
+        False,
+        "embedding",
+        "a norm on the patch embeddings (AIMv2).",
+        "a norm on the patch embeddings",
+        True,
+        seen=_present("embedding_norm/scale"),
     )
     convolutional_stem: Optional[Tuple[Tuple[int, int], ...]] = _option(
         None,
@@ -78,6 +95,7 @@ class Variant:
         "embedding",
         "a LayerNorm on the embeddings before the first block (CLIP).",
         "a LayerNorm after the embeddings",
+        seen=_present("pre_norm/scale"),
     )
     # tokens
     class_token: Optional[bool] = _option(
@@ -92,6 +110,7 @@ class Variant:
         "tokens",
         "DeiT's second prefix token with its own head; the two heads' logits are averaged.",
         "a distillation token",
+        seen=_present("dist"),
     )
     num_register_tokens: int = _option(
         0,
@@ -99,6 +118,7 @@ class Variant:
         "learned tokens after the class token that take part in attention and are then dropped (DINOv2 with "
         "registers, Darcet et al. 2024).",
         "register tokens",
+        seen=lambda params, block: int(params["reg"].shape[1]) if "reg" in params else None,
     )
     # position
     absolute_position_embedding: bool = _option(
@@ -166,6 +186,9 @@ class Variant:
         "ParallelScalingBlock).",
         "parallel layers",
         True,
+        seen=lambda params, block: (
+            True if block + "LayerNorm_0/scale" in params and block + "LayerNorm_2/scale" not in params else None
+        ),
     )
     parallel_branches: int = _option(
         1,
@@ -176,6 +199,9 @@ class Variant:
         "block.",
         "parallel branches",
         True,
+        seen=lambda params, block: (
+            len({k.split("/")[2] for k in params if k.startswith("Transformer/encoderblock_0/branch_")}) or None
+        ),
     )
     projection_bias: bool = _option(
         True,
@@ -195,13 +221,20 @@ class Variant:
         "no key bias",
         True,
     )
-    qk_norm: bool = _option(False, "attention", "a norm on each head's queries and keys.", "qk-norm")
+    qk_norm: bool = _option(
+        False,
+        "attention",
+        "a norm on each head's queries and keys.",
+        "qk-norm",
+        seen=_present("/MultiHeadDotProductAttention_1/query_norm/scale"),
+    )
     attention_norm: bool = _option(
         False,
         "attention",
         "a norm on the attention's output before its projection (EVA-CLIP).",
         "a norm on the attention's output",
         True,
+        seen=_present("/MultiHeadDotProductAttention_1/norm/scale"),
     )
     key_value_heads: Optional[Tuple[int, ...]] = _option(
         None,
@@ -217,6 +250,7 @@ class Variant:
         "each head the difference of two softmax maps (the Differential Transformer, Ye et "
         "al. 2024; timm's DiffAttention).",
         "differential attention",
+        seen=_present("/MultiHeadDotProductAttention_1/lambda_q1"),
     )
     # mlp
     activation: str = _option(
@@ -227,10 +261,20 @@ class Variant:
         "the quick GELU",
     )
     swiglu: bool = _option(
-        False, "mlp", "the SwiGLU MLP in place of the paper's (EVA-02, DINOv3 plus).", "a SwiGLU MLP", True
+        False,
+        "mlp",
+        "the SwiGLU MLP in place of the paper's (EVA-02, DINOv3 plus).",
+        "a SwiGLU MLP",
+        True,
+        seen=_present("/MlpBlock_3/gate/kernel"),
     )
     mlp_norm: bool = _option(
-        False, "mlp", "a norm on the MLP's hidden layer (EVA-02's sub-LN; BEiT-3).", "a norm inside the MLP", True
+        False,
+        "mlp",
+        "a norm on the MLP's hidden layer (EVA-02's sub-LN; BEiT-3).",
+        "a norm inside the MLP",
+        True,
+        seen=_present("/MlpBlock_3/norm/scale"),
     )
     # head
     final_norm: bool = _option(
@@ -244,6 +288,7 @@ class Variant:
         "head",
         "the final norm after pooling instead of before it (MAE-style GAP models).",
         "a LayerNorm after pooling",
+        seen=_present("fc_norm/scale"),
     )
     attention_pooling_heads: Optional[int] = _option(
         None,
@@ -260,6 +305,16 @@ class Variant:
         "pooling over the prefix tokens",
         True,
     )
+
+    @classmethod
+    def seen_in(cls, params, block: str) -> dict:
+        """{field: value} of the fields whose value the official-key `params` show (their `seen`)."""
+        found = {}
+        for f in dataclasses.fields(cls):
+            value = f.metadata["seen"](params, block) if f.metadata["seen"] else None
+            if value is not None:
+                found[f.name] = value
+        return found
 
     @classmethod
     def fields(cls, part: Optional[str] = None) -> tuple:

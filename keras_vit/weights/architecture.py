@@ -10,6 +10,7 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from keras_vit.vit import table
+from keras_vit.vit.variant import Variant
 from keras_vit.weights.keys import POSEMB_KEY
 
 _BLOCK = re.compile(r"^Transformer/encoderblock_(\d+)/")
@@ -48,25 +49,15 @@ def first_block(params: Dict[str, np.ndarray]) -> str:
 
 
 def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
-    """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says)."""
+    """The family options the arrays show (activation and LayerNorm epsilon cannot be seen: the source says):
+    each record field that declares how the arrays show it (`Variant.seen_in`), then those read off several
+    arrays together."""
     block = first_block(params)
-    kw = {}
-    if block.endswith("branch_0/"):  # parallel branches: as many as block 0 has
-        kw["parallel_branches"] = len(
-            {k.split("/")[2] for k in params if k.startswith("Transformer/encoderblock_0/branch_")}
-        )
+    kw = Variant.seen_in(params, block)
     if block + "LayerScale_0/scale" in params:
         kw["layer_scale_init"] = LAYER_SCALE_READ  # the file's trained scales are loaded over it
-    if "reg" in params:
-        kw["num_register_tokens"] = int(params["reg"].shape[1])
-    for key, option in (
-        ("dist", "distillation_token"),
-        ("pre_norm/scale", "pre_norm"),
-        ("fc_norm/scale", "fc_norm"),
-        (block + "MultiHeadDotProductAttention_1/query_norm/scale", "qk_norm"),
-    ):
-        if key in params:
-            kw[option] = True
+        if block + "LayerScale_2/scale" not in params and not kw.get("parallel_layers"):
+            kw["attention_only_layer_scale"] = True  # Sapiens2 (parallel layers have one LayerScale anyway)
     attention = block + "MultiHeadDotProductAttention_1/"
     if attention + "query/bias" in params and attention + "key/bias" not in params:
         kw["key_bias"] = False  # EVA: query and value biases only
@@ -74,12 +65,6 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
         kw["rms_norm"] = True  # AIMv2, Sapiens2: RMSNorm has a scale only
     if attention + "out/kernel" in params and attention + "out/bias" not in params:
         kw["projection_bias"] = False  # AIMv2
-    if "embedding_norm/scale" in params:
-        kw["patch_norm"] = True
-    if block + "LayerNorm_0/scale" in params and block + "LayerNorm_2/scale" not in params:
-        kw["parallel_layers"] = True  # ViT-22B: one norm before attention and MLP side by side
-    elif block + "LayerScale_0/scale" in params and block + "LayerScale_2/scale" not in params:
-        kw["attention_only_layer_scale"] = True  # Sapiens2
     heads = [
         (params[k].shape[1], params[k.replace("/query/", "/key/")].shape[1])
         for k in sorted(
@@ -88,15 +73,6 @@ def variant_from_npz(params: Dict[str, np.ndarray]) -> dict:
     ]
     if any(q != kv for q, kv in heads):  # grouped-query attention: the key kernels' own head counts
         kw["key_value_heads"] = tuple(int(kv) for _, kv in heads)
-    if attention + "lambda_q1" in params:
-        kw["differential_attention"] = True  # the Differential Transformer's attention
-    for key, option in (
-        (block + "MlpBlock_3/gate/kernel", "swiglu"),
-        (block + "MlpBlock_3/norm/scale", "mlp_norm"),
-        (block + "MultiHeadDotProductAttention_1/norm/scale", "attention_norm"),
-    ):
-        if key in params:
-            kw[option] = True
     if POSEMB_KEY not in params and POSEMB_KEY + "_y" not in params:
         kw["absolute_position_embedding"] = False  # rotary embeddings alone
     if "Transformer/encoder_norm/scale" not in params and "fc_norm/scale" not in params:

@@ -13,7 +13,8 @@ output `attn.norm`; the SwiGLU MLP as `mlp.fc1_g` / `fc1_x` or packed in one `ml
 `fc2`'s input width), kept as `MlpBlock_3/Dense_packed` until the model it goes into says its activation;
 EVA-02's norm inside the MLP `mlp.norm`; no `pos_embed` where rotary embeddings stand alone. timm's learned
 rotary frequencies (`rope.freqs`, RoPE-Mixed: (2, depth, heads, head_dim / 2)) go to each block's attention.
-timm's ParallelScalingBlock (ViT-22B's parallel layers) packs the MLP's first layer with q, k, v in `in_proj`.
+Each block is read by the module of the timm class that laid it out (`keras_vit.weights.timm.block_forms`: the
+plain `Block` and Eva's, ParallelScalingBlock, ParallelThingsBlock).
 timm's DiffAttention (differential attention) adds `attn.lambda_q1` ... `lambda_k2` and `attn.sub_norm`.
 timm's NaFlexVit (SigLIP 2 NaFlex, RADIO) keeps its patch projection, tokens and position table under `embeds.`.
 MobileCLIP's convolutional stem is timm's ConvStem under `patch_embed.backbone.`, its last convolution the patch
@@ -27,6 +28,8 @@ import re
 import numpy as np
 
 from keras_vit.weights.keys import POSEMB_KEY, Params, _attention_in, _blocks, _conv_in, _linear_in, _Reader, per_block
+from keras_vit.weights.timm.block import _linear, _norm_in
+from keras_vit.weights.timm.block_forms import read_block
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
 _TOP = {
@@ -48,186 +51,6 @@ _TOP = {
 _TOKENS = (("cls_token", "cls"), ("dist_token", "dist"), ("reg_token", "reg"))
 _NORMS = (("norm_pre", "pre_norm"), ("norm", "Transformer/encoder_norm"), ("fc_norm", "fc_norm"))
 _MAP = "MAPHead_0/"
-
-
-def _norm_in(g: _Reader, p: Params, theirs: str, ours: str) -> None:
-    """A LayerNorm's weight and bias, or an RMSNorm's weight alone."""
-    p[ours + "/scale"] = g(theirs + ".weight")
-    if theirs + ".bias" in g.sd:
-        p[ours + "/bias"] = g(theirs + ".bias")
-
-
-def _linear(g: _Reader, p: Params, theirs: str, ours: str, optional_bias: bool = False) -> None:
-    """A Linear; its bias is required unless `optional_bias` (a part keras_vit builds with or without one)."""
-    p[ours + "/kernel"] = _linear_in(g(theirs + ".weight"))
-    if not optional_bias or theirs + ".bias" in g.sd:
-        p[ours + "/bias"] = g(theirs + ".bias")
-
-
-def _qkv_in(g: _Reader, t: str) -> tuple:
-    """(q, k, v weights, q, k, v biases) of block prefix `t`: timm's fused `qkv` (with its bias or EVA's
-    `q_bias` / `v_bias`) or EVA's separate projections; EVA has no key bias (timm keeps a zero buffer)."""
-    fused = t + "attn.qkv.weight" in g.sd
-    if fused:
-        q, k, v = np.split(g(t + "attn.qkv.weight"), 3, axis=0)
-        if t + "attn.qkv.bias" in g.sd:
-            return (q, k, v), tuple(np.split(g(t + "attn.qkv.bias"), 3))
-        names = (t + "attn.q_bias", None, t + "attn.v_bias")
-    else:
-        q, k, v = (g(f"{t}attn.{n}_proj.weight") for n in "qkv")
-        names = tuple(f"{t}attn.{n}_proj.bias" for n in "qkv")
-    present = [n is not None and n in g.sd for n in names]
-    if present[0] != present[2]:
-        raise ValueError(
-            f"{g.source}: {t}attn has a query bias {present[0]} but a value bias {present[2]}; "
-            "keras_vit's attention has both or neither. Nothing was loaded."
-        )
-    if not present[0]:
-        if present[1]:
-            raise ValueError(f"{g.source}: {t}attn has a key bias without query and value biases. Nothing was loaded.")
-        return (q, k, v), (None, None, None)
-    return (q, k, v), (g(names[0]), g(names[1]) if present[1] else None, g(names[2]))  # EVA: no key bias
-
-
-def _mlp_in(g: _Reader, p: Params, t: str, o: str) -> None:
-    """The MLP: timm's `fc1` / `fc2`, the SwiGLU's `fc1_g` / `fc1_x` (or `fc1` packed, gate rows first), and
-    EVA-02's `mlp.norm`."""
-    m = o + "MlpBlock_3/"
-    free = t + "attn.proj.bias" not in g.sd  # AIMv2 (proj_bias=False): no projection has a bias; else all do
-    if t + "mlp.fc1_g.weight" in g.sd:
-        _linear(g, p, t + "mlp.fc1_g", m + "gate", optional_bias=free)
-        _linear(g, p, t + "mlp.fc1_x", m + "Dense_0", optional_bias=free)
-    elif g(t + "mlp.fc1.weight").shape[0] == 2 * g(t + "mlp.fc2.weight").shape[1]:
-        _linear(g, p, t + "mlp.fc1", m + "Dense_packed", optional_bias=free)  # a gated MLP, packed
-    else:
-        _linear(g, p, t + "mlp.fc1", m + "Dense_0", optional_bias=free)
-    _linear(g, p, t + "mlp.fc2", m + "Dense_1", optional_bias=free)
-    if t + "mlp.norm.weight" in g.sd:
-        _norm_in(g, p, t + "mlp.norm", m + "norm")
-
-
-def _parallel_block_in(g: _Reader, i: int, num_heads: int) -> Params:
-    """timm's ParallelScalingBlock (ViT-22B's parallel layers) in official keys: one `in_norm`; one `in_proj` whose
-    rows are the MLP's first layer, then q, k and v; the MLP's bias apart (`mlp_bias`) when q, k, v have none;
-    `q_norm` / `k_norm` on the block; the attention's and the MLP's output projections; one LayerScale `ls` on
-    their sum (ours: LayerScale_0, with no LayerNorm_2 or LayerScale_2)."""
-    p: Params = {}
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    a, m = o + "MultiHeadDotProductAttention_1/", o + "MlpBlock_3/"
-    d = g.sd[t + "in_norm.weight"].shape[0]
-    weight = g(t + "in_proj.weight")
-    hidden = weight.shape[0] - 3 * d
-    cuts = [hidden, hidden + d, hidden + 2 * d]
-    fc1, q, k, v = np.split(weight, cuts, axis=0)
-    if t + "in_proj.bias" in g.sd:
-        fc1_bias, *qkv_biases = np.split(g(t + "in_proj.bias"), cuts)
-    else:
-        fc1_bias, qkv_biases = g(t + "mlp_bias"), [None, None, None]
-    fused = t + "out_proj.weight" in g.sd  # one output projection over [attention, MLP]: split by columns
-    out = g(t + "out_proj.weight") if fused else g(t + "attn_out_proj.weight")
-    out_bias = (
-        g(t + "out_proj.bias")
-        if fused and t + "out_proj.bias" in g.sd
-        else (g(t + "attn_out_proj.bias") if t + "attn_out_proj.bias" in g.sd else None)
-    )
-    p.update(_attention_in(q, k, v, out[:, :d], (*qkv_biases, out_bias), num_heads, a))
-    if t + "lambda_q1" in g.sd:  # DiffParallelScalingBlock: differential attention in parallel layers
-        _differential_in(g, p, t, a, num_heads)
-    if all(f"{t}{n}_norm.weight" in g.sd for n in "qk"):
-        for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
-            _norm_in(g, p, t + theirs, a + ours)
-    _norm_in(g, p, t + "in_norm", o + "LayerNorm_0")
-    p[m + "Dense_0/kernel"], p[m + "Dense_0/bias"] = _linear_in(fc1), fc1_bias
-    if fused:  # W [a; m] + b: the bias goes with the attention's part, the MLP's gets zeros
-        p[m + "Dense_1/kernel"] = _linear_in(np.ascontiguousarray(out[:, d:]))
-        if out_bias is not None:
-            p[m + "Dense_1/bias"] = np.zeros_like(out_bias)
-    else:
-        _linear(g, p, t + "mlp_out_proj", m + "Dense_1", optional_bias=out_bias is None)
-    if t + "ls.gamma" in g.sd:
-        p[o + "LayerScale_0/scale"] = g(t + "ls.gamma")
-    return p
-
-
-def _differential_in(g: _Reader, p: Params, t: str, a: str, num_heads: int) -> None:
-    """timm's DiffAttention (its tensors under `t`: `blocks.<i>.attn.`, or the block itself in a
-    DiffParallelScalingBlock): queries and keys twice as many heads of half the width (consecutive pairs per
-    head; the same rows, another view), four lambda vectors and the heads' RMSNorm `sub_norm`."""
-    for name in ("query", "key"):
-        kernel = p[f"{a}{name}/kernel"]
-        p[f"{a}{name}/kernel"] = kernel.reshape(kernel.shape[0], 2 * num_heads, -1)
-        if f"{a}{name}/bias" in p:
-            p[f"{a}{name}/bias"] = p[f"{a}{name}/bias"].reshape(2 * num_heads, -1)
-    for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
-        p[a + name] = g(t + name)
-    _norm_in(g, p, t + "sub_norm", a + "sub_norm")
-
-
-# timm's ParallelThingsBlock: branch j's parts (`attns.<j>.*`, `ffns.<j>.*`) and a plain block's names for them
-THINGS_NAMES = (
-    ("attns.{j}.norm.", "norm1."),
-    ("attns.{j}.attn.", "attn."),
-    ("attns.{j}.ls.", "ls1."),
-    ("ffns.{j}.norm.", "norm2."),
-    ("ffns.{j}.mlp.", "mlp."),
-    ("ffns.{j}.ls.", "ls2."),
-)
-
-
-class _Renamed:
-    """A block's tensors under other names (`names`: ours -> theirs), read through the state dict's reader `g`
-    so that what is taken is still counted."""
-
-    def __init__(self, g: _Reader, names: dict):
-        self.g, self.names, self.source = g, names, g.source
-        self.sd = {ours: g.sd[theirs] for ours, theirs in names.items()}
-
-    def __call__(self, key: str):
-        return self.g(self.names[key]) if key in self.names else self.g(key)
-
-
-def _things_block_in(g: _Reader, i: int, num_heads: int) -> Params:
-    """timm's ParallelThingsBlock: each branch j read as a plain block (`THINGS_NAMES`), under `branch_<j>/`."""
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    branches = sorted({int(k[len(t) + len("attns.") :].split(".")[0]) for k in g.sd if k.startswith(t + "attns.")})
-    p: Params = {}
-    for j in branches:
-        names = {}
-        for theirs, ours in THINGS_NAMES:
-            theirs = t + theirs.format(j=j)
-            names.update({t + ours + k[len(theirs) :]: k for k in g.sd if k.startswith(theirs)})
-        p.update({f"{o}branch_{j}/{k[len(o) :]}": v for k, v in _block_in(_Renamed(g, names), i, num_heads).items()})
-    return p
-
-
-def _block_in(g: _Reader, i: int, num_heads: int) -> Params:
-    """Block `i`'s tensors in official keys."""
-    if f"blocks.{i}.in_proj.weight" in g.sd:
-        return _parallel_block_in(g, i, num_heads)
-    if f"blocks.{i}.attns.0.norm.weight" in g.sd:
-        return _things_block_in(g, i, num_heads)
-    p: Params = {}
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    a = o + "MultiHeadDotProductAttention_1/"
-    (q, k, v), biases = _qkv_in(g, t)
-    out_bias = g(t + "attn.proj.bias") if t + "attn.proj.bias" in g.sd else None  # AIMv2: none
-    p.update(_attention_in(q, k, v, g(t + "attn.proj.weight"), (*biases, out_bias), num_heads, a))
-    if t + "attn.lambda_q1" in g.sd:  # differential attention (timm's DiffAttention)
-        _differential_in(g, p, t + "attn.", a, num_heads)
-    if t + "attn.norm.weight" in g.sd:  # EVA-CLIP: a norm on the attention's output
-        _norm_in(g, p, t + "attn.norm", a + "norm")
-    norms = [f"{t}attn.{n}_norm.weight" for n in "qk"]  # (RMSNorm's have no bias)
-    if all(k in g.sd for k in norms):  # qk-norm; a part of it alone is left for the reader to refuse by name
-        for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
-            _norm_in(g, p, f"{t}attn.{theirs}", a + ours)
-    _norm_in(g, p, t + "norm1", o + "LayerNorm_0")
-    _norm_in(g, p, t + "norm2", o + "LayerNorm_2")
-    _mlp_in(g, p, t, o)
-    for ours, theirs, eva in (("LayerScale_0", "ls1.gamma", "gamma_1"), ("LayerScale_2", "ls2.gamma", "gamma_2")):
-        for key in (t + theirs, t + eva):  # DeiT-III, DINOv2; EVA's names
-            if key in g.sd:
-                p[f"{o}{ours}/scale"] = g(key)
-    return p
 
 
 def _map_head_in(g: _Reader, p: Params, num_heads: int, source: str) -> None:
@@ -339,7 +162,7 @@ def timm_to_official(sd: Params, num_heads: int, source: str = "state dict") -> 
     for theirs, ours in _NORMS:
         if theirs + ".weight" in sd:
             _norm_in(g, p, theirs, ours)
-    p.update(per_block(_blocks(sd, _BLOCK), lambda i: _block_in(g, i, num_heads)))
+    p.update(per_block(_blocks(sd, _BLOCK), lambda i: read_block(g, i, num_heads)))
     if "rope.freqs" in sd:  # RoPE-Mixed: (2, depth, heads, head_dim / 2), one slice per block
         for i, freqs in enumerate(np.moveaxis(g("rope.freqs"), 1, 0)):
             p[f"Transformer/encoderblock_{i}/MultiHeadDotProductAttention_1/rotary_frequencies"] = freqs

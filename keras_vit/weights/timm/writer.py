@@ -12,172 +12,17 @@ learned rotary frequencies in one `rope.freqs`).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
 
 from keras_vit.weights.keys import POSEMB_KEY, Params
-from keras_vit.weights.timm.reader import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS, THINGS_NAMES
+from keras_vit.weights.timm.block import TimmLayout, _attention_out, _norm_out, _put, _torch_linear
+from keras_vit.weights.timm.block_forms import write_block
+from keras_vit.weights.timm.reader import _BACKBONE, _MAP, _NORMS, _TOKENS, _UNIT_PARTS
 
 _NORMS_OUT = _NORMS + (("patch_embed.norm", "embedding_norm"),)  # AIMv2's patch norm too
 _ROTARY = "MultiHeadDotProductAttention_1/rotary_frequencies"
-
-
-@dataclasses.dataclass(frozen=True)
-class TimmLayout:
-    """How the timm architecture being written lays out a block's tensors (its table entry's `timm_layout`)."""
-
-    eva: bool = False  # timm's Eva module: gamma_1 / gamma_2, q_bias / v_bias
-    qkv_fused: bool = True
-    mlp_packed: bool = False
-    out_fused: bool = False
-
-    @classmethod
-    def of(cls, entry: dict) -> "TimmLayout":
-        facts = entry.get("timm_layout") or {}
-        return cls(eva=entry.get("module") == "eva", **facts)
-
-
-def _torch_linear(params: Params, ours: str) -> tuple:
-    kernel = params[ours + "/kernel"]
-    return np.ascontiguousarray(kernel.reshape(-1, kernel.shape[-1]).T), params.get(ours + "/bias")
-
-
-def _put(sd: Params, theirs: str, weight, bias=None) -> None:
-    sd[theirs + ".weight"] = weight
-    if bias is not None:
-        sd[theirs + ".bias"] = bias
-
-
-def _norm_out(params: Params, sd: Params, ours: str, theirs: str) -> None:
-    """A LayerNorm's scale and bias, or an RMSNorm's scale alone."""
-    if ours + "/scale" in params:
-        _put(sd, theirs, params[ours + "/scale"].reshape(-1), params.get(ours + "/bias"))
-
-
-def _attention_out(params: Params, a: str) -> tuple:
-    """(weights (D_out, D_in), biases) of query, key, value and out; a bias is None when absent."""
-    d = params[a + "query/kernel"].shape[0]
-    ws = [np.ascontiguousarray(params[f"{a}{n}/kernel"].reshape(d, -1).T) for n in ("query", "key", "value")]
-    bs = [params[f"{a}{n}/bias"].reshape(-1) if f"{a}{n}/bias" in params else None for n in ("query", "key", "value")]
-    out = params[a + "out/kernel"]
-    return ws, bs, np.ascontiguousarray(out.reshape(-1, out.shape[-1]).T), params.get(a + "out/bias")
-
-
-def _qkv_out(sd: Params, t: str, ws: list, bs: list, layout: TimmLayout) -> None:
-    """q, k, v under `t` (`blocks.<i>.attn.`): fused in `qkv` (its bias, or Eva's `q_bias` / `v_bias` when the key
-    has none) or as `q_proj` / `k_proj` / `v_proj`."""
-    if not layout.qkv_fused:
-        for name, w, b in zip("qkv", ws, bs):
-            _put(sd, f"{t}{name}_proj", w, b)
-        return
-    sd[t + "qkv.weight"] = np.concatenate(ws, 0)
-    if bs[0] is None:
-        return
-    if bs[1] is not None:
-        sd[t + "qkv.bias"] = np.concatenate(bs)
-    elif layout.eva:
-        sd[t + "q_bias"], sd[t + "v_bias"] = bs[0], bs[2]
-    else:
-        raise ValueError(
-            "timm's VisionTransformer attention has a key bias wherever q and v have one; this model "
-            "has none (key_bias=False: timm's Eva). Nothing was written."
-        )
-
-
-def _differential_out(params: Params, sd: Params, t: str, a: str) -> None:
-    for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
-        sd[t + name] = params[a + name]
-    sd[t + "sub_norm.weight"] = params[a + "sub_norm/scale"]
-
-
-def _mlp_out(params: Params, sd: Params, t: str, m: str, layout: TimmLayout) -> None:
-    """The MLP under `t` (`blocks.<i>.mlp.`): `fc1` / `fc2`, a SwiGLU's `fc1_g` / `fc1_x` or packed `fc1`, `norm`."""
-    if m + "gate/kernel" in params and layout.mlp_packed:
-        kernel = np.concatenate([params[m + "gate/kernel"], params[m + "Dense_0/kernel"]], axis=-1)
-        biases = [params.get(m + n + "/bias") for n in ("gate", "Dense_0")]
-        _put(sd, t + "fc1", np.ascontiguousarray(kernel.T), None if biases[0] is None else np.concatenate(biases))
-    elif m + "gate/kernel" in params:
-        _put(sd, t + "fc1_g", *_torch_linear(params, m + "gate"))
-        _put(sd, t + "fc1_x", *_torch_linear(params, m + "Dense_0"))
-    else:
-        _put(sd, t + "fc1", *_torch_linear(params, m + "Dense_0"))
-    _norm_out(params, sd, m + "norm", t + "norm")
-    _put(sd, t + "fc2", *_torch_linear(params, m + "Dense_1"))
-
-
-def _things_block_out(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
-    """timm's ParallelThingsBlock: each `branch_<j>/` written as a plain block, then renamed to `attns.<j>.*` /
-    `ffns.<j>.*` (the reader's `THINGS_NAMES`)."""
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    j = 0
-    while f"{o}branch_{j}/LayerNorm_0/scale" in params:
-        branch = f"{o}branch_{j}/"
-        plain: Params = {}
-        _block_out({o + k[len(branch) :]: v for k, v in params.items() if k.startswith(branch)}, plain, i, layout)
-        for key, value in plain.items():
-            theirs = next(
-                (t + b.format(j=j) + key[len(t + a) :] for b, a in THINGS_NAMES if key.startswith(t + a)), None
-            )
-            if theirs is None:
-                raise ValueError(
-                    f"parallel branch {j} of block {i} has {key!r}, which timm's ParallelThingsBlock lacks."
-                )
-            sd[theirs] = value
-        j += 1
-
-
-def _block_out(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    if f"{o}branch_0/LayerNorm_0/scale" in params:  # parallel branches
-        return _things_block_out(params, sd, i, layout)
-    a = o + "MultiHeadDotProductAttention_1/"
-    if o + "LayerNorm_2/scale" not in params and o + "MlpBlock_3/Dense_1/kernel" in params:
-        return _parallel_block_out(params, sd, i, layout)
-    ws, bs, out_w, out_b = _attention_out(params, a)
-    _qkv_out(sd, t + "attn.", ws, bs, layout)
-    _put(sd, t + "attn.proj", out_w, out_b)
-    for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm"), ("norm", "norm")):
-        _norm_out(params, sd, a + ours, f"{t}attn.{theirs}")
-    for ours, theirs in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
-        _norm_out(params, sd, o + ours, t + theirs)
-    _mlp_out(params, sd, t + "mlp.", o + "MlpBlock_3/", layout)
-    names = ("gamma_1", "gamma_2") if layout.eva else ("ls1.gamma", "ls2.gamma")
-    for ours, theirs in zip(("LayerScale_0", "LayerScale_2"), names):
-        if f"{o}{ours}/scale" in params:
-            sd[t + theirs] = params[f"{o}{ours}/scale"]
-    if a + "lambda_q1" in params:  # differential attention (timm's DiffAttention)
-        _differential_out(params, sd, t + "attn.", a)
-
-
-def _parallel_block_out(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
-    """timm's ParallelScalingBlock (`DiffParallelScalingBlock` with differential attention): one `in_norm`; one
-    `in_proj` of the MLP's first layer, then q, k, v (the MLP's bias apart, `mlp_bias`, when q, k, v have none);
-    the output projections apart or fused in one `out_proj`, whose one bias is the sum of ours; `ls`."""
-    t, o = f"blocks.{i}.", f"Transformer/encoderblock_{i}/"
-    a, m = o + "MultiHeadDotProductAttention_1/", o + "MlpBlock_3/"
-    ws, bs, out_w, out_b = _attention_out(params, a)
-    fc1, fc1_bias = _torch_linear(params, m + "Dense_0")
-    sd[t + "in_proj.weight"] = np.concatenate([fc1, *ws], 0)
-    if bs[0] is not None:
-        sd[t + "in_proj.bias"] = np.concatenate([fc1_bias, *bs])
-    elif fc1_bias is not None:
-        sd[t + "mlp_bias"] = fc1_bias
-    fc2, fc2_bias = _torch_linear(params, m + "Dense_1")
-    if layout.out_fused:  # [W_a W_m] [a; m] + (b_a + b_m)
-        biases = [b for b in (out_b, fc2_bias) if b is not None]
-        _put(sd, t + "out_proj", np.concatenate([out_w, fc2], 1), sum(biases) if biases else None)
-    else:
-        _put(sd, t + "attn_out_proj", out_w, out_b)
-        _put(sd, t + "mlp_out_proj", fc2, fc2_bias)
-    for ours, theirs in (("query_norm", "q_norm"), ("key_norm", "k_norm")):
-        _norm_out(params, sd, a + ours, t + theirs)
-    _norm_out(params, sd, o + "LayerNorm_0", t + "in_norm")
-    if o + "LayerScale_0/scale" in params:
-        sd[t + "ls.gamma"] = params[o + "LayerScale_0/scale"]
-    if a + "lambda_q1" in params:
-        _differential_out(params, sd, t, a)
 
 
 def _map_head_out(params: Params, sd: Params) -> None:
@@ -245,7 +90,7 @@ def official_to_timm(params: Params, num_layers: int, layout: TimmLayout = TimmL
     for theirs, ours in _NORMS_OUT:
         _norm_out(params, sd, ours, theirs)
     for i in range(num_layers):
-        _block_out(params, sd, i, layout)
+        write_block(params, sd, i, layout)
     rotary = [
         params[f"Transformer/encoderblock_{i}/{_ROTARY}"]
         for i in range(num_layers)
