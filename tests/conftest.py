@@ -27,6 +27,174 @@ def call_main(main, *args: str) -> tuple:
     return status, err.getvalue()
 
 
+_FORKED = """
+import importlib, json, os, runpy, sys, traceback
+
+module, cases, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+importlib.import_module(module)  # the command's imports (Keras, its backend) once, before any fork
+results = []
+for i, argv in enumerate(cases):
+    out, err = (os.path.join(folder, f"{name}_{i}.txt") for name in ("stdout", "stderr"))
+    pid = os.fork()
+    if pid == 0:
+        for fd, path in ((1, out), (2, err)):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv = [module, *argv]
+        code = 0
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = 1 if isinstance(e.code, str) else (e.code or 0)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    with open(out) as o, open(err) as e:
+        results.append([os.waitstatus_to_exitcode(status), o.read(), e.read()])
+print(json.dumps(results))
+"""
+
+
+def run_forked(module: str, cases, folder, backend: str = "tensorflow", timeout: int = 600) -> list:
+    """[(exit status, stdout, stderr)] of `python -m <module> <argv>` for each argv in `cases`, each in a child
+    forked from one interpreter that imported the module (Keras and `backend`) once: for a command's refusals,
+    which need a process of their own but not ~10 s of imports each. Forking before the backend runs any op is
+    safe. (One real command per CLI still runs as users type it.)"""
+    import json
+    import subprocess
+
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(
+        ["timeout", "-k", "5", str(timeout), sys.executable, "-c", _FORKED, module, json.dumps(cases), str(folder)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(r) for r in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+# A TensorFlow interpreter per pytest worker that imported Keras and TensorFlow once and forks a child for each
+# `python -m ...` / `python -c ...` a test runs on the TensorFlow backend (`python_run`): each child runs as a fresh
+# `python` would (its argv, environment, working directory, sys.path from PYTHONPATH, `__main__`, exit status),
+# without ~9 s of imports. Forking before TensorFlow runs any op is safe. Keras imports huggingface_hub, which reads
+# its settings from the environment on import: a command whose environment differs from the server's in anything but
+# the variables read later (`_READ_LATER`) runs in a fresh interpreter.
+_SERVER = """
+import json, os, runpy, signal, sys, time, traceback
+
+import keras  # noqa: F401  (Keras and TensorFlow, imported once for every command served)
+
+server_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+standard = [p for p in sys.path[1:] if p not in server_path]
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            given = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+            for fd, path in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
+                os.dup2(os.open(path, os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            args = request["args"]
+            if args[0] == "-m":
+                sys.path[:] = [os.getcwd(), *given, *standard]
+                sys.argv = ["-m", *args[2:]]  # as python -m sets it while it finds the module
+                runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+            elif args[0] == "-c":
+                sys.path[:] = ["", *given, *standard]
+                sys.argv = ["-c", *args[2:]]
+                exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            else:
+                sys.path[:] = [os.path.dirname(os.path.abspath(args[0])), *given, *standard]
+                sys.argv = list(args)
+                runpy.run_path(args[0], run_name="__main__")
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = 1 if isinstance(e.code, str) else (e.code or 0)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.exit(code)
+    deadline = time.monotonic() + request["timeout"]
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            returncode = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            returncode = "timeout"
+            break
+        time.sleep(0.02)
+    print(json.dumps({"returncode": returncode}), flush=True)
+"""
+_server = None
+_SERVER_ENV = dict(KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+# read when used, not when Keras or TensorFlow are imported (keras_vit is imported by each child itself)
+_READ_LATER = {"PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL", "PYTEST_CURRENT_TEST", "PWD", "OLDPWD"}
+_READ_LATER_PREFIXES = ("KERAS_VIT_",)
+
+
+def _tensorflow_server():
+    import atexit
+    import subprocess
+
+    global _server
+    if _server is None or _server.poll() is not None:
+        env = dict(os.environ, PYTHONPATH=ROOT, **_SERVER_ENV)
+        _server = subprocess.Popen(
+            [sys.executable, "-c", _SERVER], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        atexit.register(_server.kill)
+    return _server
+
+
+def python_run(args, *, env=None, cwd=None, timeout: int = 600):
+    """`subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command on the
+    TensorFlow backend (`-m module ...`, `-c code ...` or `script.py ...`), run in a child forked from this worker's
+    TensorFlow interpreter (`_SERVER`); another backend runs in a fresh interpreter as before. A timeout raises
+    `subprocess.TimeoutExpired`, as subprocess.run does."""
+    import json
+    import subprocess
+    import tempfile
+
+    env = dict(os.environ if env is None else env)
+    cwd = str(cwd or os.getcwd())
+    server_env = dict(os.environ, **_SERVER_ENV)
+    given = dict(env, KERAS_BACKEND=env.get("KERAS_BACKEND", "tensorflow"))  # Keras' default backend
+    differs = {k for k in set(given) | set(server_env) if given.get(k) != server_env.get(k)}
+    if any(k not in _READ_LATER and not k.startswith(_READ_LATER_PREFIXES) for k in differs):
+        return subprocess.run(
+            [sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
+    server = _tensorflow_server()
+    with tempfile.TemporaryDirectory() as folder:
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        request = dict(args=[str(a) for a in args], env=env, cwd=cwd, stdout=out, stderr=err, timeout=timeout)
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        with open(out) as o, open(err) as e:
+            stdout, stderr = o.read(), e.read()
+    if answer["returncode"] == "timeout":
+        raise subprocess.TimeoutExpired([sys.executable, *args], timeout, stdout, stderr)
+    return subprocess.CompletedProcess([sys.executable, *args], answer["returncode"], stdout, stderr)
+
+
 def tiny_recipe_config(**run):
     """The demo's pre-training config with a one-block, 32-wide ViT of 8-pixel patches, trained without XLA (the
     suite's recipe tests are about files, data and schedules; compiling each run's step was half their time; the
@@ -59,15 +227,12 @@ def run_on_backend(script: str, backend: str, *arguments, timeout: int = 300) ->
     """Runs `python -c script arguments...` on Keras backend `backend` (CPU only) and returns the JSON dict the
     script prints last; skips the calling test where the backend's package is missing."""
     import json
-    import subprocess
 
     import pytest
 
     pytest.importorskip(backend)
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(
-        [sys.executable, "-c", script, *arguments], env=env, capture_output=True, text=True, timeout=timeout
-    )
+    done = python_run(["-c", script, *arguments], env=env, timeout=timeout)  # a fresh interpreter off TensorFlow
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

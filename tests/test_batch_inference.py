@@ -5,8 +5,6 @@ TensorFlow giving TensorFlow's results."""
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,6 +14,7 @@ from PIL import Image, ImageOps
 import keras_vit
 from keras_vit.analysis import image_sources, inference, shards
 from keras_vit.analysis.predict import classify
+from conftest import python_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NO_TENSORFLOW = (
@@ -94,7 +93,7 @@ def _cli(*args, backend="tensorflow", before=""):
         "from keras_vit.analysis.inference import main\nraise SystemExit(main())\n"
     )
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return python_run(["-c", code], cwd=ROOT, env=env, timeout=600)
 
 
 KILL_AT_SECOND_MANIFEST = (  # SIGKILL the run after shard 1 is written but before the manifest records it

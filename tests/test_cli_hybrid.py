@@ -5,15 +5,13 @@ hub_export's CLI is covered in test_hub_export.py.
 
 import json
 import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from PIL import Image
 
 import keras_vit
-from conftest import ROOT
+from conftest import call_main
+from keras_vit.analysis import inspect as inspect_cli
 from recipes import fewshot as fewshot_cli
 from recipes import train, vtab
 from recipes.configs import demo
@@ -33,22 +31,14 @@ def hybrid_file(tmp_path_factory):
 def test_inspect_cli(hybrid_file, tmp_path):
     pixels = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
     Image.fromarray(pixels).save(tmp_path / "x.png")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "keras_vit.analysis.inspect",
-            f"--weights={hybrid_file}",
-            f"--image={tmp_path / 'x.png'}",
-            f"--out={tmp_path / 'figs'}",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # in-process (the command as users type it runs in test_inspect.py)
+    status, stderr = call_main(
+        inspect_cli.main,
+        f"--weights={hybrid_file}",
+        f"--image={tmp_path / 'x.png'}",
+        f"--out={tmp_path / 'figs'}",
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert status in (0, None), stderr[-2000:]
     # a hybrid's patch embedding sees ResNet features, so no RGB filter figure: 3 figures, not 4
     assert sorted(os.listdir(tmp_path / "figs")) == [
         "attention_distance.png",

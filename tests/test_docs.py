@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from conftest import ROOT
+from conftest import python_run, ROOT
 
 pytestmark = pytest.mark.long  # minutes: started first under `make test`'s two workers
 
@@ -70,21 +70,12 @@ def run_blocks(python: str, code: list, tmp_path, pythonpath: list, env: Optiona
     )
     work = tmp_path / "work"
     work.mkdir()
-    done = subprocess.run(
-        [
-            python,
-            "-c",
-            _RUNNER,
-            os.path.join(ROOT, "tests"),
-            os.path.join(ROOT, "tests", "doc_prelude.py"),
-            str(tmp_path / "blocks.py"),
-        ],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    args = ["-c", _RUNNER, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "doc_prelude.py")]
+    args.append(str(tmp_path / "blocks.py"))
+    if python == sys.executable:  # this environment's Python: a child of the suite's TensorFlow interpreter
+        done = python_run(args, cwd=work, env=env, timeout=900)
+    else:  # another environment's (the wheel's venvs)
+        done = subprocess.run([python, *args], cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-5000:]
     assert done.stdout.strip().splitlines()[-1] == f"ran {len(code)}"
     return done.stdout

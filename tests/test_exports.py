@@ -4,8 +4,6 @@ the Keras model; any-size exports at two sizes; the bytes-in serving signature o
 import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ import tensorflow as tf
 from PIL import Image
 
 import keras_vit
-from conftest import ROOT, call_main
+from conftest import python_run, ROOT, call_main
 from hub_export import export, formats, serving
 from hub_export.export import exported_file
 
@@ -196,14 +194,7 @@ def test_cli_formats_labels_and_bad_input(models, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
     def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        return python_run(["-m", "hub_export", f"--weights={tmp_path / 'm.keras'}", *args], cwd=ROOT, env=env)
 
     done = cli("--format=onnx", "--variant=classification", f"--out={tmp_path / 'onnx'}")
     assert done.returncode == 0, done.stderr[-2000:]

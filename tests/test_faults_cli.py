@@ -3,8 +3,6 @@ their real bit depth; every consumer feeds a model the input range the model its
 
 import hashlib
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ import keras_vit
 from keras_vit.analysis import fewshot, images, inspect
 from recipes import fewshot as fewshot_cli, vtab
 
-from conftest import ROOT
+from conftest import python_run, ROOT
 
 TINY = dict(patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3))
 
@@ -177,18 +175,9 @@ def test_a_failed_download_names_the_url_and_where_to_place_the_file(tmp_path):
         KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
         KERAS_VIT_BASE_URL=f"file://{tmp_path / 'no-such-mirror'}",
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "keras_vit.predict",
-            str(tmp_path / "photo.png"),
-            "--weights=augreg_in21k_ft_in1k",
-            "--model=ViT-Ti/16",
-        ],
+    done = python_run(
+        ["-m", "keras_vit.predict", str(tmp_path / "photo.png"), "--weights=augreg_in21k_ft_in1k", "--model=ViT-Ti/16"],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -4,8 +4,6 @@ marked temporaries of dead processes; calibration sets are checked before a Lite
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ import pytest
 import keras_vit
 from keras_vit.utils import atomic
 
-from conftest import ROOT
+from conftest import python_run, ROOT
 
 TINY = dict(patch_size=8, hidden_size=16, mlp_dim=16, num_heads=2, num_layers=1, input_shape=(16, 16, 3))
 
@@ -99,9 +97,8 @@ def test_cli_calibration_of_the_wrong_size_is_one_line(tmp_path):
     model.save(tmp_path / "m.keras")
     np.save(tmp_path / "calib.npy", np.zeros((4, 32, 32, 3), "float32"))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    done = subprocess.run(
+    done = python_run(
         [
-            sys.executable,
             "-m",
             "hub_export",
             f"--weights={tmp_path / 'm.keras'}",
@@ -112,8 +109,6 @@ def test_cli_calibration_of_the_wrong_size_is_one_line(tmp_path):
             "--variant=classification",
         ],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 2, done.stderr[-2000:]

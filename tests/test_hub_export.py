@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import hub_export
 import keras_vit
-from conftest import FLAX_FIXTURES, ROOT, call_main
+from conftest import python_run, FLAX_FIXTURES, ROOT, call_main
 from hub_export.__main__ import main
 
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
@@ -129,9 +129,7 @@ def test_card_and_metadata(modules):
 
 def _cli(*args, timeout=300):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "hub_export", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return python_run(["-m", "hub_export", *args], cwd=ROOT, env=env, timeout=timeout)
 
 
 def test_cli_and_bad_input(tmp_path):

@@ -2,8 +2,6 @@
 
 import itertools
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -12,7 +10,7 @@ from PIL import Image
 
 import keras_vit
 from keras_vit.analysis import inspect
-from conftest import ROOT
+from conftest import python_run, ROOT
 
 TINY = dict(patch_size=8, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2, input_shape=(32, 32, 3))
 
@@ -115,9 +113,8 @@ def test_figures_and_cli(trained_tiny, tmp_path):
     model.save(tmp_path / "tiny.keras")
     Image.fromarray(((images[1] + 1) * 127.5).astype("uint8")).save(tmp_path / "digit.png")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    done = subprocess.run(
+    done = python_run(
         [
-            sys.executable,
             "-m",
             "keras_vit.analysis.inspect",
             f"--weights={tmp_path / 'tiny.keras'}",
@@ -126,15 +123,12 @@ def test_figures_and_cli(trained_tiny, tmp_path):
         ],
         cwd=ROOT,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(os.listdir(tmp_path / "cli")) == 4
-    bad = subprocess.run(
+    bad = python_run(
         [
-            sys.executable,
             "-m",
             "keras_vit.analysis.inspect",
             f"--image={tmp_path / 'nope.png'}",
@@ -143,8 +137,6 @@ def test_figures_and_cli(trained_tiny, tmp_path):
         ],
         cwd=ROOT,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert bad.returncode == 2 and "does not exist" in bad.stderr

@@ -7,14 +7,12 @@ and from ImageNet-21k's first WordNet id (n00004475, organism) -- not from the f
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import keras_vit
-from conftest import ROOT, run_on_backend
+from conftest import python_run, ROOT, run_on_backend
 from keras_vit.vit import labels
 
 KNOWN_1K = {
@@ -93,14 +91,7 @@ def classifier(tmp_path_factory):
 
 def _predict(*args, backend="tensorflow"):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
-    return subprocess.run(
-        [sys.executable, "-m", "keras_vit.predict", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return python_run(["-m", "keras_vit.predict", *args], cwd=ROOT, env=env, timeout=300)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for load_model)
-from conftest import ROOT
+from conftest import ROOT, python_run, run_forked
 
 TINY = [
     "--config=recipes/configs/demo.py:pretrain",
@@ -85,44 +85,45 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
 
 _MIRRORED = """
-import sys, tensorflow as tf
+import json, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from recipes import train
 from recipes.configs import demo
-c = demo.get_config("pretrain")
-c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
-c.update(batch_size=int(sys.argv[2]), total_steps=12, deterministic=True, log_every=4, checkpoint_every=100)
-c.dataset.eval_split = ""
-c.jit_compile = False  # as the two-replica run (a strategy of several replicas trains without XLA)
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if sys.argv[3] == "2" else None
-train.train_and_evaluate(c, sys.argv[1], strategy=strategy)
+
+
+def run(workdir, batch_size, replicas):
+    c = demo.get_config("pretrain")
+    c.model.update(hidden_size=32, mlp_dim=64, num_layers=1, num_heads=2, patch_size=8)
+    c.update(batch_size=batch_size, total_steps=12, deterministic=True, log_every=4, checkpoint_every=100)
+    c.dataset.eval_split = ""
+    c.jit_compile = False  # as the two-replica run (a strategy of several replicas trains without XLA)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if replicas == 2 else None
+    train.train_and_evaluate(c, workdir, strategy=strategy)
+
+
+run(sys.argv[1] + "/1", 16, 1)
+run(sys.argv[1] + "/2", 16, 2)
+try:
+    run(sys.argv[1] + "/odd", 15, 2)
+    print(json.dumps({"odd": None}))
+except ValueError as e:
+    print(json.dumps({"odd": str(e)}))
 """
 
 
 def test_mirrored_two_cpus_equals_one_device(tmp_path):
+    """One device and two mirrored replicas (two logical CPUs) train to the same weights; a batch the replicas
+    cannot split is refused. The three runs share one interpreter (each seeds its own run)."""
+    done = python_run(["-c", _MIRRORED, str(tmp_path)], cwd=ROOT, env=_env(), timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
     outs = {}
     for replicas in ("1", "2"):
-        done = subprocess.run(
-            ["timeout", "-k", "5", "300", sys.executable, "-c", _MIRRORED, str(tmp_path / replicas), "16", replicas],
-            cwd=ROOT,
-            env=_env(),
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
         outs[replicas] = _weights(tmp_path / replicas / "model.keras")
         assert json.loads((tmp_path / replicas / "summary.json").read_text())["replicas"] == int(replicas)
     _assert_same(outs["2"], outs["1"], atol=2e-5)
-    odd = subprocess.run(
-        [sys.executable, "-c", _MIRRORED, str(tmp_path / "odd"), "15", "2"],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert odd.returncode != 0 and "batch_size=15 is not divisible by the 2 replicas" in odd.stderr
+    odd = json.loads(done.stdout.strip().splitlines()[-1])["odd"]
+    assert odd is not None and "batch_size=15 is not divisible by the 2 replicas" in odd
 
 
 def _free_ports(n):
@@ -192,35 +193,38 @@ def test_tpu_branch_calls_the_resolver_and_fails_clearly(monkeypatch):
         distribute.get_strategy("fpga")
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (
-            ["--config=recipes/configs/demo.py:nope"],
-            "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
-        ),
-        (["--config.batch_size=abc"], "batch_size"),
-        (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
-        (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
-        (["--strategy=multiworker"], "needs $TF_CONFIG"),
-    ],
-)
-def test_bad_input_fails_clearly_and_keeps_workdir(tmp_path, flags, message):
-    workdir = tmp_path / "wd"
-    workdir.mkdir()
-    (workdir / "keep.txt").write_text("precious")
-    done = _train(workdir, *flags, timeout=120)
-    assert done.returncode != 0
-    assert message in done.stderr, done.stderr[-2000:]
-    assert sorted(os.listdir(workdir)) == ["keep.txt"] and (workdir / "keep.txt").read_text() == "precious"
+BAD_FLAGS = [
+    (
+        ["--config=recipes/configs/demo.py:nope"],
+        "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
+    ),
+    (["--config.batch_size=abc"], "batch_size"),
+    (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
+    (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
+    (["--strategy=multiworker"], "needs $TF_CONFIG"),
+]
 
 
-def test_unwritable_workdir(tmp_path):
+def test_bad_input_fails_clearly_and_keeps_workdir(tmp_path):
+    """Each bad flag (and an unwritable workdir) exits non-zero with a message naming it; a workdir that holds a
+    user's file is left as it was."""
+    cases, workdirs = [], []
+    for n, (flags, _) in enumerate(BAD_FLAGS):
+        workdir = tmp_path / f"wd{n}"
+        workdir.mkdir()
+        (workdir / "keep.txt").write_text("precious")
+        workdirs.append(workdir)
+        cases.append([f"--workdir={workdir}", *TINY, *flags])
     if os.geteuid() == 0:
-        target = "/proc/keras_vit_workdir"  # not creatable even for root
+        unwritable = "/proc/keras_vit_workdir"  # not creatable even for root
     else:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        target = str(locked / "wd")
-    done = _train(target, timeout=120)
-    assert done.returncode != 0 and "is not writable" in done.stderr, done.stderr[-2000:]
+        unwritable = str(locked / "wd")
+    cases.append([f"--workdir={unwritable}", *TINY])
+    results = run_forked("recipes.train", cases, tmp_path)  # one interpreter, a forked child per case
+    for (flags, message), workdir, (status, _, stderr) in zip(BAD_FLAGS, workdirs, results):
+        assert status != 0 and message in stderr, (flags, stderr[-2000:])
+        assert sorted(os.listdir(workdir)) == ["keep.txt"] and (workdir / "keep.txt").read_text() == "precious"
+    status, _, stderr = results[-1]
+    assert status != 0 and "is not writable" in stderr, stderr[-2000:]
