@@ -24,10 +24,12 @@ from keras_vit.weights.timm.block import (
 
 
 def in_timm(sd: Params, t: str) -> bool:
+    """Whether timm's block under `t` (`blocks.<i>.`) is a ParallelScalingBlock."""
     return t + "in_proj.weight" in sd
 
 
 def in_official(params: Params, o: str) -> bool:
+    """Whether our block under `o` (`Transformer/encoderblock_<i>/`) is written as a ParallelScalingBlock."""
     return o + "LayerNorm_2/scale" not in params and o + "MlpBlock_3/Dense_1/kernel" in params
 
 

@@ -11,10 +11,12 @@ from keras_vit.weights.timm.block import TimmLayout, read_block, write_block
 
 
 def in_timm(sd: Params, t: str) -> bool:
+    """Whether timm's block under `t` (`blocks.<i>.`) is a ParallelThingsBlock."""
     return t + "attns.0.norm.weight" in sd
 
 
 def in_official(params: Params, o: str) -> bool:
+    """Whether our block under `o` (`Transformer/encoderblock_<i>/`) is written as a ParallelThingsBlock."""
     return o + "branch_0/LayerNorm_0/scale" in params
 
 
