@@ -27,59 +27,6 @@ def call_main(main, *args: str) -> tuple:
     return status, err.getvalue()
 
 
-_FORKED = """
-import importlib, json, os, runpy, sys, traceback
-
-module, cases, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-importlib.import_module(module)  # the command's imports (Keras, its backend) once, before any fork
-results = []
-for i, argv in enumerate(cases):
-    out, err = (os.path.join(folder, f"{name}_{i}.txt") for name in ("stdout", "stderr"))
-    pid = os.fork()
-    if pid == 0:
-        for fd, path in ((1, out), (2, err)):
-            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.argv = [module, *argv]
-        code = 0
-        try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        except SystemExit as e:
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-            code = 1 if isinstance(e.code, str) else (e.code or 0)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    with open(out) as o, open(err) as e:
-        results.append([os.waitstatus_to_exitcode(status), o.read(), e.read()])
-print(json.dumps(results))
-"""
-
-
-def run_forked(module: str, cases, folder, backend: str = "tensorflow", timeout: int = 600) -> list:
-    """[(exit status, stdout, stderr)] of `python -m <module> <argv>` for each argv in `cases`, each in a child
-    forked from one interpreter that imported the module (Keras and `backend`) once: for a command's refusals,
-    which need a process of their own but not ~10 s of imports each. Forking before the backend runs any op is
-    safe. (One real command per CLI still runs as users type it.)"""
-    import json
-    import subprocess
-
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(
-        ["timeout", "-k", "5", str(timeout), sys.executable, "-c", _FORKED, module, json.dumps(cases), str(folder)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [tuple(r) for r in json.loads(done.stdout.strip().splitlines()[-1])]
-
-
 # A TensorFlow interpreter per pytest worker that imported Keras and TensorFlow once and forks a child for each
 # `python -m ...` / `python -c ...` a test runs on the TensorFlow backend (`python_run`): each child runs as a fresh
 # `python` would (its argv, environment, working directory, sys.path from PYTHONPATH, `__main__`, exit status),
@@ -163,6 +110,18 @@ def _tensorflow_server():
     return _server
 
 
+def _backend(args, env) -> str:
+    """The Keras backend the command will load: the trainer's own `--backend` flag (read by recipes/__init__.py
+    before Keras loads), else KERAS_BACKEND, else Keras' default."""
+    if list(args[:2]) == ["-m", "recipes.train"]:
+        from recipes import _backend_flag
+
+        flag = _backend_flag(["-m", *args[2:]])
+        if flag in ("tensorflow", "jax"):
+            return flag
+    return env.get("KERAS_BACKEND", "tensorflow")
+
+
 def python_run(args, *, env=None, cwd=None, timeout: int = 600):
     """`subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command on the
     TensorFlow backend (`-m module ...`, `-c code ...` or `script.py ...`), run in a child forked from this worker's
@@ -175,7 +134,7 @@ def python_run(args, *, env=None, cwd=None, timeout: int = 600):
     env = dict(os.environ if env is None else env)
     cwd = str(cwd or os.getcwd())
     server_env = dict(os.environ, **_SERVER_ENV)
-    given = dict(env, KERAS_BACKEND=env.get("KERAS_BACKEND", "tensorflow"))  # Keras' default backend
+    given = dict(env, KERAS_BACKEND=_backend(args, env))
     differs = {k for k in set(given) | set(server_env) if given.get(k) != server_env.get(k)}
     if any(k not in _READ_LATER and not k.startswith(_READ_LATER_PREFIXES) for k in differs):
         return subprocess.run(

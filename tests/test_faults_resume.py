@@ -5,12 +5,10 @@ deliberately (renaming, not deleting) once. Flags only the other engine reads ar
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, run_forked
+from conftest import ROOT, python_run
 from recipes import train
 from recipes.trainer import run_record
 from recipes.trainer.checkpoints import CheckpointError
@@ -92,38 +90,22 @@ def _cli(*flags, env_backend=None):
     env.pop("KERAS_BACKEND", None)
     if env_backend:
         env["KERAS_BACKEND"] = env_backend
-    return subprocess.run(
-        [sys.executable, "-m", "recipes.train", "--config=recipes/configs/demo.py", *flags],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return python_run(["-m", "recipes.train", "--config=recipes/configs/demo.py", *flags], cwd=ROOT, env=env)
 
 
-OTHER_ENGINES_FLAGS = [
-    (("--backend=jax", "--strategy=tpu"), "--strategy is the tensorflow engine's flag; this run is on jax"),
-    (("--backend=tensorflow", "--num_processes=2"), "--num_processes is the jax engine's flag"),
-    (("--tpu=local",), "--tpu=local is read with --strategy=tpu only"),
-    (("--backend=tf",), "--backend"),
-]
-
-
-def test_flags_of_the_other_engine_are_refused_in_one_line(tmp_path):
-    """Each refusal in a child forked from an interpreter on the engine the command line names (`--backend=jax`
-    sets Keras' backend before Keras loads, as recipes/__init__.py does for `python -m recipes.train`)."""
-    for backend in ("jax", "tensorflow"):
-        cases = [(f, m) for f, m in OTHER_ENGINES_FLAGS if ("--backend=jax" in f) == (backend == "jax")]
-        argvs = [
-            ["--config=recipes/configs/demo.py", f"--workdir={tmp_path / backend / str(i)}", *f]
-            for i, (f, _) in enumerate(cases)
-        ]
-        for (flags, message), argv, (status, _, stderr) in zip(
-            cases, argvs, run_forked("recipes.train", argvs, tmp_path, backend)
-        ):
-            assert status != 0 and message in stderr, (flags, stderr[-2000:])
-            assert "Traceback" not in stderr and not os.path.exists(argv[1].split("=", 1)[1])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("--backend=jax", "--strategy=tpu"), "--strategy is the tensorflow engine's flag; this run is on jax"),
+        (("--backend=tensorflow", "--num_processes=2"), "--num_processes is the jax engine's flag"),
+        (("--tpu=local",), "--tpu=local is read with --strategy=tpu only"),
+        (("--backend=tf",), "--backend"),
+    ],
+)
+def test_flags_of_the_other_engine_are_refused_in_one_line(tmp_path, flags, message):
+    done = _cli(f"--workdir={tmp_path / 'w'}", *flags)
+    assert done.returncode != 0 and message in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "w").exists()
 
 
 # slow (~30 s, three JAX runs): the same refusals on the TensorFlow engine are in the default suite above

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import keras_vit
 
-from conftest import ROOT, python_run, run_forked
+from conftest import ROOT, python_run
 from recipes import train
 from recipes.trainer import lock
 from recipes.trainer.checkpoints import CheckpointManager, NonFiniteError
@@ -254,23 +254,7 @@ def test_config_out_of_range_is_refused_before_the_workdir_is_touched(tmp_path, 
     assert not workdir.exists()
 
 
-# the command line's refusals in this file, run once in children forked from one interpreter (conftest.run_forked)
-CLI_REFUSALS = {
-    "remat": ["--config=recipes/configs/demo.py", "--workdir={}/remat", "--config.model.remat=sometimes"],
-    "unknown_field": ["--config=recipes/configs/demo.py", "--workdir={}/field", "--config.optimiser.learning_rate=1"],
-}
-
-
-@pytest.fixture(scope="module")
-def cli_refusals(tmp_path_factory):
-    """{name: (exit status, stdout, stderr, workdir)} of each of CLI_REFUSALS."""
-    folder = tmp_path_factory.mktemp("cli_refusals")
-    argvs = [[a.format(folder) for a in argv] for argv in CLI_REFUSALS.values()]
-    results = run_forked("recipes.train", argvs, folder)
-    return {name: (*result, argv[1][len("--workdir=") :]) for name, result, argv in zip(CLI_REFUSALS, results, argvs)}
-
-
-def test_remat_attention_reaches_the_model_and_other_strings_are_refused_at_the_command_line(tmp_path, cli_refusals):
+def test_remat_attention_reaches_the_model_and_other_strings_are_refused_at_the_command_line(tmp_path):
     """`config.model.remat` takes True, False or "attention": a run with "attention" builds its model with that
     mode and trains; on the command line any other string gets to the config check (not a type error of the
     config library) and is refused in one line before the workdir exists."""
@@ -287,14 +271,41 @@ def test_remat_attention_reaches_the_model_and_other_strings_are_refused_at_the_
             _config(**{"model.remat": "attention"}, total_steps=2), str(tmp_path / "a"), train_input=_input()
         )
     assert summary["steps"] == 2 and built and set(built) == {"attention"}
-    status, _, stderr, workdir = cli_refusals["remat"]
-    assert status != 0 and "Traceback" not in stderr, stderr[-2000:]
-    assert "config.model.remat must be True, False or \"attention\", got 'sometimes'" in stderr, stderr
-    assert not os.path.exists(workdir)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    run = python_run(
+        [
+            "-m",
+            "recipes.train",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.model.remat=sometimes",
+        ],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert "config.model.remat must be True, False or \"attention\", got 'sometimes'" in run.stderr, run.stderr
+    assert not (tmp_path / "w").exists()
 
 
-def test_unknown_config_field_is_one_line(cli_refusals):
-    status, _, stderr, workdir = cli_refusals["unknown_field"]
-    assert status == 2 and "Traceback" not in stderr
-    assert "--config.optimiser.learning_rate: the config has no field 'optimiser' (did you mean 'optimizer'?)" in stderr
-    assert not os.path.exists(workdir)
+def test_unknown_config_field_is_one_line(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    run = python_run(
+        [
+            "-m",
+            "recipes.train",
+            "--config=recipes/configs/demo.py",
+            f"--workdir={tmp_path / 'w'}",
+            "--config.optimiser.learning_rate=1",
+        ],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert (
+        "--config.optimiser.learning_rate: the config has no field 'optimiser' (did you mean 'optimizer'?)"
+        in run.stderr
+    )
+    assert not (tmp_path / "w").exists()

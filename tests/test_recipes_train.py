@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import keras_vit  # noqa: F401  (registers the layers for load_model)
-from conftest import ROOT, python_run, run_forked
+from conftest import ROOT, python_run
 
 TINY = [
     "--config=recipes/configs/demo.py:pretrain",
@@ -38,9 +38,8 @@ def _env(**extra):
 
 
 def _train(workdir, *flags, timeout=300, env=None):
-    cmd = [sys.executable, "-m", "recipes.train", f"--workdir={workdir}", *TINY, *flags]
-    return subprocess.run(
-        ["timeout", "-k", "5", str(timeout), *cmd], cwd=ROOT, env=env or _env(), capture_output=True, text=True
+    return python_run(
+        ["-m", "recipes.train", f"--workdir={workdir}", *TINY, *flags], cwd=ROOT, env=env or _env(), timeout=timeout
     )
 
 
@@ -193,38 +192,35 @@ def test_tpu_branch_calls_the_resolver_and_fails_clearly(monkeypatch):
         distribute.get_strategy("fpga")
 
 
-BAD_FLAGS = [
-    (
-        ["--config=recipes/configs/demo.py:nope"],
-        "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
-    ),
-    (["--config.batch_size=abc"], "batch_size"),
-    (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
-    (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
-    (["--strategy=multiworker"], "needs $TF_CONFIG"),
-]
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--config=recipes/configs/demo.py:nope"],
+            "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
+        ),
+        (["--config.batch_size=abc"], "batch_size"),
+        (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),
+        (["--config.dataset.train_split=validation"], "Bad split 'validation' for local dataset 'mnist5k'"),
+        (["--strategy=multiworker"], "needs $TF_CONFIG"),
+    ],
+)
+def test_bad_input_fails_clearly_and_keeps_workdir(tmp_path, flags, message):
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    (workdir / "keep.txt").write_text("precious")
+    done = _train(workdir, *flags, timeout=120)
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr[-2000:]
+    assert sorted(os.listdir(workdir)) == ["keep.txt"] and (workdir / "keep.txt").read_text() == "precious"
 
 
-def test_bad_input_fails_clearly_and_keeps_workdir(tmp_path):
-    """Each bad flag (and an unwritable workdir) exits non-zero with a message naming it; a workdir that holds a
-    user's file is left as it was."""
-    cases, workdirs = [], []
-    for n, (flags, _) in enumerate(BAD_FLAGS):
-        workdir = tmp_path / f"wd{n}"
-        workdir.mkdir()
-        (workdir / "keep.txt").write_text("precious")
-        workdirs.append(workdir)
-        cases.append([f"--workdir={workdir}", *TINY, *flags])
+def test_unwritable_workdir(tmp_path):
     if os.geteuid() == 0:
-        unwritable = "/proc/keras_vit_workdir"  # not creatable even for root
+        target = "/proc/keras_vit_workdir"  # not creatable even for root
     else:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        unwritable = str(locked / "wd")
-    cases.append([f"--workdir={unwritable}", *TINY])
-    results = run_forked("recipes.train", cases, tmp_path)  # one interpreter, a forked child per case
-    for (flags, message), workdir, (status, _, stderr) in zip(BAD_FLAGS, workdirs, results):
-        assert status != 0 and message in stderr, (flags, stderr[-2000:])
-        assert sorted(os.listdir(workdir)) == ["keep.txt"] and (workdir / "keep.txt").read_text() == "precious"
-    status, _, stderr = results[-1]
-    assert status != 0 and "is not writable" in stderr, stderr[-2000:]
+        target = str(locked / "wd")
+    done = _train(target, timeout=120)
+    assert done.returncode != 0 and "is not writable" in done.stderr, done.stderr[-2000:]

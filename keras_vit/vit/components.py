@@ -87,7 +87,7 @@ def make_components(
     p.pre_norm = layer_norm("pre_norm", policy, eps, v.rms_norm) if v.pre_norm else None
     # the record's fields the encoder takes by name; the final norm moves after pooling with fc_norm, and the
     # rotary form's two block-level facts
-    encoder_options = {name: getattr(v, name) for name in ENCODER_OPTIONS if name in v.fields()}
+    encoder_options = {name: getattr(v, name) for name in set(ENCODER_OPTIONS) & set(v.fields())}
     encoder_options.update(
         final_norm=v.final_norm and not v.fc_norm,
         rotate_half=v.rotary_embedding is not None and v.rotary_embedding.rotate_half,

@@ -307,7 +307,7 @@ class Variant:
     )
 
     @classmethod
-    def seen_in(cls, params, block: str) -> dict:
+    def seen_in(cls, params: dict, block: str) -> dict:
         """{field: value} of the fields whose value the official-key `params` show (their `seen`)."""
         found = {}
         for f in dataclasses.fields(cls):

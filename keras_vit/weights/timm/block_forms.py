@@ -22,13 +22,11 @@ BLOCK_FORMS: Tuple[ModuleType, ...] = (parallel_things_block, parallel_scaling_b
 
 def read_block(g: _Reader, i: int, num_heads: int) -> Params:
     """Block `i` of the state dict `g` reads, in official keys, by the class that laid it out."""
-    t = f"blocks.{i}."
-    form = next((f for f in BLOCK_FORMS if f.in_timm(g.sd, t)), block)
-    return form.read(g, i, num_heads) if form is not block else block.read_block(g, i, num_heads)
+    form = next((f for f in BLOCK_FORMS if f.in_timm(g.sd, f"blocks.{i}.")), None)
+    return (form.read if form is not None else block.read_block)(g, i, num_heads)
 
 
 def write_block(params: Params, sd: Params, i: int, layout: TimmLayout) -> None:
     """Block `i` of the official-key `params` into the state dict `sd`, in the class its parts call for."""
-    o = f"Transformer/encoderblock_{i}/"
-    form = next((f for f in BLOCK_FORMS if f.in_official(params, o)), None)
+    form = next((f for f in BLOCK_FORMS if f.in_official(params, f"Transformer/encoderblock_{i}/")), None)
     (form.write if form is not None else block.write_block)(params, sd, i, layout)
