@@ -27,16 +27,17 @@ def call_main(main, *args: str) -> tuple:
     return status, err.getvalue()
 
 
-# A TensorFlow interpreter per pytest worker that imported Keras and TensorFlow once and forks a child for each
-# `python -m ...` / `python -c ...` a test runs on the TensorFlow backend (`python_run`): each child runs as a fresh
-# `python` would (its argv, environment, working directory, sys.path from PYTHONPATH, `__main__`, exit status),
-# without ~9 s of imports. Forking before TensorFlow runs any op is safe. Keras imports huggingface_hub, which reads
-# its settings from the environment on import: a command whose environment differs from the server's in anything but
-# the variables read later (`_READ_LATER`) runs in a fresh interpreter.
+# An interpreter per pytest worker and backend (TensorFlow, JAX) that imported Keras once and forks a child for each
+# `python -m ...` / `python -c ...` a test runs on that backend (`python_run`): each child runs as a fresh `python`
+# would (its argv, environment, working directory, sys.path from PYTHONPATH, `__main__`, exit status), without its
+# 5-9 s of imports. Forking before the backend runs any op is safe (JAX creates its XLA client on first use, after
+# the fork). Keras imports huggingface_hub, which reads its settings from the environment on import, and JAX reads
+# its JAX_* flags then: a command whose environment differs from the server's in anything but the variables read
+# later (`_READ_LATER`) runs in a fresh interpreter.
 _SERVER = """
 import json, os, runpy, signal, sys, time, traceback
 
-import keras  # noqa: F401  (Keras and TensorFlow, imported once for every command served)
+import keras  # noqa: F401  (Keras and its backend, imported once for every command served)
 
 server_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 standard = [p for p in sys.path[1:] if p not in server_path]
@@ -89,25 +90,28 @@ for line in sys.stdin:
         time.sleep(0.02)
     print(json.dumps({"returncode": returncode}), flush=True)
 """
-_server = None
-_SERVER_ENV = dict(KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-# read when used, not when Keras or TensorFlow are imported (keras_vit is imported by each child itself)
+_servers = {}
+_SERVER_ENV = dict(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+_SERVED = ("tensorflow", "jax")
+# read when used, not when Keras or its backend are imported (keras_vit is imported by each child itself)
 _READ_LATER = {"PYTHONPATH", "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL", "PYTEST_CURRENT_TEST", "PWD", "OLDPWD"}
 _READ_LATER_PREFIXES = ("KERAS_VIT_",)
+# XLA parses XLA_FLAGS when JAX creates its CPU client, on the first op: in the child, after the fork
+_READ_LATER_ON = {"jax": {"XLA_FLAGS"}}
 
 
-def _tensorflow_server():
+def _server(backend: str):
     import atexit
     import subprocess
 
-    global _server
-    if _server is None or _server.poll() is not None:
-        env = dict(os.environ, PYTHONPATH=ROOT, **_SERVER_ENV)
-        _server = subprocess.Popen(
+    server = _servers.get(backend)
+    if server is None or server.poll() is not None:
+        env = dict(os.environ, PYTHONPATH=ROOT, KERAS_BACKEND=backend, **_SERVER_ENV)
+        server = _servers[backend] = subprocess.Popen(
             [sys.executable, "-c", _SERVER], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        atexit.register(_server.kill)
-    return _server
+        atexit.register(server.kill)
+    return server
 
 
 def _backend(args, env) -> str:
@@ -123,24 +127,27 @@ def _backend(args, env) -> str:
 
 
 def python_run(args, *, env=None, cwd=None, timeout: int = 600):
-    """`subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command on the
-    TensorFlow backend (`-m module ...`, `-c code ...` or `script.py ...`), run in a child forked from this worker's
-    TensorFlow interpreter (`_SERVER`); another backend runs in a fresh interpreter as before. A timeout raises
-    `subprocess.TimeoutExpired`, as subprocess.run does."""
+    """`subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)` for a command (`-m module ...`,
+    `-c code ...` or `script.py ...`) on the TensorFlow or JAX backend, run in a child forked from this worker's
+    interpreter for that backend (`_SERVER`); another backend, or an environment that differs from the server's in
+    what is read at import, runs in a fresh interpreter as before. A timeout raises `subprocess.TimeoutExpired`, as
+    subprocess.run does."""
     import json
     import subprocess
     import tempfile
 
     env = dict(os.environ if env is None else env)
     cwd = str(cwd or os.getcwd())
-    server_env = dict(os.environ, **_SERVER_ENV)
-    given = dict(env, KERAS_BACKEND=_backend(args, env))
+    backend = _backend(args, env)
+    server_env = dict(os.environ, KERAS_BACKEND=backend, **_SERVER_ENV)
+    given = dict(env, KERAS_BACKEND=backend)
     differs = {k for k in set(given) | set(server_env) if given.get(k) != server_env.get(k)}
-    if any(k not in _READ_LATER and not k.startswith(_READ_LATER_PREFIXES) for k in differs):
+    later = _READ_LATER | _READ_LATER_ON.get(backend, set())
+    if backend not in _SERVED or any(k not in later and not k.startswith(_READ_LATER_PREFIXES) for k in differs):
         return subprocess.run(
             [sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
         )
-    server = _tensorflow_server()
+    server = _server(backend)
     with tempfile.TemporaryDirectory() as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         request = dict(args=[str(a) for a in args], env=env, cwd=cwd, stdout=out, stderr=err, timeout=timeout)
@@ -191,7 +198,7 @@ def run_on_backend(script: str, backend: str, *arguments, timeout: int = 300) ->
 
     pytest.importorskip(backend)
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-    done = python_run(["-c", script, *arguments], env=env, timeout=timeout)  # a fresh interpreter off TensorFlow
+    done = python_run(["-c", script, *arguments], env=env, timeout=timeout)  # forked on TensorFlow and JAX
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

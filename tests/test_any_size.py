@@ -2,8 +2,6 @@
 whose position embeddings were resized by scipy, and against timm's documented `in_chans` rule."""
 
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -11,7 +9,7 @@ import pytest
 
 import keras_vit
 from keras_vit.weights import official as checkpoints
-from conftest import ROOT
+from conftest import ROOT, python_run
 
 T = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=2, classifier_activation=None)
 
@@ -65,14 +63,7 @@ def test_any_size_runs_under_jax_jit():
         "for hw in ((8, 8), (12, 16)):\n"
         "    print(keras.backend.backend(), m.predict(np.zeros((1, *hw, 3), 'float32'), verbose=0).shape)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT),
-    )
+    done = python_run(["-c", code], cwd=ROOT, timeout=300, env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["jax", "(1,", "3)", "jax", "(1,", "3)"]
 

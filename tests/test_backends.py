@@ -2,14 +2,13 @@
 
 import importlib.util
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
 import keras_vit
+from conftest import python_run
 
 SPECS = {
     "vit": dict(
@@ -63,13 +62,7 @@ def test_backends_agree_with_tensorflow(tmp_path, backend, kind):
     model.save_weights(str(weights))
     np.save(inputs, x)
     env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(
-        [sys.executable, "-c", _RUN, json.dumps(spec), str(weights), str(inputs), str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python_run(["-c", _RUN, json.dumps(spec), str(weights), str(inputs), str(out)], env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == backend
     np.testing.assert_allclose(np.load(out), expected, atol=1e-5)

@@ -47,6 +47,7 @@ def test_inspect_cli(hybrid_file, tmp_path):
     ]
 
 
+@pytest.mark.slow  # the CLI's own test is tests/test_fewshot_recipes.py; here a hybrid's features (~40 s)
 def test_fewshot_cli(hybrid_file, tmp_path):
     out = tmp_path / "fs.json"
     assert (

@@ -233,8 +233,8 @@ def _finetune_config(case: str):
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=[] if c == "dinov2" else [pytest.mark.slow]) for c in sorted(FAMILIES)]
-)
+    "case", [pytest.param(c, marks=pytest.mark.slow) for c in sorted(FAMILIES)]
+)  # make test-slow: the default suite fine-tunes a rotary backbone from its repository (tests/test_backbones.py)
 def test_recipes_fine_tune_each_family_from_its_repository(case, tmp_path):
     from recipes import train
 

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from conftest import python_run
 from keras_vit.analysis import predict
 from keras_vit.vit.data_config import ORIGINAL
 from recipes.configs import finetune
@@ -35,8 +36,6 @@ def test_a_dataset_name_without_a_model_asks_for_the_model(tmp_path, capsys):
 
 def test_an_offline_release_download_is_one_short_error_naming_its_cause_and_the_cache(tmp_path):
     import os
-    import subprocess
-    import sys
 
     env = dict(
         os.environ,
@@ -45,7 +44,7 @@ def test_an_offline_release_download_is_one_short_error_naming_its_cause_and_the
         TF_CPP_MIN_LOG_LEVEL="3",
     )
     code = "import keras_vit\nkeras_vit.ViT_Ti16(weights='augreg_in21k')\n"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    done = python_run(["-c", code], env=env, timeout=300)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     at = next(i for i, line in enumerate(lines) if line.startswith("Traceback"))
     assert done.returncode == 1 and "direct cause" not in done.stderr
@@ -120,11 +119,8 @@ def test_an_export_card_names_the_weights_the_model_was_loaded_from(tmp_path):
     assert f"Source checkpoint: `{path}`" in open(os.path.join(out, "README.md")).read()
 
 
-@pytest.mark.parametrize("spec", ["demo:pretrain", "recipes/configs/demo.py:pretrain"])
-def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, spec):
+def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, monkeypatch):
     import json
-    import subprocess
-    import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tiny = [
@@ -140,18 +136,19 @@ def test_the_recipes_take_a_config_by_name_outside_a_checkout(tmp_path, spec):
         "--config.jit_compile=False",  # the name is the subject; the demo trains this config with XLA
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(
-        [sys.executable, "-m", "recipes.train", f"--config={spec}", f"--workdir={tmp_path / 'run'}", *tiny],
+    done = python_run(
+        ["-m", "recipes.train", "--config=demo:pretrain", f"--workdir={tmp_path / 'run'}", *tiny],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
     from recipes import configs
 
+    # a checkout's path, run outside a checkout, names the shipped file as the name does
+    monkeypatch.chdir(tmp_path)
+    assert configs.resolve("recipes/configs/demo.py:pretrain") == configs.resolve("demo:pretrain")
     assert configs.resolve("finetune:folder") == os.path.join(configs.HERE, "finetune.py") + ":folder"
     assert configs.resolve(str(tmp_path / "mine.py")) == str(tmp_path / "mine.py")  # a file of one's own, as given
 
@@ -176,8 +173,6 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
     written, with tests/doc_prelude.py's offline release mirror and narrow table, and the size, batch and step
     count cut down (and XLA off) by flags appended after it."""
     import shlex
-    import subprocess
-    import sys
 
     from doc_blocks import blocks
 
@@ -212,9 +207,7 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
         CUDA_VISIBLE_DEVICES="",
         PYTHONPATH=root,
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=600
-    )
+    done = python_run(["-c", code], cwd=tmp_path / "work", env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     import json
 

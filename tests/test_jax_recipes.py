@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, python_run
 
 TINY = [
     "--config=recipes/configs/demo.py:pretrain",
@@ -49,13 +49,7 @@ def _cmd(workdir, *flags):
 
 
 def _train(workdir, *flags, devices=1, timeout=300):
-    return subprocess.run(
-        ["timeout", "-k", "5", str(timeout), *_cmd(workdir, *flags)],
-        cwd=ROOT,
-        env=_env(devices),
-        capture_output=True,
-        text=True,
-    )
+    return python_run(_cmd(workdir, *flags)[1:], cwd=ROOT, env=_env(devices), timeout=timeout)
 
 
 _WEIGHTS = """
@@ -67,14 +61,7 @@ for path in sys.argv[2:]:
 
 def _weights(*models):
     """The weights of each `model.keras` (read in a JAX-backend process, as written)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _WEIGHTS, "x", *map(str, models)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python_run(["-c", _WEIGHTS, "x", *map(str, models)], cwd=ROOT, env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = []
     for m in models:
@@ -128,9 +115,7 @@ print(json.dumps({"variables": {v.path: spec(v.value) for v in model.variables},
 
 
 def test_model_parallel_shards_attention_and_mlp_and_their_slots(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", _SHARDS], cwd=ROOT, env=_env(4), capture_output=True, text=True, timeout=300
-    )
+    done = python_run(["-c", _SHARDS], cwd=ROOT, env=_env(4), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     block = "Transformer/encoderblock_1/"
@@ -279,9 +264,7 @@ print(json.dumps(out))
 @pytest.mark.slow  # ~185 s; the JAX SIGKILL-resume test stays in the default suite; `make test-slow`
 def test_every_kind_of_config_runs_on_jax(tmp_path):
     """SGD fine-tuning, Polyak EMA, masked patch prediction, a hybrid and a VTAB row, two steps each."""
-    done = subprocess.run(
-        [sys.executable, "-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), capture_output=True, text=True, timeout=600
-    )
+    done = python_run(["-c", _ROWS, str(tmp_path)], cwd=ROOT, env=_env(2), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(rows) == 5
@@ -342,9 +325,7 @@ print(json.dumps(out))
 
 
 def test_engine_releases_the_keras_copies_and_sync_gives_callbacks_the_current_weights():
-    done = subprocess.run(
-        [sys.executable, "-c", _RELEASE], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300
-    )
+    done = python_run(["-c", _RELEASE], cwd=ROOT, env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["released"] == [True, True] and out["rate"] == pytest.approx(1e-2)

@@ -5,14 +5,13 @@ the base model before adaptation, and from the adapted model itself for the roun
 """
 
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 
 import keras_vit
+from conftest import python_run
 from keras_vit.weights import official
 
 SPEC = dict(
@@ -217,7 +216,7 @@ def test_lora_trains_adapters_only_on_other_backends(backend):
     if importlib.util.find_spec(backend) is None:
         pytest.skip(f"{backend} is not installed")
     env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _JAX], env=env, capture_output=True, text=True, timeout=300)
+    done = python_run(["-c", _JAX], env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2] == backend
 

@@ -41,7 +41,13 @@ def _randomize(model, seed=1):
         v.assign((0.05 * rng.standard_normal(v.shape)).astype("float32"))
 
 
-@pytest.mark.parametrize("constructor", sorted(TIMM_PARAMS))
+# the large sizes (300-630 M parameters, ~10 s each to build) count the same formula as the small ones: make test-slow
+_LARGE = {"ViT_L16", "ViT_L32", "ViT_H14", "R50_ViT_L32"}
+
+
+@pytest.mark.parametrize(
+    "constructor", [pytest.param(c, marks=pytest.mark.slow) if c in _LARGE else c for c in sorted(TIMM_PARAMS)]
+)
 def test_parameter_counts_equal_timm(constructor):
     model = getattr(keras_vit, constructor)()
     assert isinstance(model, keras_vit.VisionTransformer)

@@ -20,7 +20,7 @@ import keras_vit
 from keras_vit.analysis.images import preprocess_image
 from keras_vit.vit.data_config import IMAGENET_MEAN, IMAGENET_STD
 
-from conftest import ROOT
+from conftest import ROOT, python_run
 
 SIZE = 224
 # the three configs: AugReg in timm ([-1, 1], crop 0.9), ImageNet mean/std at crop 0.875, crop 1.0
@@ -158,12 +158,8 @@ def test_jax_backend_gives_the_tensorflow_output(tmp_path):
     )
     env = dict(os.environ, KERAS_BACKEND="jax")
     config = CONFIGS["imagenet_0.875"]
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(config), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = python_run(
+        ["-c", code, json.dumps(config), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")], env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "jax"

@@ -133,8 +133,9 @@ def test_every_config_field_is_read_by_the_trainer():
 
 
 def _rows():
-    """Every row of every config file; the default suite trains the first of each file and the first hybrid of
-    each but pretraining's, `make test-slow` all of them."""
+    """Every row of every config file; the default suite trains the first of each file (but the demo's, which
+    tests/test_demo.py trains in full) and the first hybrid of each but pretraining's, `make test-slow` all of
+    them."""
     for info in pkgutil.iter_modules(recipes.configs.__path__):
         module = importlib.import_module(f"recipes.configs.{info.name}")
         if hasattr(module, "get_config") and hasattr(module, "variants"):
@@ -144,7 +145,7 @@ def _rows():
                     variant.startswith("r") and "vit" in variant and not hybrid_seen and info.name != "pretrain"
                 )
                 hybrid_seen = hybrid_seen or first_hybrid
-                marks = () if i == 0 or first_hybrid else pytest.mark.slow
+                marks = () if (i == 0 and info.name != "demo") or first_hybrid else pytest.mark.slow
                 yield pytest.param(module, variant, id=f"{info.name}:{variant}", marks=marks)
 
 
