@@ -74,7 +74,9 @@ def main(argv=None) -> int:
         "of litert, onnx or openvino by the runtime's own quantizer; int8 needs --representative",
     )
     p.add_argument("--representative", default=None, help=".npy of calibration inputs in the model's range")
-    p.add_argument("--labels", default=None, help="serving: text file, one label per class")
+    p.add_argument(
+        "--labels", default=None, help="serving: text file, one label per class (default: the model's own class names)"
+    )
     p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")
     args = p.parse_args(argv)
     try:

@@ -171,6 +171,8 @@ def export(
       quantize: "litert", "onnx" and "openvino": post-training quantization by the runtime's own quantizer
         (`hub_export.quantization`): "int8" (weights and activations, calibrated on `representative_images`,
         inputs in the model's range) or "dynamic_range" (int8 weights only).
+      labels: "serving": one string per class (default: the model's class names where its data config names
+        them, a shipped label set or an image folder's classes; else the indices).
       source: where the weights came from, recorded in the card (default: `model.weights_source`, set when
         keras_vit loaded the weights).
     Everything is built in a temporary directory beside `out_dir` and renamed into
@@ -181,7 +183,7 @@ def export(
     if format == "serving":
         if variant != "classification":
             raise ValueError("format='serving' returns classes: use variant='classification'.")
-        labels = list(labels) if labels is not None else [str(i) for i in range(model.classes)]
+        labels = list(labels) if labels is not None else _class_names(model)
     quantization.check(quantize, format)
     if quantize == "int8":
         representative_images = check_calibration(model, representative_images)
@@ -220,3 +222,12 @@ def exported_file(out_dir: str) -> str:
     with open(os.path.join(out_dir, "metadata.json")) as f:
         meta = json.load(f)
     return os.path.join(out_dir, meta["file"]) if "file" in meta else out_dir
+
+
+def _class_names(model) -> list:
+    """The serving signature's label strings: the model's own classes (its data config's labels: a label set or a
+    folder's class names), else the indices."""
+    from keras_vit.vit.labels import class_names
+
+    known = model.data_config.labels
+    return class_names(known, model.classes) if known is not None else [str(i) for i in range(model.classes)]

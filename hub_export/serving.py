@@ -3,8 +3,8 @@
 `serving_default(images: string[batch])` decodes each JPEG/PNG/GIF/BMP at its own bit depth (8- or
 16-bit), applies the checkpoint's own preprocessing (`model.preprocessor()`: resize, centre crop and
 normalisation per its data config) and returns
-the top-k `classes` (int32), `scores` (softmax probabilities) and `labels` (strings from the file given
-at export).
+the top-k `classes` (int32), `scores` (softmax probabilities) and `labels` (strings: the file given at export,
+else the model's own class names).
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@
     model = keras_vit.ViT_B16(weights="imagenet21k+imagenet2012", input_shape=(384, 384, 3))
     model = keras_vit.load_model("ViT-B_16.npz")      # the architecture is read from the file
 
-Rooms, layered one way (each imports only those before it): `utils` (atomic writes, argument checks)
+Packages, layered one way (each imports only those before it): `utils` (atomic writes, argument checks)
 -> `vit` (the model) -> `weights` (file or name -> variables) -> `applications` (constructors)
 -> `analysis` (few-shot, inspection, summaries).
 """
 
+# first, before anything imports Keras: a backend that cannot load is named in one line
+from keras_vit.utils.keras_backend import keras  # noqa: F401
 from keras_vit.utils.compilation_cache import enable_compilation_cache
 
 # the model

@@ -56,3 +56,27 @@ def test_keras_vit_atomic_files_and_directories(tmp_path):
     with pytest.raises(FileExistsError, match="not an earlier output of ours"):
         local.write_directory(out, lambda d: None, overwrite=True, replaceable=lambda p: False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["module", "sub"]  # no .tmp-/.old- entries left
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_written_files_and_directories_follow_the_umask(tmp_path, umask):
+    """Exports read by a serving process of another user: the modes any other tool's files get (0644 / 0755 under
+    umask 022), not the temporaries' 0600 / 0700."""
+    import os
+    import stat
+
+    from keras_vit.utils import atomic as library_atomic
+
+    before = os.umask(umask)
+    try:
+        file = library_atomic.write_file(tmp_path / "card.md", "x")
+        folder = library_atomic.write_directory(
+            tmp_path / "export", lambda d: open(os.path.join(d, "model.onnx"), "w").write("m")
+        )
+        recipes_file = atomic.write_json(str(tmp_path / "summary.json"), {})
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(os.stat(file).st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE(os.stat(os.path.join(folder, "model.onnx")).st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(os.stat(recipes_file).st_mode) == 0o666 & ~umask

@@ -283,3 +283,52 @@ def test_bad_settings_are_named_before_anything_is_read_or_written(setup, tmp_pa
         with pytest.raises(ValueError, match=message):
             inference.run_inference(model, str(tmp_path / "no_such_folder"), str(tmp_path / "out"), **kwargs)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_manifest_vouches_for_its_shards_and_records_every_setting(setup):
+    """A recorded shard deleted, truncated or edited is redone by a resumed run and refused by `read_output`, naming
+    it; the manifest's own edits (rows, kind, truncation, a list) are refused naming the file; `exif_transpose` and
+    the labels are settings of the run."""
+    tmp, model, _ = setup
+    out = tmp / "vouched"
+
+    def run(**kw):
+        kw = {**dict(top=2, fmt="csv", shard_size=5, progress=False), **kw}
+        return inference.run_inference(model, str(tmp / "photos"), str(out), **kw)
+
+    run()
+    whole = shards.read_output(str(out))
+    with pytest.raises(ValueError, match="holds a run with other exif_transpose"):
+        run(exif_transpose=True)
+    with pytest.raises(ValueError, match="holds a run with other labels"):
+        run(labels=[f"class {i}" for i in range(model.classes)])
+    (out / "part-00001.csv").unlink()
+    with pytest.raises(ValueError, match="part-00001.csv: missing; rerun the inference command"):
+        shards.read_output(str(out))
+    with pytest.warns(UserWarning, match="part-00001.csv: missing; redoing shard 1"):
+        manifest = run()
+    assert manifest["complete"] and sum(s["rows"] for s in manifest["shards"]) == len(whole["file"])
+    assert shards.read_output(str(out))["file"].tolist() == whole["file"].tolist()
+    text = (out / "part-00000.csv").read_text()
+    (out / "part-00000.csv").write_text(text[: len(text) // 2])  # truncated
+    with pytest.raises(ValueError, match="part-00000.csv: changed since it was written"):
+        shards.read_output(str(out))
+    manifest_path = out / shards.MANIFEST
+    record = json.loads(manifest_path.read_text())
+    run()  # redone
+    record = json.loads(manifest_path.read_text())
+    record["shards"][0]["rows"] = 0
+    manifest_path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="part-00000.csv holds 5 rows, its manifest entry 0"):
+        shards.read_output(str(out))
+    for bad, message in (
+        ("{", "is not a readable keras_vit.inference record"),
+        ("[1, 2]", "holds a JSON list, not a keras_vit.inference record"),
+        (json.dumps(dict(record, schema=None)), "is not a keras_vit.inference record of schema 1"),
+        (json.dumps({k: v for k, v in record.items() if k != "settings"}), "lacks its field 'settings'"),
+    ):
+        manifest_path.write_text(bad)
+        with pytest.raises(ValueError, match=message):
+            shards.read_output(str(out))
+        with pytest.raises(ValueError, match=message):
+            run()

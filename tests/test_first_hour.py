@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import keras_vit
 from conftest import python_run
 from keras_vit.analysis import predict
 from keras_vit.vit.data_config import ORIGINAL
@@ -168,7 +169,7 @@ def test_the_install_page_lists_every_extra_setup_cfg_defines():
     assert listed == defined
 
 
-def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_path):
+def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_path, capsys):
     """README's fine-tune command (a release's dataset name, `--config.model.name`, a config by name) runs as
     written, with tests/doc_prelude.py's offline release mirror and narrow table, and the size, batch and step
     count cut down (and XLA off) by flags appended after it."""
@@ -214,3 +215,14 @@ def test_the_readmes_recipes_command_runs_as_written_with_a_release_name(tmp_pat
     summary = json.loads((tmp_path / "work" / "runs" / "photos" / "summary.json").read_text())
     classes = [d for d in os.listdir(tmp_path / "work" / "photos") if not d.startswith(".")]
     assert summary["steps"] == 2 and summary["num_classes"] == len(classes) >= 3
+    # the fine-tuned model names the folder's classes, not the release's ImageNet-21k ones (the README's predict)
+    run = tmp_path / "work" / "runs" / "photos"
+    names = tuple((run / "class_names.txt").read_text().split())
+    model = keras_vit.load_model(str(run / "model.keras"))
+    assert model.data_config.labels == names and sorted(names) == sorted(classes)
+    assert model.data_config.mean == (0.5, 0.5, 0.5)  # the release's own preprocessing kept beside them
+    image = next((tmp_path / "work" / "photos" / names[0]).iterdir())
+    capsys.readouterr()
+    assert predict.main([str(image), f"--weights={run / 'model.keras'}", "--top=1"]) == 0
+    printed = capsys.readouterr().out.splitlines()[1]  # "  1. <name>  <score>"
+    assert printed.split()[1] in names, printed

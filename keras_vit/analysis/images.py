@@ -53,10 +53,11 @@ def preprocess_image(
     leaves the crop in [0, 255] (for a model built with `include_preprocessing`)."""
     from keras_vit.vit.data_config import DataConfig, center_crop_offset
 
+    from keras_vit.vit import pixels as contract
+
     config = DataConfig.from_dict(data_config)
-    image = np.asarray(pixels)
-    if image.ndim != 3:
-        raise ValueError(f"preprocess_image takes one (H, W, C) image, got shape {image.shape}.")
+    image = contract.check_image(pixels, "preprocess_image")
+    contract.warn_if_unit_range([image], "preprocess_image")
     if isinstance(size, (str, bytes)) or len(validate.integers("size", size)) != 2:
         raise ValueError(f"size must be (height, width), got {size!r}.")
     (rh, rw), size = config.resized_size(image.shape[0], image.shape[1], tuple(size)), tuple(size)
@@ -79,13 +80,9 @@ def _resample(image: np.ndarray, out: int, axis: int, config) -> np.ndarray:
     """One axis of `image` resampled to `out` pixels with the data config's kernel: the weights of
     `keras_vit.nn.resampling.resampling_matrix` applied in float64 numpy (bicubic clipped after each pass,
     as PIL does)."""
-    import keras
+    from keras_vit.nn.resampling import HOST, resampling_matrix
 
-    from keras_vit.nn.resampling import resampling_matrix
-
-    n = image.shape[axis]
-    weights = np.asarray(
-        keras.ops.convert_to_numpy(resampling_matrix(n, out, 0, out, config.interpolation, config.antialias)), "float64"
-    )
+    n = image.shape[axis]  # in numpy: a new size compiles nothing (keras.ops on JAX would, per size)
+    weights = np.asarray(resampling_matrix(n, out, 0, out, config.interpolation, config.antialias, HOST), "float64")
     resized = np.moveaxis(np.tensordot(weights, np.moveaxis(image, axis, 0), axes=1), 0, axis)
     return np.clip(resized, 0, 255) if config.interpolation == "bicubic" else resized

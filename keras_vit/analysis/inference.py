@@ -24,6 +24,7 @@ import collections
 import concurrent.futures
 import hashlib
 import os
+import warnings
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from keras_vit.analysis import shards
 from keras_vit.analysis.image_sources import ImageSource, open_source, read_pixels, tfds_images
 from keras_vit.analysis.images import preprocess_image
-from keras_vit.utils import commands
+from keras_vit.utils import commands, records
 from keras_vit.utils.progress import Progress
 
 FEATURES = ("pooled", "patches")
@@ -154,7 +155,10 @@ def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, 
     return int(max(1, min(most, budget // per_image)))
 
 
-def _settings(model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights) -> dict:
+def _settings(
+    model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights, labels, exif
+) -> dict:
+    """Every setting that changes the run's results (a resume under another one is refused by name)."""
     return dict(
         task=task,
         features=features,
@@ -168,6 +172,8 @@ def _settings(model, source: ImageSource, task: str, features, top, fmt, dtype, 
         image_size=list(model.base_image_size),
         data_config=model.data_config.to_dict(),
         source=source.describe(),
+        labels=list(labels) if isinstance(labels, (list, tuple)) else labels,
+        exif_transpose=bool(exif),
     )
 
 
@@ -183,15 +189,13 @@ def _open_output(output: str, settings: dict) -> dict:
             )
         os.makedirs(output, exist_ok=True)
         return dict(settings=settings, shards=[], complete=False)
-    before = manifest["settings"]
-    changed = [k for k in sorted(set(before) | set(settings)) if before.get(k) != settings.get(k)]
-    if changed:
-        key = changed[0]
-        raise ValueError(
-            f"--output={output!r} holds a run with other {', '.join(changed)} ({key}: "
-            f"{before.get(key)!r}, now {settings.get(key)!r}): resume with the same model, settings "
-            "and images, or use a new --output (nothing there was changed)."
-        )
+    records.check_same(os.path.join(output, shards.MANIFEST), "run", manifest["settings"], settings)
+    for i, shard in enumerate(manifest["shards"]):  # recorded shards deleted or changed since: redone from there
+        reason = records.changed(output, shard["files"])
+        if reason:
+            warnings.warn(f"--output={output!r}: {reason}; redoing shard {i} and those after it.", stacklevel=3)
+            manifest["shards"], manifest["complete"] = manifest["shards"][:i], False
+            break
     return manifest
 
 
@@ -273,7 +277,9 @@ def run_inference(
         from keras_vit.analysis.predict import read_labels
 
         labels = model.data_config.labels or read_labels(None, model.classes)
-    settings = _settings(model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights)
+    settings = _settings(
+        model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose
+    )
     manifest = _open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
@@ -302,6 +308,7 @@ def run_inference(
                 images=last - first,
                 rows=len(files),
                 bad=[dict(file=source.names[i], error=e) for i, e in bad],
+                files=records.vouch(output, shards.shard_files(name, fmt)) if name else {},
             )
         )
         shards.write_manifest(output, manifest)

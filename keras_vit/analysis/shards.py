@@ -3,8 +3,10 @@ that is the run's record.
 
 Shard k holds the results of images k·S .. (k+1)·S − 1 of the listing (S = `shard_size`), the unreadable ones
 left out and named in the manifest with their error. Each shard is written to a temporary name and renamed,
-then the manifest (rewritten the same way) records it: a run killed at any moment leaves every recorded shard
-whole, and a resumed run starts at the first unrecorded one, so nothing is written twice.
+then the manifest (rewritten the same way) records it with the size and SHA-256 of its files: a run killed at
+any moment leaves every recorded shard whole, a resumed run starts at the first unrecorded one, so nothing is
+written twice, and a recorded shard deleted or changed since is redone by a resumed run and refused by
+`read_output`, naming it. The manifest is a `keras_vit.utils.records` record (kind `keras_vit.inference`).
 
 Formats (results of `--features` are one vector, or one per patch, per image; of top-k, k class ids, names
 and scores):
@@ -20,16 +22,18 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from typing import Dict, List, Optional
 
 import numpy as np
 
+from keras_vit.utils import records
 from keras_vit.utils.atomic import write_file
 
 FORMATS = ("parquet", "npy", "csv")
 MANIFEST = "manifest.json"
+KIND, SCHEMA = "keras_vit.inference", 1
+_FIELDS = {"settings": dict, "shards": list, "complete": bool}
 SUFFIX = {"parquet": ".parquet", "npy": ".npy", "csv": ".csv"}
 TOP_COLUMNS = ("class_index", "class_id", "class_name", "score")
 _TEXT = ("file", "class_id", "class_name")
@@ -103,6 +107,11 @@ def _csv_text(files: List[str], values: Dict[str, np.ndarray]) -> str:
     return out.getvalue()
 
 
+def shard_files(name: str, fmt: str) -> List[str]:
+    """The files of the shard `name`: the shard, and for npy the list of its images."""
+    return [name, name[: -len(".npy")] + ".files.txt"] if fmt == "npy" else [name]
+
+
 def write_shard(directory: str, index: int, fmt: str, files: List[str], values: Dict[str, np.ndarray]) -> str:
     """Writes shard `index` whole (temporary name, then rename); returns its file name."""
     name = shard_name(index, fmt)
@@ -120,15 +129,24 @@ def write_shard(directory: str, index: int, fmt: str, files: List[str], values: 
 
 
 def read_manifest(directory: str) -> Optional[dict]:
+    """The run's manifest, checked (`keras_vit.utils.records.read_record`: kind, schema, fields, each shard's
+    entry), or None where the folder has none."""
     path = os.path.join(directory, MANIFEST)
-    if not os.path.exists(path):
+    manifest = records.read_record(path, KIND, SCHEMA, _FIELDS)
+    if manifest is None:
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    for i, shard in enumerate(manifest["shards"]):
+        ok = isinstance(shard, dict) and all(
+            isinstance(shard.get(k), t) for k, t in (("file", str), ("rows", int), ("bad", list), ("files", dict))
+        )
+        if not ok:
+            raise ValueError(f"{path!r}: shard entry {i} lacks file, rows, bad or files, or has them mistyped.")
+    return manifest
 
 
 def write_manifest(directory: str, manifest: dict) -> None:
-    write_file(os.path.join(directory, MANIFEST), (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+    body = {k: v for k, v in manifest.items() if k not in ("kind", "schema")}
+    records.write_record(os.path.join(directory, MANIFEST), KIND, SCHEMA, body)
 
 
 def _read_shard(path: str, fmt: str) -> Dict[str, np.ndarray]:
@@ -166,11 +184,18 @@ def read_output(directory: str) -> Dict[str, np.ndarray]:
     manifest = read_manifest(directory)
     if manifest is None:
         raise ValueError(f"{directory!r} holds no {MANIFEST}: not a keras_vit inference output.")
-    parts = [
-        _read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
-        for s in manifest["shards"]
-        if s["rows"]
-    ]
+    parts = []
+    for s in manifest["shards"]:
+        reason = records.changed(directory, s["files"])
+        if reason:
+            raise ValueError(f"{directory!r}: {reason}; rerun the inference command to redo it.")
+        if s["file"]:
+            part = _read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
+            if len(part["file"]) != s["rows"]:
+                raise ValueError(
+                    f"{directory!r}: {s['file']} holds {len(part['file'])} rows, its manifest entry {s['rows']}."
+                )
+            parts.append(part)
     out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]} if parts else {}
     out["bad"] = [dict(b) for s in manifest["shards"] for b in s["bad"]]
     return out

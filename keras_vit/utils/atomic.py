@@ -47,6 +47,28 @@ def _sweep(parent: str, base: str) -> None:
             shutil.rmtree(victim, ignore_errors=True) if os.path.isdir(victim) else os.remove(victim)
 
 
+def _umask() -> int:
+    """The process's umask: read from /proc where Linux shows it (setting it to read it back would let another
+    thread create a file under a wrong mask meanwhile), else set and restored."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _as_created(path: str, directory: bool) -> None:
+    """Gives a temporary (mkstemp: 0600, mkdtemp: 0700) the mode any tool's new file or directory gets under the
+    user's umask, before it is renamed into place, so that a serving process of another user reads exports as
+    it reads any other file."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 def _prepare(path: Union[str, os.PathLike]) -> tuple:
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
@@ -67,6 +89,7 @@ def write_file(path: Union[str, os.PathLike], content: Union[str, bytes, Callabl
         else:
             with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w") as f:
                 f.write(content)
+        _as_created(tmp, directory=False)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -160,6 +183,7 @@ def write_directory(
         fill(tmp)
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump(_manifest(tmp), f, indent=1)
+        _as_created(tmp, directory=True)
         if os.path.lexists(path):
             old = tempfile.mkdtemp(prefix=f".old-{tag}", dir=parent)
             os.rename(path, os.path.join(old, base))

@@ -14,15 +14,18 @@ when fed the same way:
   normalises by the mean and std in `preprocessor_config.json` (`TRANSFORMERS_VIT` when there is none).
 
 The image size is not part of the record: it is always the model's own (`model.base_image_size`), so a
-model rebuilt at another resolution keeps its preprocessing. `labels` names the label set of the head
-("imagenet1k", "imagenet21k") where the source says it.
+model rebuilt at another resolution keeps its preprocessing. `labels` names the classes of the head: a shipped label
+set ("imagenet1k", "imagenet21k") where the source says it, or the class names themselves (a model fine-tuned on an
+image folder carries its folder's names), so predictions, batch inference and exports name what the head predicts.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple, Union
+
+from keras_vit.vit.labels import label_count
 
 CROP_MODES = ("squash", "center")
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
@@ -45,7 +48,9 @@ class DataConfig:
       interpolation: "bilinear", "bicubic" or "nearest".
       antialias: whether downscaling filters over the whole footprint (PIL, timm, `transformers`) or samples
         the nearest source pixels only (the original code's `tf.image.resize`).
-      labels: the label set of the head ("imagenet1k", "imagenet21k"), None when unknown.
+      labels: the classes of the head, in output order: a shipped label set's name ("imagenet1k",
+        "imagenet21k"), a tuple of class names, or None when unknown. A model whose head has another number of
+        classes keeps no labels (`for_head`).
       pass_order: which of the two resize passes (columns, rows) runs first, as PIL does it; it shows where a
         bicubic pass overshoots [0, 255] and is clipped. "pillow13" (current Pillow): rows first when the height
         shrinks by more than twice as many pixels as the width, else columns first; "pillow12": always columns
@@ -59,7 +64,7 @@ class DataConfig:
     crop_mode: str = "squash"
     interpolation: str = "bilinear"
     antialias: bool = False
-    labels: Optional[str] = None
+    labels: Union[None, str, Tuple[str, ...]] = None
     pass_order: str = "pillow13"
 
     def __post_init__(self):
@@ -96,7 +101,17 @@ class DataConfig:
         if self.pass_order not in PASS_ORDERS:
             raise ValueError(f"data_config pass_order must be one of {PASS_ORDERS}, got {self.pass_order!r}.")
         if self.labels is not None and not isinstance(self.labels, str):
-            raise ValueError(f"data_config labels must be a label set's name or None, got {self.labels!r}.")
+            names = self.labels
+            if (
+                not isinstance(names, Sequence)
+                or not names
+                or not all(isinstance(n, str) and n.strip() and "\n" not in n for n in names)
+            ):
+                raise ValueError(
+                    "data_config labels must be a label set's name, a list of class names (non-empty strings "
+                    f"of one line each) or None, got {_short(names)}."
+                )
+            object.__setattr__(self, "labels", tuple(names))
 
     @classmethod
     def from_dict(cls, value) -> "DataConfig":
@@ -123,9 +138,16 @@ class DataConfig:
             crop_mode=self.crop_mode,
             interpolation=self.interpolation,
             antialias=self.antialias,
-            labels=self.labels,
+            labels=list(self.labels) if isinstance(self.labels, tuple) else self.labels,
             pass_order=self.pass_order,
         )
+
+    def for_head(self, classes: int) -> "DataConfig":
+        """This config for a head of `classes` classes: its labels kept when they name that many classes, else
+        dropped (a model fine-tuned from an ImageNet-21k checkpoint with a 2-class head predicts no 21k class)."""
+        if self.labels is None or label_count(self.labels) == classes:
+            return self
+        return dataclasses.replace(self, labels=None)
 
     def for_channels(self, channels: int) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
         """(mean, std) with one value per channel of a `channels`-channel image; a clear error when the
@@ -171,3 +193,8 @@ TRANSFORMERS_VIT = DataConfig(antialias=True)
 def center_crop_offset(have: int, want: int) -> int:
     """torchvision's centre-crop offset: round((have - want) / 2) with Python's round (half to even)."""
     return int(round((have - want) / 2.0))
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

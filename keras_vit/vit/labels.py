@@ -52,6 +52,21 @@ def label_set_for(classes: int) -> Optional[str]:
     return next((name for name, (_, count) in LABEL_SETS.items() if count == classes), None)
 
 
+def label_count(labels: Union[str, Sequence[str]]) -> Optional[int]:
+    """How many classes `labels` (a shipped set's name or a list of class names) names; None for an unknown set."""
+    if isinstance(labels, str):
+        return LABEL_SETS[labels][1] if labels in LABEL_SETS else None
+    return len(labels)
+
+
+def class_names(labels: Union[None, str, Sequence[str]], classes: int) -> List[str]:
+    """The display name of each of `classes` outputs: from `labels` as `decode_predictions` takes them, the
+    indices ("0", "1", ...) where `labels` is None and no shipped set has `classes` classes."""
+    if labels is None and label_set_for(classes) is None:
+        return [str(i) for i in range(classes)]
+    return [c.name for c in _labels(labels, classes)]
+
+
 def _labels(labels, classes: int) -> Tuple[ClassLabel, ...]:
     if labels is None:
         name = label_set_for(classes)

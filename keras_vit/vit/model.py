@@ -208,6 +208,7 @@ class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, P
         vit_config = table.custom_config(**sizes, resnet_layers=resnet_layers, resnet_width=resnet_width)
         data_config = DataConfig.from_dict(given["data_config"])
         classes, policy = DEFAULT_CLASSES if classes is None else classes, _layer_policy(dtype)
+        data_config = data_config.for_head(classes) if include_top else data_config
 
         inputs, (h, w, channels) = model_inputs(input_shape, input_tensor, vit_config.effective_patch_size)
         data_config.for_channels(channels)  # mean/std that cannot spread over the channels are refused here

@@ -25,6 +25,7 @@ import numpy as np
 from keras import ops
 
 from keras_vit.utils import validate
+from keras_vit.vit import pixels
 from keras_vit.vit.preprocessing import _two_passes, resampling_matrix
 
 
@@ -79,18 +80,24 @@ def naflex_batch(
     validate.integer("max_patches", max_patches, minimum=1)
     if not len(images):
         raise ValueError("naflex_batch needs at least one image.")
-    channels = {np.shape(image)[-1] for image in images}
-    if len(channels) != 1 or any(np.ndim(image) != 3 for image in images):
+    images = [pixels.check_image(image, "naflex_batch") for image in images]
+    channels = {image.shape[-1] for image in images}
+    if len(channels) != 1:
         raise ValueError(
-            f"naflex_batch takes (H, W, C) images with one channel count, got shapes "
-            f"{[np.shape(image) for image in images]}."
+            f"naflex_batch takes images with one channel count, got shapes {[image.shape for image in images]}."
         )
+    pixels.warn_if_unit_range(images, "naflex_batch")
     c = channels.pop()
     for name, values in (("mean", mean), ("std", std)):
         if len(values) != c or (name == "std" and min(values) <= 0):
             raise ValueError(
                 f"naflex_batch: {name}={tuple(values)} must give one {'positive ' * (name == 'std')}"
                 f"value per channel of the images ({c})."
+            )
+        if max(values) > 1:  # the data config's units; [0, 255] units would give logits far off, silently
+            raise ValueError(
+                f"naflex_batch: {name}={tuple(values)} is in [0, 255] units; it takes the checkpoint's values for "
+                "[0, 1] pixels (model.data_config.mean / .std): divide them by 255."
             )
     out = dict(
         patches=np.zeros((len(images), max_patches, patch_size * patch_size * c), "float32"),
@@ -150,7 +157,18 @@ def _check(model, batch) -> tuple:
         )
     if not valid.any(axis=1).all():
         raise ValueError("Every image of a NaFlex batch needs at least one valid patch.")
-    return patches, coords.astype("int64"), valid.astype(bool)
+    if coords.dtype.kind not in "iu":
+        raise ValueError(f"NaFlex patch_coord holds (row, column) integers, got dtype {coords.dtype}.")
+    valid = valid.astype(bool)
+    for i in range(len(coords)):
+        mine = coords[i][valid[i]]
+        if (mine < 0).any():
+            raise ValueError(
+                f"NaFlex batch image {i}: a valid patch at a negative (row, column) {mine.min(0).tolist()}."
+            )
+        if len(np.unique(mine, axis=0)) != len(mine):
+            raise ValueError(f"NaFlex batch image {i}: two valid patches at the same (row, column).")
+    return patches, coords.astype("int64"), valid
 
 
 def _embed_image(model, patches, coords, tables: dict):

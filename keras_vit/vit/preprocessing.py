@@ -12,13 +12,13 @@ a = -0.5, PIL's and TensorFlow's), nearest.
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
 from keras import ops
 
+from keras_vit.vit import pixels
 from keras_vit.vit.data_config import DataConfig, center_crop_offset
 from keras_vit.nn.initializers import PACKAGE
 from keras_vit.nn.resampling import resampling_matrix
@@ -85,19 +85,8 @@ class ImagePreprocessing(ArraySpecs, keras.layers.Layer):
     def __call__(self, images, *args, **kwargs):
         """`keras.layers.Layer.__call__`; a NumPy batch of floats inside [0, 1] warns once: the layer takes pixels
         in [0, 255], and such values would all land near the mean (tensors are not read back)."""
-        if (
-            isinstance(images, np.ndarray)
-            and images.dtype.kind == "f"
-            and images.size
-            and not getattr(self, "_range_warned", False)
-            and 0 <= float(images.min())
-            and 0 < float(images.max()) <= 1
-        ):
-            self._range_warned = True
-            warnings.warn(
-                "ImagePreprocessing takes pixels in [0, 255]; got floats in [0, 1]: multiply them by 255 first.",
-                stacklevel=2,
-            )
+        if isinstance(images, np.ndarray):
+            pixels.warn_if_unit_range([images], "ImagePreprocessing", owner=self)
         return super().__call__(images, *args, **kwargs)
 
     def call(self, images):

@@ -14,6 +14,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from keras_vit.utils import atomic
+from keras_vit.vit.labels import class_names
 from keras_vit.vit.model import ensure_vit
 from keras_vit.weights import official, transformers_vit
 from keras_vit.weights.timm import state_dict as timm_state
@@ -76,6 +77,8 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
         )
     sd = transformers_vit.official_to_transformers(params, n)
     c = model.vit_config
+    known = model.data_config.labels  # transformers' placeholders where the model names no classes
+    names = class_names(known, model.classes) if known is not None else [f"LABEL_{i}" for i in range(model.classes)]
     config = dict(
         model_type="vit",
         architectures=["ViTForImageClassification"],
@@ -92,8 +95,8 @@ def save_safetensors(model, path: str, layout: str = "timm") -> str:
         patch_size=c.patch_size,
         num_channels=model.channels,
         qkv_bias=True,
-        id2label={str(i): f"LABEL_{i}" for i in range(model.classes)},
-        label2id={f"LABEL_{i}": i for i in range(model.classes)},
+        id2label={str(i): name for i, name in enumerate(names)},
+        label2id={name: i for i, name in enumerate(names)},
     )
     if model.dynamic_size or model.image_size[0] != model.image_size[1]:
         raise ValueError(f"transformers' ViT config has one image_size; model {model.name!r} is {model.image_size}.")

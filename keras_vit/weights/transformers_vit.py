@@ -8,6 +8,7 @@ the same files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -219,10 +220,12 @@ _PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's resampling 
 def transformers_data_config(directory: str) -> DataConfig:
     """The evaluation preprocessing of a `transformers` ViT directory: its `preprocessor_config.json` (a
     ViTImageProcessor: both sides resized, PIL's filters, antialiased; mean and std), else the processor's
-    defaults (bilinear, mean = std = 0.5)."""
+    defaults (bilinear, mean = std = 0.5). The class names are `config.json`'s `id2label`, unless they are
+    `transformers`' placeholders ("LABEL_0", ...)."""
+    labels = _id2label(directory)
     path = os.path.join(directory, HF_PREPROCESSOR)
     if not os.path.exists(path):
-        return TRANSFORMERS_VIT
+        return dataclasses.replace(TRANSFORMERS_VIT, labels=labels)
     try:
         with open(path) as f:
             config = json.load(f)
@@ -249,4 +252,21 @@ def transformers_data_config(directory: str) -> DataConfig:
         std=config.get("image_std", 0.5) if normalize else 1.0,
         interpolation=_PIL_RESAMPLE[resample],
         antialias=True,
+        labels=labels,
     )
+
+
+def _id2label(directory: str):
+    """`id2label` of `config.json` in index order, None where it is missing, has gaps or holds only the
+    placeholders `transformers` writes for a config made without names."""
+    found = _hf_config(directory).get("id2label")
+    if not isinstance(found, dict) or not found:
+        return None
+    try:
+        ordered = sorted((int(k), v) for k, v in found.items())
+    except (TypeError, ValueError):
+        return None
+    names = [v for _, v in ordered]
+    if [k for k, _ in ordered] != list(range(len(names))) or not all(isinstance(n, str) and n.strip() for n in names):
+        return None
+    return None if names == [f"LABEL_{i}" for i in range(len(names))] else tuple(names)

@@ -7,6 +7,7 @@ The engines (`recipes.trainer.tf_run`, `recipes.trainer.jax_run`) import this mo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import logging as pylogging
@@ -23,7 +24,7 @@ import keras_vit
 from keras_vit.utils import progress
 from keras_vit.weights import official
 from recipes import atomic, data, folder
-from recipes.trainer import config_checks, distribute, family, optim, tf_step
+from recipes.trainer import config_checks, distribute, family, memory, optim, tf_step
 from recipes.trainer.checkpoints import NonFiniteError
 
 logger = pylogging.getLogger("recipes")
@@ -56,14 +57,17 @@ def precision(config: ml_collections.ConfigDict) -> Iterator[None]:
 TRANSFORMER_FIELDS = ("patch_size", "hidden_size", "mlp_dim", "num_heads", "num_layers")
 
 
-def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> keras.Model:
+def build_model(
+    config, image_size: int, num_classes: int, checkpoint=None, class_names: Tuple[str, ...] = ()
+) -> keras.Model:
     """The classifier of `config.model` at `image_size`, emitting logits.
 
     `config.model.name` picks a row of the model table, or a timm architecture (`keras_vit.list_models("timm")`);
     any non-zero size field overrides that row's value (e.g. `--config.model.num_layers=2` for a quick check).
     With an empty name, the five size fields (and `resnet_layers` / `resnet_width` for a hybrid) define a custom
     model; with no sizes either, `config.init_weights`' own architecture (`checkpoint`, read) is built, its
-    family's parts included (`recipes.trainer.family`). The init source's data config is recorded on the model.
+    family's parts included (`recipes.trainer.family`). The init source's data config is recorded on the model,
+    with `class_names` (an image folder's) as its labels, so the model names what its head predicts.
     """
     m = config.model
     kwargs = dict(
@@ -74,7 +78,7 @@ def build_model(config, image_size: int, num_classes: int, checkpoint=None) -> k
         attention_dropout_rate=m.attention_dropout_rate,
         drop_path_rate=m.drop_path_rate,
         remat=m.remat,
-        data_config=family.data_config(config),
+        data_config=_with_labels(family.data_config(config), class_names),
     )
     overrides = {f: int(m[f]) for f in TRANSFORMER_FIELDS if m[f]}
     known = family.family_keywords(config, checkpoint)
@@ -208,6 +212,9 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
         )
         if source.fingerprint:
             check_folder_splits(config, source)
+    if not _on_accelerator():  # a run the machine cannot hold is refused before the workdir is touched
+        replicas = data_ways or (strategy.num_replicas_in_sync if strategy is not None else 1)
+        memory.check_fits(config, ds_cfg.num_classes or (source.num_classes if source else 0) or 1000, replicas)
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
@@ -220,6 +227,15 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     if source is not None and source.fingerprint:
         record_folder(config, source, outdir)
     return outdir, source, num_classes, total_steps(config, source.num_examples if source else 0)
+
+
+def _on_accelerator() -> bool:
+    """Whether the step runs on a GPU or TPU (whose memory `recipes.trainer.memory` does not estimate)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
 def check_folder_splits(config, source) -> None:
@@ -279,7 +295,15 @@ def record_folder(config, source, outdir: str) -> None:
     atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 
-def build(config, scope, num_classes: int, steps_total: int, init_checkpoint=None) -> tuple:
+def _with_labels(data_config, class_names: Tuple[str, ...]):
+    if not class_names:
+        return data_config
+    return dataclasses.replace(keras_vit.DataConfig.from_dict(data_config), labels=tuple(class_names))
+
+
+def build(
+    config, scope, num_classes: int, steps_total: int, init_checkpoint=None, class_names: Tuple[str, ...] = ()
+) -> tuple:
     """(classifier, trained network, loss_fn or None, optimizer, init checkpoint or None), built under `scope`
     (the tf.distribute strategy's or the keras.distribution's: it decides where each variable lives) and the
     precision. The init source is read here when the run trains its architecture (`family`), once."""
@@ -287,7 +311,7 @@ def build(config, scope, num_classes: int, steps_total: int, init_checkpoint=Non
     if init_checkpoint is None and family.wants_source_architecture(config):
         init_checkpoint = read_init(config)
     with scope, precision(config):
-        model = build_model(config, config.dataset.image_size, num_classes, init_checkpoint)
+        model = build_model(config, config.dataset.image_size, num_classes, init_checkpoint, class_names)
         if config.lora.rank:  # before the optimizer sees the trainable variables: adapters and head only
             model.enable_lora(
                 config.lora.rank, [t for t in config.lora.targets.split(",") if t], alpha=config.lora.alpha or None

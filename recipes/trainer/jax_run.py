@@ -101,7 +101,7 @@ def _train(
     run_record.prepare(config, outdir, "jax", writer=chief)  # another config's run is refused before anything is read
     scope = dist.scope() if dist is not None else contextlib.nullcontext()
     model, net, loss_fn, optimizer, init_checkpoint = common.build(
-        config, scope, num_classes, steps_total, init_checkpoint
+        config, scope, num_classes, steps_total, init_checkpoint, source.class_names if source else ()
     )
     engine = jax_step.JaxEngine(
         net,

@@ -61,7 +61,7 @@ def _train(
 ) -> dict:
     run_record.prepare(config, outdir, "tensorflow")  # another config's run is refused before anything is read
     model, net, loss_fn, optimizer, init_checkpoint = common.build(
-        config, strategy.scope(), num_classes, steps_total, init_checkpoint
+        config, strategy.scope(), num_classes, steps_total, init_checkpoint, source.class_names if source else ()
     )
     manager = CheckpointManager(
         os.path.join(outdir, "checkpoints"),

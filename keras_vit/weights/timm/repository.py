@@ -18,9 +18,9 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, DataConfig
+from keras_vit.vit.data_config import CROP_MODES, INTERPOLATIONS, PASS_ORDERS, DataConfig
 from keras_vit.vit import timm_table
-from keras_vit.vit.labels import label_set_for
+from keras_vit.vit.labels import LABEL_SETS, label_set, label_set_for
 from keras_vit.weights import safetensors_files
 from keras_vit.weights.timm import model_args
 from keras_vit.weights.timm import state_dict as timm_state
@@ -104,14 +104,22 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
 
 def data_config(directory: str) -> DataConfig:
     """The directory's `pretrained_cfg` as a `DataConfig` (timm's ViT defaults for what it leaves out). timm's
-    `pretrained_cfg` has no antialias field (its PIL resizes always antialias; `PretrainedCfg` refuses unknown
-    fields), so a model saved without antialiasing records it in a `keras_vit` object beside it."""
+    `pretrained_cfg` has no antialias or pass-order field (its PIL resizes always antialias, under the installed
+    Pillow; `PretrainedCfg` refuses unknown fields), so a model saved with other values records them in a
+    `keras_vit` object beside it. The class names are timm's `label_names` (top level, as timm writes them), else
+    the shipped label set with as many classes as the head."""
     config = _config(directory)
     cfg = config.get("pretrained_cfg") or {}
     ours = config.get("keras_vit") or {}
-    antialias = ours.get("antialias", True) if isinstance(ours, dict) else True
+    ours = ours if isinstance(ours, dict) else {}
+    antialias = ours.get("antialias", True)
     if not isinstance(antialias, bool):
         raise ValueError(f"{directory!r}: keras_vit.antialias={antialias!r} in {CONFIG} must be true or false.")
+    pass_order = ours.get("pass_order", "pillow13")
+    if pass_order not in PASS_ORDERS:
+        raise ValueError(
+            f"{directory!r}: keras_vit.pass_order={pass_order!r} in {CONFIG}; expected one of {PASS_ORDERS}."
+        )
     interpolation = cfg.get("interpolation", "bicubic")
     crop_mode = cfg.get("crop_mode", "center")
     if interpolation not in INTERPOLATIONS or crop_mode not in CROP_MODES:
@@ -119,7 +127,7 @@ def data_config(directory: str) -> DataConfig:
             f"{directory!r}: pretrained_cfg interpolation={interpolation!r}, crop_mode={crop_mode!r}; "
             f"keras_vit applies {INTERPOLATIONS} and {CROP_MODES}."
         )
-    labels = label_set_for(cfg.get("num_classes") or 0)
+    labels = _labels(directory, config.get("label_names", cfg.get("label_names")), cfg.get("num_classes") or 0)
     return DataConfig(
         mean=cfg.get("mean", 0.5),
         std=cfg.get("std", 0.5),
@@ -128,7 +136,29 @@ def data_config(directory: str) -> DataConfig:
         interpolation=interpolation,
         antialias=antialias,
         labels=labels if cfg.get("label_offset", 0) == 0 else None,
+        pass_order=pass_order,
     )
+
+
+def _labels(directory: str, names, classes: int):
+    """`label_names` (a list, or timm's {index: name} without gaps) as a shipped set's name where they are its
+    WordNet ids, else as class names; None given: the shipped set of `classes` classes, if any."""
+    if names is None:
+        return label_set_for(classes)
+    if isinstance(names, dict):
+        try:
+            ordered = sorted((int(k), v) for k, v in names.items())
+        except (TypeError, ValueError):
+            ordered = []
+        if [k for k, _ in ordered] != list(range(len(names))):
+            raise ValueError(f"{directory!r}: label_names in {CONFIG} must map 0..n-1 to names.")
+        names = [v for _, v in ordered]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{directory!r}: label_names in {CONFIG} must be a list of strings.")
+    for name, (_, count) in LABEL_SETS.items():
+        if len(names) == count and names == [c.id for c in label_set(name)]:
+            return name
+    return tuple(names)
 
 
 def _first_conv(model) -> str:
@@ -290,8 +320,10 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         global_pool=model_args.POOL_NAMES[model.classifier],
         model_args=args,
         pretrained_cfg=_pretrained_cfg(model),
-        keras_vit=dict(antialias=model.data_config.antialias),
+        keras_vit=dict(antialias=model.data_config.antialias, pass_order=model.data_config.pass_order),
     )
+    if isinstance(model.data_config.labels, tuple) and model.include_top:  # where timm keeps a head's class names
+        config["label_names"] = list(model.data_config.labels)
 
     def fill(tmp: str) -> None:
         save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})

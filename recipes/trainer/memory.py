@@ -1,0 +1,135 @@
+"""Will the run fit? The training step's peak memory estimated from the config, before anything is built, and a
+run that cannot fit refused naming the estimate, the memory there is and the flags that change it.
+
+The estimate counts what a ViT training step holds at its peak, per device:
+- the runtime (the framework, XLA's compiled step, the input pipeline's threads): `RUNTIME` bytes;
+- the variables and what the step keeps per variable: weights, gradients, the optimizer's slots (AdamW two,
+  SGD with momentum one, Polyak averaging one more), the all-reduced gradient and XLA's copies (`PER_PARAMETER`
+  float32 values per parameter beside the slots);
+- the activations kept for the backward pass, per image and encoder block: values proportional to the tokens
+  times the width (the norms', projections' and MLP's inputs and outputs: `PER_TOKEN_WIDTH` per token and
+  channel of D, plus the MLP's hidden layer, `PER_TOKEN_MLP` per token and channel of the MLP width) and the
+  attention probabilities (`PER_ATTENTION` per head and token pair; none kept where `remat` recomputes them);
+- the input pipeline's batches of decoded float32 images in flight (`BATCHES_IN_FLIGHT`).
+The constants were fitted on measured peaks (resident memory, VmHWM, fresh process per run, TensorFlow + XLA on
+CPU; bench/train_memory.py, docs/benchmarks-history.md "Will the run fit"); the estimate is within 25 % of
+those measurements on the demo's, ViT-S/16's and ViT-B/16's configs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional, Tuple
+
+GB = 1e9
+RUNTIME = 1.3 * GB
+PER_PARAMETER = 4  # float32 values per parameter besides the optimizer's slots
+PER_TOKEN_WIDTH = 14  # float32 values kept per token and channel of D, per block
+PER_TOKEN_MLP = 3  # float32 values kept per token and channel of the MLP width, per block
+PER_ATTENTION = 2  # float32 values kept per head and token pair, per block
+BATCHES_IN_FLIGHT = 3
+SAFETY = 0.9  # of the memory there is: the rest for the system and the estimate's error
+
+
+class DoesNotFit(ValueError):
+    """A run whose estimated peak exceeds the memory there is (a ValueError: the trainer's refusals are)."""
+
+
+def sizes(config) -> Optional[dict]:
+    """The run's transformer sizes (hidden_size, mlp_dim, num_heads, num_layers, patch) from the config's table
+    name and overrides; None where the config does not state them (an init file's own architecture)."""
+    import keras_vit
+    from keras_vit.vit import timm_table
+
+    m = config.model
+    fields = ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size")
+    if m.name and not timm_table.is_timm_name(m.name):
+        row = keras_vit.vit_config(m.name)
+        found = dict(
+            hidden_size=row.hidden_size,
+            mlp_dim=row.mlp_dim,
+            num_heads=row.num_heads,
+            num_layers=row.num_layers,
+            patch_size=row.effective_patch_size,
+        )
+    else:
+        found = {}
+    found.update({f: int(m[f]) for f in fields if m[f]})
+    return found if all(f in found for f in fields) else None
+
+
+def estimate(config, num_classes: int, replicas: int = 1) -> Optional[Tuple[float, dict]]:
+    """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
+    `replicas` CPU devices (each holding its copy of the variables), or None where the config does not state the
+    sizes."""
+    s = sizes(config)
+    if s is None:
+        return None
+    d, mlp, heads, layers, patch = (s[k] for k in ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size"))
+    image = config.dataset.image_size
+    tokens = (image // patch) ** 2 + 1
+    block = 4 * d * d + 4 * d + 2 * d * mlp + d + mlp + 4 * d
+    params = layers * block + patch * patch * 3 * d + d + tokens * d + d + 2 * d + d * num_classes + num_classes
+    opt = config.optimizer.name
+    slots = (2 if opt in ("adam", "adamw") else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
+    lora = bool(config.lora.rank)
+    trained = params if not lora else d * num_classes + layers * 4 * d * config.lora.rank
+    batch = config.batch_size
+    remat = config.model.remat
+    attention = 0 if remat else PER_ATTENTION * heads * tokens * tokens
+    per_block = PER_TOKEN_WIDTH * tokens * d + PER_TOKEN_MLP * tokens * mlp + attention
+    kept = (2 if remat is True else layers) * per_block  # remat=True: one block's at a time, beside the inputs
+    if remat is True:
+        kept += layers * tokens * d
+    parts = dict(
+        runtime=RUNTIME,
+        variables=4.0 * replicas * (params + trained * (PER_PARAMETER - 1 + slots)),
+        activations=4.0 * batch * kept,
+        input=4.0 * BATCHES_IN_FLIGHT * batch * image * image * 3,
+    )
+    return sum(parts.values()), parts
+
+
+def available() -> Tuple[float, str]:
+    """(bytes this process may use, where that figure comes from): the cgroup's limit where one is set (a
+    container's), else the machine's memory."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # cgroup v1 writes a huge number for "no limit"
+            return float(text), f"the cgroup limit ({path})"
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
+
+
+def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> None:
+    """Refuses a CPU run whose estimated peak exceeds the memory there is (`available()` unless given), naming the
+    estimate, the memory and the flags that bring it down; called before anything is built or written. (An
+    accelerator's own memory is not estimated here: the runtime reports its out-of-memory itself.)"""
+    found = estimate(config, num_classes, replicas)
+    if found is None:
+        return
+    need, parts = found
+    have, where = memory or available()
+    if need <= SAFETY * have:
+        return
+    per_image = (parts["activations"] + parts["input"]) / config.batch_size
+    room = SAFETY * have - parts["runtime"] - parts["variables"]
+    fits = int(room // per_image) // replicas * replicas if per_image and room > 0 else 0
+    batch = replicas * 2 ** int(math.log2(fits // replicas)) if fits >= replicas else 0
+    hint = (
+        f"--config.batch_size={batch} (with --config.grad_accum_steps={max(1, config.batch_size // batch)} to keep "
+        f"{config.batch_size} images per update)"
+        if batch
+        else "a smaller model"
+    )
+    raise DoesNotFit(
+        f"This run needs about {need / GB:.1f} GB (batch {config.batch_size}, "
+        f"{config.dataset.image_size} px: activations {parts['activations'] / GB:.1f} GB, weights and optimizer "
+        f"{parts['variables'] / GB:.1f} GB, input {parts['input'] / GB:.1f} GB, runtime {parts['runtime'] / GB:.1f} GB) "
+        f"and {where} is {have / GB:.1f} GB: use {hint}, a smaller --config.dataset.image_size, or "
+        "--config.model.remat=True. Nothing was started."
+    )
