@@ -26,6 +26,24 @@ ROWS = {
         "pretrain:vit_b16_i1k",
         ["--config.model.name=ViT-S/16", "--config.batch_size=16", "--config.dataset.image_size=224"],
     ),
+    "vit_s16_224_b16_nodrop": (
+        "pretrain:vit_b16_i1k",
+        [
+            "--config.model.name=ViT-S/16",
+            "--config.batch_size=16",
+            "--config.dataset.image_size=224",
+            "--config.model.dropout_rate=0.0",
+        ],
+    ),
+    "vit_s16_224_b32_nodrop": (
+        "pretrain:vit_b16_i1k",
+        [
+            "--config.model.name=ViT-S/16",
+            "--config.batch_size=32",
+            "--config.dataset.image_size=224",
+            "--config.model.dropout_rate=0.0",
+        ],
+    ),
     "vit_b16_224_b8_sgd": (
         "finetune:cifar10",
         ["--config.batch_size=8", "--config.dataset.image_size=224"],

@@ -110,3 +110,16 @@ def test_the_serving_export_returns_the_models_names(tmp_path):
     assert sorted(s.decode() for s in result["labels"][0].numpy()) == sorted(NAMES)
     meta = json.loads(open(os.path.join(out, "metadata.json")).read())
     assert meta["data_config"]["labels"] == list(NAMES)
+
+
+def test_set_class_names_names_the_head_or_refuses_another_count(tmp_path):
+    model = keras_vit.VisionTransformer(**TINY, classes=3)
+    model.set_class_names(["cat", "dog", "fish"])
+    assert model.decode(np.array([[0.1, 0.2, 0.7]]), top=1)[0][0][1] == "fish"
+    model.save(tmp_path / "m.keras")
+    assert keras_vit.load_model(str(tmp_path / "m.keras")).data_config.labels == NAMES
+    with pytest.raises(ValueError, match="2 class names for the 3-class head"):
+        model.set_class_names(["cat", "dog"])
+    with pytest.raises(ValueError, match="1000 class names for the 3-class head"):
+        model.set_class_names("imagenet1k")
+    assert model.data_config.labels == NAMES  # a refusal changes nothing

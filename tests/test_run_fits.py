@@ -16,8 +16,8 @@ def test_the_parameter_count_is_keras_own():
     config.dataset.image_size = 96
     need, parts = memory.estimate(config, 10)
     model = keras_vit.create_model("ViT-S/16", input_shape=(96, 96, 3), classes=10)
-    slots = 2  # AdamW
-    expected = 4.0 * model.count_params() * (1 + memory.PER_PARAMETER - 1 + slots)
+    # weights, gradients, AdamW's two slots and its update's temporaries, in float32
+    expected = 4.0 * model.count_params() * (1 + 1 + 2 + memory.ADAM_TEMPORARIES)
     assert parts["variables"] == pytest.approx(expected, rel=1e-9)
     assert need == pytest.approx(sum(parts.values()))
 
@@ -46,7 +46,8 @@ def test_remat_and_replicas_move_the_estimate_the_right_way():
     attention = memory.estimate(config, 2)[1]
     config.model.remat = True
     full = memory.estimate(config, 2)[1]
-    assert plain["activations"] > attention["activations"] > full["activations"]
+    # keras_vit's attention keeps no probabilities either way; remat=True keeps one block's activations
+    assert plain["activations"] == attention["activations"] > full["activations"]
     assert memory.estimate(config, 2, replicas=2)[1]["variables"] == pytest.approx(2 * full["variables"])
 
 

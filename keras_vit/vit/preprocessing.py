@@ -207,6 +207,23 @@ class PreprocessingAPI:
             name=f"{self.name}_preprocessing",
         )
 
+    def set_class_names(self, names) -> None:
+        """Records the names of the head's classes (in output order: `train.class_names` of the folder it was
+        fine-tuned on) as the data config's labels, so `decode`, batch inference, `.keras` files, timm and
+        `transformers` repositories and exports name them. A count other than the head's is refused."""
+        import dataclasses
+
+        from keras_vit.vit.labels import label_count
+
+        if not self.include_top:
+            raise ValueError(f"Model {self.name!r} has no classification head (include_top=False): no classes to name.")
+        config = dataclasses.replace(self.data_config, labels=names if isinstance(names, str) else tuple(names))
+        if config.for_head(self.classes).labels is None:
+            raise ValueError(
+                f"{label_count(config.labels)} class names for the {self.classes}-class head of {self.name!r}."
+            )
+        self.data_config = config
+
     def decode(self, predictions, top: int = 5) -> list:
         """`keras_vit.decode_predictions` with this model's label set (`data_config.labels`, else the shipped
         set with as many classes as the head)."""

@@ -1,19 +1,23 @@
 """Will the run fit? The training step's peak memory estimated from the config, before anything is built, and a
 run that cannot fit refused naming the estimate, the memory there is and the flags that change it.
 
-The estimate counts what a ViT training step holds at its peak, per device:
-- the runtime (the framework, XLA's compiled step, the input pipeline's threads): `RUNTIME` bytes;
-- the variables and what the step keeps per variable: weights, gradients, the optimizer's slots (AdamW two,
-  SGD with momentum one, Polyak averaging one more), the all-reduced gradient and XLA's copies (`PER_PARAMETER`
-  float32 values per parameter beside the slots);
-- the activations kept for the backward pass, per image and encoder block: values proportional to the tokens
-  times the width (the norms', projections' and MLP's inputs and outputs: `PER_TOKEN_WIDTH` per token and
-  channel of D, plus the MLP's hidden layer, `PER_TOKEN_MLP` per token and channel of the MLP width) and the
-  attention probabilities (`PER_ATTENTION` per head and token pair; none kept where `remat` recomputes them);
-- the input pipeline's batches of decoded float32 images in flight (`BATCHES_IN_FLIGHT`).
-The constants were fitted on measured peaks (resident memory, VmHWM, fresh process per run, TensorFlow + XLA on
-CPU; bench/train_memory.py, docs/benchmarks-history.md "Will the run fit"); the estimate is within 25 % of
-those measurements on the demo's, ViT-S/16's and ViT-B/16's configs.
+The estimate counts what a ViT training step holds at its peak:
+- the runtime (the framework, XLA's compiled step, the input pipeline): `RUNTIME` bytes;
+- per parameter, float32 weights and gradients, the optimizer's slots (SGD with momentum one, AdamW two and the
+  `ADAM_TEMPORARIES` parameter-sized temporaries its compiled update keeps beside them, Polyak averaging one more);
+  with LoRA only the adapters and the head have gradients and slots;
+- the activations kept for the backward pass, per image and encoder block: `PER_TOKEN_WIDTH` values per token and
+  channel of the width D and `PER_TOKEN_MLP` per token and channel of the MLP width, plus
+  `DROPOUT_PER_TOKEN_WIDTH` per token and channel of D where dropout is on. The attention probabilities are
+  recomputed in the backward pass (keras_vit's attention keeps none), except their dropout mask where attention
+  dropout is on (one value per head and token pair: not measured, counted as kept). `remat=True` keeps each
+  block's input and one block's activations at a time;
+- the input pipeline's batches of float32 images in flight (`BATCHES_IN_FLIGHT`).
+The constants were fitted on peaks measured with bench/train_memory.py (resident memory, VmHWM, a fresh
+`recipes.train` process per row, TensorFlow + XLA on 2 AMD EPYC cores, 2026-11-27; docs/benchmarks-history.md
+"Will the run fit"): within 8 % of each measured row (the demo; ViT-S/16 with AdamW at batch 16 and 32, with and
+without dropout; ViT-B/16 with SGD at 224 px batch 8 and 16 and at 384 px batch 4). Other backends, accelerators
+and precisions were not measured.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ import os
 from typing import Optional, Tuple
 
 GB = 1e9
-RUNTIME = 1.3 * GB
-PER_PARAMETER = 4  # float32 values per parameter besides the optimizer's slots
-PER_TOKEN_WIDTH = 14  # float32 values kept per token and channel of D, per block
-PER_TOKEN_MLP = 3  # float32 values kept per token and channel of the MLP width, per block
-PER_ATTENTION = 2  # float32 values kept per head and token pair, per block
+RUNTIME = 1.2 * GB
+ADAM_TEMPORARIES = 5  # parameter-sized float32 buffers AdamW's compiled update keeps beside its two slots
+PER_TOKEN_WIDTH = 11  # float32 values kept per token and channel of D, per block and image
+PER_TOKEN_MLP = 1  # float32 values kept per token and channel of the MLP width, per block and image
+DROPOUT_PER_TOKEN_WIDTH = 10.5  # more per token and channel of D where dropout is on
 BATCHES_IN_FLIGHT = 3
 SAFETY = 0.9  # of the memory there is: the rest for the system and the estimate's error
 
@@ -63,7 +67,7 @@ def estimate(config, num_classes: int, replicas: int = 1) -> Optional[Tuple[floa
     """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
     `replicas` CPU devices (each holding its copy of the variables), or None where the config does not state the
     sizes."""
-    s = sizes(config)
+    s, m = sizes(config), config.model
     if s is None:
         return None
     d, mlp, heads, layers, patch = (s[k] for k in ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size"))
@@ -71,20 +75,17 @@ def estimate(config, num_classes: int, replicas: int = 1) -> Optional[Tuple[floa
     tokens = (image // patch) ** 2 + 1
     block = 4 * d * d + 4 * d + 2 * d * mlp + d + mlp + 4 * d
     params = layers * block + patch * patch * 3 * d + d + tokens * d + d + 2 * d + d * num_classes + num_classes
-    opt = config.optimizer.name
-    slots = (2 if opt in ("adam", "adamw") else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
-    lora = bool(config.lora.rank)
-    trained = params if not lora else d * num_classes + layers * 4 * d * config.lora.rank
+    adam = config.optimizer.name in ("adam", "adamw")
+    slots = (2 + ADAM_TEMPORARIES if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
+    trained = params if not config.lora.rank else d * num_classes + layers * 4 * d * config.lora.rank
     batch = config.batch_size
     remat = config.model.remat
-    attention = 0 if remat else PER_ATTENTION * heads * tokens * tokens
-    per_block = PER_TOKEN_WIDTH * tokens * d + PER_TOKEN_MLP * tokens * mlp + attention
-    kept = (2 if remat is True else layers) * per_block  # remat=True: one block's at a time, beside the inputs
-    if remat is True:
-        kept += layers * tokens * d
+    block_values = (PER_TOKEN_WIDTH + DROPOUT_PER_TOKEN_WIDTH * (m.dropout_rate > 0)) * tokens * d
+    block_values += PER_TOKEN_MLP * tokens * mlp + heads * tokens * tokens * (m.attention_dropout_rate > 0)
+    kept = layers * tokens * d + block_values if remat is True else layers * block_values
     parts = dict(
         runtime=RUNTIME,
-        variables=4.0 * replicas * (params + trained * (PER_PARAMETER - 1 + slots)),
+        variables=4.0 * replicas * (params + trained * (1 + slots)),
         activations=4.0 * batch * kept,
         input=4.0 * BATCHES_IN_FLIGHT * batch * image * image * 3,
     )
