@@ -121,9 +121,11 @@ def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tup
     room = SAFETY * have - parts["runtime"] - parts["variables"]
     fits = int(room // per_image) // replicas * replicas if per_image and room > 0 else 0
     batch = replicas * 2 ** int(math.log2(fits // replicas)) if fits >= replicas else 0
+    k = max(1, config.batch_size // batch) if batch else 1
     hint = (
-        f"--config.batch_size={batch} (with --config.grad_accum_steps={max(1, config.batch_size // batch)} to keep "
-        f"{config.batch_size} images per update)"
+        f"--config.batch_size={batch} (with --config.grad_accum_steps={k} to keep {config.batch_size} images per "
+        f"update; steps count batches, so multiply --config.total_steps and --config.optimizer.warmup_steps by {k} "
+        "to keep the schedule)"
         if batch
         else "a smaller model"
     )
