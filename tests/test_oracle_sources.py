@@ -185,3 +185,18 @@ def test_builders_read_a_source_once(monkeypatch):
         classes=config["num_classes"],
     )
     assert len(reads) == 2
+
+
+def test_a_bare_file_without_a_position_table_is_refused_unless_named():
+    """timm made this DINOv3 file (tests/fixtures/backbones): its positions are rotary, which no tensor states; built
+    from the bare file alone it would have had no position information at all."""
+    path = os.path.join(FIXTURES, "backbones", "dinov3_small", "model.safetensors")
+    sizes = dict(num_heads=2, input_shape=(32, 48, 3))
+    with pytest.raises(ValueError, match="has no position table and names no architecture.*vit_base_patch16_dinov3"):
+        keras_vit.load_model(path, **sizes)
+    named = keras_vit.create_model(
+        "vit_small_patch16_dinov3", weights=path, hidden_size=64, mlp_dim=256, num_layers=2, **sizes
+    )
+    assert named.variant.rotary_embedding is not None
+    stated = keras_vit.load_model(path, variant="vit_small_patch16_dinov3", **sizes)
+    assert stated.variant.rotary_embedding is not None

@@ -320,6 +320,7 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
         ):
             return loaded_from(checkpoint.model, checkpoint)
         _refuse_quantized(checkpoint)
+        sources.BY_KIND[checkpoint.kind].check_architecture(checkpoint.path, arch, kwargs)
         arch.update(kwargs)
         checkpoint.warn_assumptions(kwargs)
     if "input_shape" not in arch:

@@ -41,6 +41,9 @@ class Source:
         `reset_head`, `old_grid`): not for Keras' own files, which know their model.
       states_data_config: whether the source states its own preprocessing (a bare timm state dict does not: its
         architecture's name says more than timm's generic default).
+      check_architecture: (path, the architecture read, the caller's keywords) -> None, or a ValueError for an
+        architecture the source cannot state well enough to build (a bare state dict without position
+        information).
     """
 
     kind: str
@@ -52,6 +55,7 @@ class Source:
     arrays: bool = True
     fine_tuning_rules: bool = True
     states_data_config: bool = True
+    check_architecture: Callable[[str, dict, dict], None] = lambda path, arch, keywords: None
 
 
 def release_size(release: releases.Release) -> tuple:
@@ -186,6 +190,7 @@ SOURCES = (
         _read_timm_file,
         lambda path, name: TIMM_VIT,
         states_data_config=False,
+        check_architecture=timm_state.refuse_unstated_positions,
     ),
 )
 BY_KIND = {s.kind: s for s in SOURCES}

@@ -52,6 +52,36 @@ def read_timm(
     return (read_sharded_converted if sharded else read_converted)(path, convert), implied, assumed
 
 
+# keywords by which a caller states a model's position information
+_POSITION_KEYWORDS = ("variant", "rotary_embedding", "absolute_position_embedding", "position_resampling")
+
+
+def refuse_unstated_positions(path: str, arch: dict, keywords: dict) -> None:
+    """A bare state dict without a position table, loaded without naming its architecture, is refused naming the
+    timm architectures it could be: their position information is rotary, which no tensor of the file states
+    (a DINOv3 file built as a plain ViT would have none at all)."""
+    if arch.get("absolute_position_embedding", True) or arch.get("rotary_embedding"):
+        return
+    if any(k in keywords for k in _POSITION_KEYWORDS):
+        return
+    from keras_vit.vit import timm_table
+
+    width = arch.get("hidden_size")
+    without = [
+        n for n in timm_table.list_timm_models() if not timm_table.facts(n).get("absolute_position_embedding", True)
+    ]
+    same = [n for n in without if timm_table.facts(n).get("hidden_size") == width]
+    names = same or without
+    listed = f"{', '.join(names[:6])}{', ...' if len(names) > 6 else ''}"
+    raise ValueError(
+        f"{path!r} has no position table and names no architecture: timm's ViTs without one take their positions "
+        "from rotary embeddings, which no tensor of a state dict states "
+        f"({f'of width {width}: ' if same else 'e.g. '}{listed}). Load it by name: "
+        "keras_vit.create_model('<timm name>', weights=path), or a repository directory with its config.json. "
+        "Nothing was loaded."
+    )
+
+
 def laid_out_as_timm(
     model, params: Dict[str, np.ndarray], n: int, entry: Optional[dict] = None
 ) -> Dict[str, np.ndarray]:
