@@ -50,13 +50,7 @@ def sizes(config) -> Optional[dict]:
     fields = ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size")
     if m.name and not timm_table.is_timm_name(m.name):
         row = keras_vit.vit_config(m.name)
-        found = dict(
-            hidden_size=row.hidden_size,
-            mlp_dim=row.mlp_dim,
-            num_heads=row.num_heads,
-            num_layers=row.num_layers,
-            patch_size=row.effective_patch_size,
-        )
+        found = dict(row.model_kwargs(), patch_size=row.effective_patch_size)  # pixels per token, hybrids too
     else:
         found = {}
     found.update({f: int(m[f]) for f in fields if m[f]})
