@@ -3,8 +3,26 @@ what it changed (`quantized_layers`, kept in `get_config` so a saved int8 model 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import warnings
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional
+
+
+@contextlib.contextmanager
+def _one_collection() -> Iterator[None]:
+    """Runs the block with `gc.collect` deferred to one call at its end. Keras' `Layer.__delattr__` collects
+    garbage each time a layer drops a float kernel for its quantized one (to free the device buffer), once per
+    layer: in a process holding many objects (a notebook, a test session) each pass walks the whole heap, and a
+    ViT quantizes six layers per block. One collection after the last layer frees the same buffers."""
+    collect, calls = gc.collect, []
+    gc.collect = lambda *args, **kwargs: calls.append(args) or 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        if calls:
+            collect()
 
 
 class Quantization:
@@ -20,7 +38,8 @@ class Quantization:
             )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method implemented")
-            super().quantize(mode, config=config, filters=filters, **kwargs)
+            with _one_collection():
+                super().quantize(mode, config=config, filters=filters, **kwargs)
 
     def quantized_layers(self) -> Dict[str, str]:
         """{layer path: quantization mode} of the layers `quantize` has changed; empty for a float model."""
