@@ -9,8 +9,10 @@ torchvision for its transforms; `--torchvision` names a folder holding one (e.g.
 for torch 2.13 installed there with `pip install --no-deps --target`); `bench/torchvision_ops.py` lets it
 import on a CPU torch whose build its compiled detection ops do not match (timm uses none of them).
 
-The folder holds `--images` JPEGs of 480x640 and 640x480 pixels cut from scikit-image's photos (quality 90),
-so decoding and resizing cost what a camera's photos cost. The weights are timm's random initialisation of
+The folder holds `--images` JPEGs cut from scikit-image's photos (quality 90), of 480x640 and 640x480 pixels
+(`--sizes=camera`, so decoding and resizing cost what a camera's photos cost), 480x640 only (`one`), or of sides
+drawn from 160 to 400 pixels (`mixed`: every photo another size, which a backend that compiles per input shape
+would pay for). The weights are timm's random initialisation of
 `--model`, saved once as `.pth` (for timm) and `.safetensors` (for keras_vit). A row's time is the whole
 command, start-up included, as a user waits for it; images/s is images over that time. The top-1 agreement
 compares each row's classes with timm's.
@@ -30,7 +32,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = os.path.join(ROOT, "tools", "torchvision_stub")
 
 
-def make_photos(folder: str, count: int) -> None:
+SIZES = {
+    "camera": "480x640 and 640x480 (a camera's photos)",
+    "one": "480x640 only",
+    "mixed": "each side 160 to 400 pixels, drawn per photo (a folder of photos from many sources)",
+}
+
+
+def photo_size(kind: str, i: int, rng) -> tuple:
+    """(width, height) of photo `i` of a folder of `kind` (`SIZES`)."""
+    if kind == "mixed":
+        return int(rng.integers(160, 401)), int(rng.integers(160, 401))
+    return (640, 480) if i % 2 and kind == "camera" else (480, 640)
+
+
+def make_photos(folder: str, count: int, kind: str = "camera") -> None:
     import numpy as np
     from PIL import Image
     from skimage import data
@@ -43,7 +59,7 @@ def make_photos(folder: str, count: int) -> None:
     rng = np.random.default_rng(0)
     for i in range(count):
         photo = Image.fromarray(sources[i % len(sources)])
-        size = (640, 480) if i % 2 else (480, 640)
+        size = photo_size(kind, i, rng)
         scale = max(size[0] / photo.width, size[1] / photo.height) * rng.uniform(1.0, 1.5)
         photo = photo.resize((int(photo.width * scale) + 1, int(photo.height * scale) + 1), Image.BICUBIC)
         left, top = rng.integers(0, photo.width - size[0] + 1), rng.integers(0, photo.height - size[1] + 1)
@@ -143,12 +159,22 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--workers", type=int, default=2, help="loader workers / threads (timm's default: 2)")
     p.add_argument("--backends", default="tensorflow,jax")
-    p.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "keras_vit_inference_bench"))
+    p.add_argument(
+        "--sizes",
+        choices=sorted(SIZES),
+        default="camera",
+        help="the photos' sizes: " + "; ".join(f"{k}: {v}" for k, v in SIZES.items()),
+    )
+    p.add_argument("--data", default=None, help="where the photos and weights are kept (default: a temporary folder)")
     args = p.parse_args(argv)
-    make_photos(args.data, args.images)
+    args.data = args.data or os.path.join(tempfile.gettempdir(), f"keras_vit_inference_bench_{args.sizes}")
+    make_photos(args.data, args.images, args.sizes)
     stem = make_weights(args.data, args.model)
     photos = os.path.join(args.data, "photos")
-    print(f"{args.model}, {args.images} photos, batch {args.batch}, {args.workers} workers, {os.cpu_count()} CPUs")
+    print(
+        f"{args.model}, {args.images} photos ({SIZES[args.sizes]}), batch {args.batch}, {args.workers} workers, "
+        f"{os.cpu_count()} CPUs"
+    )
     print(f"{'row':>12} {'seconds':>8} {'images/s':>9} {'vs timm':>8} {'top-1 = timm':>13}", flush=True)
     with tempfile.TemporaryDirectory() as results:
         base = timm_row(args, stem, photos, results)

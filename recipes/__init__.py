@@ -22,6 +22,19 @@ if _backend_flag(sys.argv) in ("tensorflow", "jax"):  # another value is left fo
     os.environ["KERAS_BACKEND"] = _backend_flag(sys.argv)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+
+def _is_the_trainer() -> bool:
+    """Whether this process is the trainer's command line (`python -m recipes.train`, `keras-vit-train`)."""
+    argv = list(getattr(sys, "orig_argv", []))
+    options = argv[1 : len(argv) - len(sys.argv) + 1]  # the interpreter's, before the program's arguments
+    if options[-2:] == ["-m", "recipes.train"]:
+        return True
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "keras-vit-train"
+
+
+if _is_the_trainer():  # TensorFlow's C++ start-up log off, as in keras_vit's own CLIs (keras_backend.quiet_in_a_cli)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 # Module paths before 0.3, forwarded to recipes.trainer with a DeprecationWarning (keras_vit.utils.moved; loaded only
 # when an old path is imported, so `import recipes` stays light)
 MOVED = {

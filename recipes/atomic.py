@@ -12,6 +12,8 @@ from typing import Any, Callable, Union
 
 import tensorflow as tf
 
+from keras_vit.utils import records
+
 
 def write_atomic(path: str, data: Union[str, bytes]) -> str:
     """Writes `data` (text or bytes) to `path` through `<path>.tmp` and a rename."""
@@ -36,3 +38,21 @@ def write_with(path: str, write: Callable[[str], Any], suffix: str = "") -> str:
         tf.io.gfile.copy(local, tmp, overwrite=True)
         tf.io.gfile.rename(tmp, path, overwrite=True)
     return path
+
+
+class GFileSystem(records.FileSystem):
+    """`keras_vit.utils.records`' file system on `tf.io.gfile` (local paths and gs://), with the atomic writes
+    above: how the recipes read and write their records."""
+
+    def exists(self, path: str) -> bool:
+        return tf.io.gfile.exists(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        write_atomic(path, data)
+
+
+GFILE = GFileSystem()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 from typing import Dict, List, Optional, Tuple
@@ -29,8 +28,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from keras_vit.utils.listing import files_below
+from keras_vit.utils import records
+from keras_vit.utils.listing import files_below, utf8_name
 from keras_vit.utils.progress import Progress
+from recipes import atomic
 
 logger = logging.getLogger("recipes")
 
@@ -81,22 +82,9 @@ def _is_image(name: str) -> bool:
     return name.lower().endswith(IMAGE_EXTENSIONS)
 
 
-def _utf8(parent: str, name: str) -> str:
-    """`name` if it is valid UTF-8; a file system's undecodable bytes (Python's surrogate escapes) are refused
-    naming the path, since class names and fingerprints are text."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(
-            f"{os.path.join(parent, name)!r} has a name that is not valid UTF-8: rename it (class "
-            "names and file lists are kept as text)."
-        ) from None
-    return name
-
-
 def _entries(directory: str) -> Tuple[List[str], List[str]]:
     """(subfolders, image files) directly in `directory`, hidden entries left out, sorted."""
-    names = sorted(_utf8(directory, n) for n in os.listdir(directory) if not n.startswith("."))
+    names = sorted(utf8_name(directory, n) for n in os.listdir(directory) if not n.startswith("."))
     folders = [n for n in names if os.path.isdir(os.path.join(directory, n))]
     return folders, [n for n in names if _is_image(n) and os.path.isfile(os.path.join(directory, n))]
 
@@ -158,7 +146,7 @@ def scan(directory: str) -> FolderSplit:
 def _images_below(directory: str, name: str) -> List[Tuple[str, int, int]]:
     """(path relative to `directory`, size, modification time in ns) of every image file below its subfolder
     `name` (`keras_vit.utils.listing`: hidden entries left out, names that are not UTF-8 refused)."""
-    return files_below(directory, name, keep=_is_image, name_check=_utf8)
+    return files_below(directory, name, keep=_is_image, name_check=utf8_name)
 
 
 def decode(path) -> tf.Tensor:
@@ -213,22 +201,30 @@ def undecodable(split: FolderSplit) -> List[str]:
 _CHECKED: Dict[str, List[str]] = {}  # check key -> undecodable files: a folder is decoded once per process
 
 
+CHECK_KIND, CHECK_SCHEMA = "keras_vit.decode_check", 1
+_CHECK_FIELDS = {"key": str, "directory": str, "files": int, "undecodable": list}
+
+
 def read_check_record(workdir: str, whole: FolderSplit) -> Optional[List[str]]:
     """The undecodable files `workdir`'s decode-check record holds for exactly these files, sizes and
-    modification times; None when there is no record or it was made for other files."""
+    modification times; None when there is no record or it was made for other files. A record that is not one
+    (truncated, foreign, an earlier build's, a field of another type) is refused naming the file and field."""
     path = os.path.join(workdir, CHECK_RECORD)
-    if not tf.io.gfile.exists(path):
+    record = records.read_record(path, CHECK_KIND, CHECK_SCHEMA, _CHECK_FIELDS, fs=atomic.GFILE)
+    if record is None or record["key"] != whole.check_key():
         return None
-    with tf.io.gfile.GFile(path) as f:
-        record = json.load(f)
-    if record.get("key") != whole.check_key():
-        return None
+    if not all(isinstance(name, str) for name in record["undecodable"]):
+        raise ValueError(f"{path!r}: field 'undecodable' of the {CHECK_KIND} record holds a non-file-name.")
     return list(record["undecodable"])
 
 
 def check_record(whole: FolderSplit, bad: List[str]) -> dict:
-    """The decode check's result as `decode_check.json` keeps it."""
+    """The decode check's result, the body of the `decode_check.json` record (`write_check_record`)."""
     return dict(key=whole.check_key(), directory=whole.directory, files=len(whole.files), undecodable=list(bad))
+
+
+def write_check_record(workdir: str, check: dict) -> None:
+    records.write_record(os.path.join(workdir, CHECK_RECORD), CHECK_KIND, CHECK_SCHEMA, check, fs=atomic.GFILE)
 
 
 def check_decodable(whole: FolderSplit, workdir: Optional[str] = None) -> List[str]:

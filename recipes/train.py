@@ -157,6 +157,8 @@ def _parse_flags(argv: List[str]) -> List[str]:
     from recipes import configs
 
     argv = [f"--config={configs.resolve(a[len('--config=') :])}" if a.startswith("--config=") else a for a in argv]
+    # `--config.batch_size=auto`: the config's batch per update, split to fit (config.auto_batch)
+    argv = ["--config.auto_batch=True" if a == "--config.batch_size=auto" else a for a in argv]
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:

@@ -283,6 +283,14 @@ def test_bad_settings_are_named_before_anything_is_read_or_written(setup, tmp_pa
         with pytest.raises(ValueError, match=message):
             inference.run_inference(model, str(tmp_path / "no_such_folder"), str(tmp_path / "out"), **kwargs)
     assert not (tmp_path / "out").exists()
+    # a file name that is not UTF-8 is named before the model runs (its row could never be written)
+    photos = os.fsencode(str(tmp_path / "photos"))
+    os.makedirs(photos)
+    for name in (b"a.png", b"b\xff.png"):
+        keras.utils.save_img(os.path.join(photos, name).decode("utf-8", "surrogateescape"), np.zeros((8, 8, 3)))
+    with pytest.raises(ValueError, match=r"b\\udcff.png.*not valid UTF-8"):
+        inference.run_inference(model, str(tmp_path / "photos"), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_manifest_vouches_for_its_shards_and_records_every_setting(setup):

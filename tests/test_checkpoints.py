@@ -284,3 +284,30 @@ def _randomize_all(model, seed=4):
     rng = np.random.default_rng(seed)
     for v in model.weights:
         v.assign((0.05 * rng.standard_normal(v.shape)).astype("float32"))
+
+
+def test_save_npz_states_its_grid_beside_the_official_arrays(tmp_path):
+    """An `.npz` keras_vit writes keeps exactly the official arrays and states its patch grid in the zip archive's
+    comment, so a non-square or any-size model's file loads without `old_grid`; official files state none."""
+    import zipfile
+
+    tiny = dict(patch_size=4, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, classes=3)
+    wide = keras_vit.VisionTransformer(input_shape=(24, 32, 3), **tiny)  # a 6x8 grid
+    path = keras_vit.save_npz(wide, str(tmp_path / "wide.npz"))
+    assert sorted(np.load(path).files) == sorted(checkpoints.model_params(wide))  # the official keys, no more
+    assert checkpoints.stated_npz_grid(path) == (6, 8)
+    again = keras_vit.load_model(path)  # the size it was trained at, read from the grid
+    assert again.image_size == (24, 32) and again.grid_size == (6, 8)
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 24, 32, 3)).astype("float32")
+    np.testing.assert_allclose(again.predict(x, verbose=0), wide.predict(x, verbose=0), atol=1e-6)
+    # an any-size model's stored table into a non-square model: resized from the grid the file states
+    any_size = keras_vit.VisionTransformer(input_shape=(None, None, 3), **tiny)
+    stored = keras_vit.save_npz(any_size, str(tmp_path / "any.npz"))
+    assert checkpoints.stated_npz_grid(stored) == any_size.grid_size
+    keras_vit.load_npz(keras_vit.VisionTransformer(input_shape=(24, 32, 3), **tiny), stored)
+    # the official release files state nothing; a keras_vit comment of another schema is refused by name
+    assert checkpoints.stated_npz_grid(os.path.join(FLAX_FIXTURES, "vit_tiny", "weights.npz")) is None
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.comment = json.dumps({"kind": "keras_vit.npz", "schema": 2, "position_grid": [6, 8]}).encode()
+    with pytest.raises(ValueError, match=r"wide.npz.*schema 2.*expected schema 1"):
+        keras_vit.load_model(path)

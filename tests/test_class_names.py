@@ -67,6 +67,19 @@ def test_timm_and_transformers_repositories_carry_the_names(tmp_path):
     assert _timm_labels(repo) == list(NAMES)  # where timm's own save_for_hf writes them
     back = keras_vit.load_model(repo)
     assert back.data_config.labels == NAMES and back.data_config.pass_order == "pillow12"
+    # the keras_vit object beside timm's fields is versioned and checked
+    config_path = os.path.join(repo, "config.json")
+    config = json.loads(open(config_path).read())
+    assert config["keras_vit"] == {"schema": 1, "antialias": True, "pass_order": "pillow12"}
+    for block, says in (
+        ({"antialias": True, "pass_order": "pillow12"}, "schema None, not 1"),  # an earlier 0.3 build's
+        (dict(config["keras_vit"], pass_ordre="pillow12"), "the field 'pass_ordre'"),
+        ("pillow12", "keras_vit field is a str"),
+    ):
+        open(config_path, "w").write(json.dumps(dict(config, keras_vit=block)))
+        with pytest.raises(ValueError, match=f"config.json.*{says}"):
+            keras_vit.load_model(repo)
+    open(config_path, "w").write(json.dumps(config))
     # timm's rule: another head drops the names
     assert keras_vit.load_model(repo, classes=5).data_config.labels is None
     hf = keras_vit.save_safetensors(model, str(tmp_path / "hf"), layout="transformers")

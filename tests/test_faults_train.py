@@ -17,7 +17,7 @@ import keras_vit
 from conftest import ROOT, python_run
 from recipes import train
 from recipes.trainer import lock
-from recipes.trainer.checkpoints import CheckpointManager, NonFiniteError
+from recipes.trainer.checkpoints import CheckpointError, CheckpointManager, NonFiniteError
 from recipes.configs import demo
 
 
@@ -201,6 +201,30 @@ def test_restore_is_all_or_nothing_and_refuses_another_config(tmp_path):
     ]
     assert CheckpointManager(str(tmp_path), {"model": swapped}).restore() == 1
     assert (swapped[1].numpy() == 1).all() and (swapped[0].numpy() == 0).all()
+
+
+def test_a_checkpoint_whose_write_was_interrupted_is_set_aside_as_never_written(tmp_path):
+    """Killed during TensorFlow's merge: `ckpt-<step>.index` truncated beside `ckpt-<step>_temp/`. That checkpoint was
+    never finished, so the run resumes from the one before, or from step 0 when it was the first; a truncated
+    index without that evidence is damage, and a run with only damaged checkpoints stops and moves nothing."""
+    v = [keras.Variable(np.ones((3,), "float32"), name="v")]
+    manager = CheckpointManager(str(tmp_path / "a"), {"model": v})
+    manager.save(1)
+    index = tmp_path / "a" / "ckpt-1.index"
+    index.write_bytes(index.read_bytes()[:10])
+    with pytest.raises(CheckpointError, match="Every checkpoint .* is unusable"):
+        CheckpointManager(str(tmp_path / "a"), {"model": v}).restore()
+    assert index.exists()
+    (tmp_path / "a" / "ckpt-1_temp").mkdir()  # the merge's own temporary folder: the write never finished
+    assert CheckpointManager(str(tmp_path / "a"), {"model": v}).restore() is None
+    assert not index.exists() and (tmp_path / "a" / "ckpt-1.index.unreadable").exists()
+    manager = CheckpointManager(str(tmp_path / "b"), {"model": v})
+    manager.save(1)
+    v[0].assign([2.0, 2.0, 2.0])
+    manager.save(2)
+    (tmp_path / "b" / "ckpt-2.index").write_bytes(b"")
+    (tmp_path / "b" / "ckpt-2_temp").mkdir()
+    assert CheckpointManager(str(tmp_path / "b"), {"model": v}).restore() == 1 and (v[0].numpy() == 1).all()
 
 
 def test_non_finite_state_is_never_saved(tmp_path):

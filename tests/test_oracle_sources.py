@@ -5,6 +5,7 @@ the source's logits or is refused naming the missing fact. No torch needed."""
 import dataclasses
 import json
 import os
+import warnings
 import shutil
 
 import numpy as np
@@ -46,8 +47,11 @@ def test_bare_timm_file_with_a_non_square_grid_is_refused_not_guessed():
     path = os.path.join(ORACLE, "timm_grid_2x4.safetensors")
     with pytest.raises(ValueError, match="does not state its input size.*pass input_shape"):
         keras_vit.load_model(path, num_heads=2)
-    with pytest.warns(UserWarning, match="does not state activation"):
+    with pytest.warns(UserWarning, match="does not state activation") as caught:
         model = keras_vit.load_model(path, num_heads=2, input_shape=(16, 32, 3), classifier_activation=None)
+    # the facts no tensor shows, each named with the default taken
+    said = str(caught[0].message)
+    assert "post_norm=False" in said and "rotary_embedding=None" in said and "activation='gelu'" in said, said
     assert _gap(model, "timm_grid_2x4") <= 1e-5
 
 
@@ -77,6 +81,21 @@ def test_bare_quick_gelu_file_loads_into_the_architecture_the_user_names():
         weights=os.path.join(HUB, "clip_quickgelu", "model.safetensors"),
         **SMALL,
     )
+    assert _gap(model, "clip_quickgelu", os.path.join(HUB, "clip_quickgelu")) <= 1e-5
+
+
+def test_a_bare_file_loaded_with_its_architectures_variant_takes_the_variants_facts():
+    """`variant=<timm name>` states the family (quick GELU, the epsilon, pre-norm, no rotary): none of timm's
+    defaults is assumed over it, and no warning says they were."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = keras_vit.load_model(
+            os.path.join(HUB, "clip_quickgelu", "model.safetensors"),
+            variant="vit_base_patch16_clip_quickgelu_224",
+            classifier_activation=None,
+            **SMALL,
+        )
+    assert model.variant.activation == "quick_gelu"
     assert _gap(model, "clip_quickgelu", os.path.join(HUB, "clip_quickgelu")) <= 1e-5
 
 
@@ -119,13 +138,19 @@ def test_constructors_refuse_a_class_count_that_is_not_a_whole_number(classes):
 
 def test_npz_of_one_non_square_grid_is_not_loaded_raw_into_the_transposed_grid(tmp_path):
     donor = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(64, 16, 3), classes=3)
-    path = keras_vit.save_npz(donor, str(tmp_path / "tall.npz"))
+    path = str(tmp_path / "tall.npz")  # the official layout's arrays alone, as the original code writes them
+    np.savez(path, **keras_vit.weights.official.model_params(donor))
     target = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(16, 64, 3), classes=3)
     before = [np.array(w) for w in target.weights]
     with pytest.raises(ValueError, match="does not state its patch grid.*old_grid"):
         keras_vit.load_npz(target, path)
     assert all(np.array_equal(a, np.array(b)) for a, b in zip(before, target.weights))
     keras_vit.load_npz(target, path, old_grid=(8, 2))  # stated: resized from 8x2 to 2x8
+    told = [np.array(w) for w in target.weights]
+    # the same arrays written by save_npz state their grid: the same resize without old_grid
+    again = keras_vit.VisionTransformer(8, 32, 64, 4, 1, input_shape=(16, 64, 3), classes=3)
+    keras_vit.load_npz(again, keras_vit.save_npz(donor, str(tmp_path / "stated.npz")))
+    assert all(np.array_equal(a, np.array(b)) for a, b in zip(told, again.weights))
 
 
 @pytest.mark.parametrize("name", ["default", "bicubic_imagenet"])

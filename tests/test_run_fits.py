@@ -1,6 +1,7 @@
 """A run the machine cannot hold is refused before anything is built or written, naming the estimate, the memory
 and the flags that fit (the README's first fine-tune once asked a CPU machine for 37.5 GiB and aborted natively)."""
 
+import json
 import os
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 import keras_vit
 from recipes.configs import demo, finetune, pretrain
 from recipes.trainer import memory
+from conftest import ROOT, python_run
 
 
 def test_the_parameter_count_is_keras_own():
@@ -28,7 +30,8 @@ def test_the_papers_fine_tuning_on_a_laptop_is_refused_with_a_batch_that_fits():
         memory.check_fits(config, 2, memory=(16e9, "this laptop's memory"))
     message = str(caught.value)
     assert "and this laptop's memory is 16.0 GB" in message and "Nothing was started" in message
-    batch = int(message.split("--config.batch_size=")[1].split()[0])
+    assert "use --config.batch_size=auto (here: --config.batch_size=" in message
+    batch = int(message.split("--config.batch_size=")[2].split()[0])
     accumulate = int(message.split("--config.grad_accum_steps=")[1].split()[0])
     assert 1 <= batch < 512 and batch * accumulate == 512
     config.batch_size = batch
@@ -72,3 +75,76 @@ def test_the_trainer_refuses_before_the_workdir_exists(tmp_path, monkeypatch):
 def test_the_cgroup_limit_is_read_where_set():
     have, where = memory.available()
     assert have > 1e9 and ("cgroup" in where or where == "this machine's memory")
+
+
+def _memory_for(config, classes: int, batch: int) -> tuple:
+    """A memory figure in which `batch` images per step fit by the estimate, and twice as many do not."""
+    need, parts = memory.estimate(config, classes)
+    per_image = (parts["activations"] + parts["input"]) / config.batch_size
+    return ((parts["runtime"] + parts["variables"] + per_image * (batch + 0.5)) / memory.SAFETY, "the test's memory")
+
+
+def test_auto_batch_keeps_the_update_and_the_schedule_in_images():
+    config = finetune.get_config("folder")  # 512 images per update at 384 px
+    config.update(auto_batch=True, total_steps=500, log_every=50, checkpoint_every=1000)
+    config.optimizer.warmup_steps = 100
+    line = memory.choose_batch(config, 2, memory=_memory_for(config, 2, 16))
+    assert config.batch_size == 16 and config.grad_accum_steps == 32 and not config.auto_batch
+    assert (config.total_steps, config.optimizer.warmup_steps) == (500 * 32, 100 * 32)
+    assert (config.log_every, config.checkpoint_every) == (50 * 32, 1000 * 32)
+    assert "512 images per update as 32 step(s) of 16" in line
+    memory.check_fits(config, 2, memory=_memory_for(finetune.get_config("folder"), 2, 16))  # what it chose fits
+    assert memory.choose_batch(config, 2) == ""  # chosen once: a second call changes nothing
+    # a run that fits keeps its batch; an update no per-step batch divides, or none fits, is refused
+    small = demo.get_config("pretrain")
+    small.auto_batch = True
+    assert "32 images per update as 1 step(s) of 32" in memory.choose_batch(small, 10)
+    assert small.batch_size == 32 and small.grad_accum_steps == 1
+    odd = finetune.get_config("folder")
+    odd.update(auto_batch=True, batch_size=48)
+    with pytest.raises(memory.DoesNotFit, match="no per-step batch that divides 48 fits"):
+        memory.choose_batch(odd, 2, memory=_memory_for(odd, 2, 32))
+    assert odd.batch_size == 48 and odd.auto_batch  # a refusal changes nothing
+    with pytest.raises(memory.DoesNotFit, match="none fits"):
+        memory.choose_batch(odd, 2, memory=(1e9, "a tiny machine"))
+
+
+def test_the_trainer_and_the_cli_take_batch_size_auto(tmp_path, monkeypatch):
+    from recipes import trainer
+
+    config = demo.get_config("pretrain")
+    config.model.update(hidden_size=16, mlp_dim=32, num_layers=1, num_heads=2, patch_size=8)
+    config.dataset.update(eval_split="", image_size=16)
+    config.update(auto_batch=True, batch_size=32, total_steps=2, log_every=1, checkpoint_every=2, jit_compile=False)
+    config.optimizer.warmup_steps = 1
+    memory_there = _memory_for(config, 10, 8)
+    monkeypatch.setattr(memory, "available", lambda: memory_there)
+    summary = trainer.train_and_evaluate(config, str(tmp_path / "run"))
+    assert summary["steps"] == 8  # 2 updates of 32 images, as 4 steps of 8 each
+    record = json.loads((tmp_path / "run" / "run_config.json").read_text())
+    flat = json.dumps(record)
+    assert '"batch_size": 8' in flat and '"grad_accum_steps": 4' in flat, flat[:2000]
+    # the command line's spelling, on a machine where the demo's batch fits as it is
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    done = python_run(
+        [
+            "-m",
+            "recipes.train",
+            "--config=demo:pretrain",
+            f"--workdir={tmp_path / 'cli'}",
+            "--config.batch_size=auto",
+            "--config.model.num_layers=1",
+            "--config.model.hidden_size=16",
+            "--config.model.mlp_dim=32",
+            "--config.dataset.image_size=16",
+            "--config.model.patch_size=8",
+            "--config.dataset.eval_split=",
+            "--config.total_steps=1",
+            "--config.jit_compile=False",
+        ],
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "batch_size=auto: 32 images per update as 1 step(s) of 32" in done.stderr

@@ -122,28 +122,92 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     assert cli.stdout.startswith("photo.png\n  1. ") and len(cli.stdout.strip().splitlines()) == 4
     # the README's first screen (classify, fine-tune, export) with the installed package; test_docs' offline
     # stand-ins (tests/doc_prelude.py) replace the downloads
-    code = test_docs.runnable_blocks("README.md") + ["import keras_vit; print('from', keras_vit.__file__)"]
+    code = test_docs.runnable_blocks("README.md") + [
+        "import keras_vit; print('from', keras_vit.__file__)",
+        _SERVE_THE_EXPORT,
+    ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [])
     assert f"from {site}" in out
+    assert "served: labels ['cat', 'coffee'], logits as Keras' within" in out, out[-2000:]
+    _the_tuned_model_names_the_folders_classes(
+        lambda *args: subprocess.run(
+            [str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        ),
+        tmp_path / "readme" / "work",
+    )
+
+
+# appended to the README's blocks: the fine-tuned model saved, its ONNX export served by onnxruntime on a photo
+# resized as the model takes it, named from the export's own metadata.json
+_SERVE_THE_EXPORT = """
+import json, numpy as np, onnxruntime
+from PIL import Image
+model.save("tuned.keras")
+meta = json.load(open("exported/onnx/metadata.json"))
+labels = meta["data_config"]["labels"]
+pixels = np.asarray(Image.open("photos/cat/0.jpg").convert("RGB").resize((224, 224)), "float32")[None]
+session = onnxruntime.InferenceSession("exported/onnx/model.onnx", providers=["CPUExecutionProvider"])
+served = session.run(None, {session.get_inputs()[0].name: pixels})[0]
+want = keras.ops.convert_to_numpy(model.logits_model()(pixels, training=False))  # the export: logits
+assert served.shape == want.shape == (1, len(labels)), (served.shape, want.shape)
+diff = float(np.abs(served - want).max())
+assert diff <= 1e-4 * max(1.0, float(np.abs(want).max())), diff
+print("served: labels", labels, "logits as Keras' within", diff, "->", labels[int(served.argmax())])
+"""
+
+
+def _the_tuned_model_names_the_folders_classes(run, work) -> None:
+    """The README's fine-tuned model (saved by `_SERVE_THE_EXPORT` in `work`) through the predict CLI and batch
+    inference over its training folder: both name the folder's two classes."""
+    tuned = run(
+        "-m",
+        "keras_vit.predict",
+        str(work / "photos" / "cat" / "0.jpg"),
+        f"--weights={work / 'tuned.keras'}",
+        "--top=2",
+    )
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    assert {line.split(". ", 1)[1].split(" ")[0] for line in tuned.stdout.splitlines()[1:3]} == {"cat", "coffee"}
+    batch = run(
+        "-m", "keras_vit.inference", str(work / "photos"), f"--weights={work / 'tuned.keras'}", "--output=out",
+        "--format=csv", "--top=1",
+    )  # fmt: skip
+    assert batch.returncode == 0, batch.stderr[-3000:]
+    rows = run(
+        "-c",
+        "from keras_vit.analysis import shards; o = shards.read_output('out')\n"
+        "print(sorted(set(o['class_name'].ravel())), len(o['file']))",
+    )
+    assert rows.returncode == 0, rows.stderr[-3000:]
+    names, count = rows.stdout.strip().rsplit(" ", 1)
+    assert count == "6" and set(eval(names)) <= {"cat", "coffee"}, rows.stdout
 
 
 @pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])  # jax by default
 def test_the_first_hour_on_jax_and_torch_without_tensorflow(wheel, tmp_path, backend):
-    """The README's Python blocks as written (classify, fine-tune on a folder, ONNX export), the predict CLI, the
-    export CLI and the recipes command, from the installed wheel on `backend` with `import tensorflow` failing."""
+    """The journey from the installed wheel on `backend` with `import tensorflow` failing: the README's Python
+    blocks as written (classify, fine-tune on a folder of two classes, ONNX export), then the fine-tuned model's
+    predictions, batch inference over the folder and the ONNX file served by onnxruntime, each naming the folder's
+    classes; the export CLI's refusals and the recipes command's."""
     pytest.importorskip(backend)
     python, site, env = _install(wheel, tmp_path / "venv", blocked="tensorflow")
     env["KERAS_BACKEND"] = backend
     code = test_docs.runnable_blocks("README.md") + [
         "import keras, keras_vit, sys; print('from', keras_vit.__file__, keras.backend.backend(), "
-        "sys.modules['tensorflow'])"
+        "sys.modules['tensorflow'])",
+        _SERVE_THE_EXPORT,
     ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
     assert f"from {site}" in out and f"{backend} None" in out
     assert os.path.exists(tmp_path / "readme" / "work" / "exported" / "onnx" / "model.onnx")
+    # the export served in its runtime names the folder's classes and gives the model's logits
+    assert "served: labels ['cat', 'coffee'], logits as Keras' within" in out, out[-2000:]
+    work = tmp_path / "readme" / "work"
 
     def run(*args):
         return subprocess.run([str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    _the_tuned_model_names_the_folders_classes(run, work)
 
     made = run(
         "-c",

@@ -18,7 +18,7 @@ from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from keras_vit.utils.listing import files_below
+from keras_vit.utils.listing import files_below, utf8_name
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp")
 TFDS_PREFIX = "tfds:"
@@ -77,7 +77,7 @@ def folder_source(directory: str) -> ImageSource:
     order of their paths relative to it."""
     if not os.path.isdir(directory):
         raise ValueError(f"{directory!r} is not a folder.")
-    found = files_below(directory, keep=lambda name: name.lower().endswith(IMAGE_EXTENSIONS))
+    found = files_below(directory, keep=lambda name: name.lower().endswith(IMAGE_EXTENSIONS), name_check=utf8_name)
     if not found:
         raise ValueError(f"folder {directory!r} holds no image files ({', '.join(IMAGE_EXTENSIONS)}).")
     found.sort()

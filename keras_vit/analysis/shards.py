@@ -149,20 +149,21 @@ def write_manifest(directory: str, manifest: dict) -> None:
     records.write_record(os.path.join(directory, MANIFEST), KIND, SCHEMA, body)
 
 
-def _read_shard(path: str, fmt: str) -> Dict[str, np.ndarray]:
+def _read_shard(name: str, fmt: str, data: Dict[str, bytes]) -> Dict[str, np.ndarray]:
+    """The shard `name`'s arrays, parsed from `data` ({file name: bytes}, as checked against the manifest)."""
     if fmt == "npy":
-        with open(path[: -len(".npy")] + ".files.txt", encoding="utf-8") as f:
-            files = [line.rstrip("\n") for line in f]
-        return {"file": np.asarray(files, dtype=object), "embedding": np.load(path, allow_pickle=False)}
+        files = data[name[: -len(".npy")] + ".files.txt"].decode("utf-8").splitlines()
+        embedding = np.load(io.BytesIO(data[name]), allow_pickle=False)
+        return {"file": np.asarray(files, dtype=object), "embedding": embedding}
     if fmt == "parquet":
-        table = _pyarrow().parquet.read_table(path)
+        pa = _pyarrow()
+        table = pa.parquet.read_table(pa.BufferReader(data[name]))
         out = {}
         for key in table.column_names:
             column = table.column(key).combine_chunks()
             out[key] = np.asarray(column.to_pylist(), dtype=object if key in _TEXT else None)
         return out
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+    rows = list(csv.reader(io.StringIO(data[name].decode("utf-8"), newline="")))
     header, body = rows[0], rows[1:]
     files = np.asarray([r[0] for r in body], dtype=object)
     if header[1] == "f0":
@@ -186,11 +187,15 @@ def read_output(directory: str) -> Dict[str, np.ndarray]:
         raise ValueError(f"{directory!r} holds no {MANIFEST}: not a keras_vit inference output.")
     parts = []
     for s in manifest["shards"]:
-        reason = records.changed(directory, s["files"])
+        reason, data = records.read_vouched(directory, s["files"])
         if reason:
             raise ValueError(f"{directory!r}: {reason}; rerun the inference command to redo it.")
         if s["file"]:
-            part = _read_shard(os.path.join(directory, s["file"]), manifest["settings"]["format"])
+            fmt = manifest["settings"]["format"]
+            unvouched = [name for name in shard_files(s["file"], fmt) if name not in data]
+            if unvouched:
+                raise ValueError(f"{directory!r}: {MANIFEST} records {unvouched[0]} without its hash.")
+            part = _read_shard(s["file"], fmt, data)
             if len(part["file"]) != s["rows"]:
                 raise ValueError(
                     f"{directory!r}: {s['file']} holds {len(part['file'])} rows, its manifest entry {s['rows']}."

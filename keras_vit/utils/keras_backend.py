@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from types import ModuleType
 from typing import Tuple
 
@@ -53,4 +54,42 @@ def _message(backend: str, where: str, error: Exception) -> str:
     )
 
 
+# keras_vit's command-line programs, as `python -m <module>` or their console scripts (setup.cfg)
+CLI_MODULES = (
+    "keras_vit.predict",
+    "keras_vit.inference",
+    "keras_vit.analysis.predict",
+    "keras_vit.analysis.inference",
+    "hub_export",
+    "hub_export.__main__",
+    "recipes.train",
+)
+CLI_SCRIPTS = ("keras-vit-train", "keras-vit-export", "keras-vit-predict", "keras-vit-inference")
+
+
+def running_a_cli() -> bool:
+    """Whether this process is one of keras_vit's command-line programs (read from the command line it was
+    started with, before any of its code runs)."""
+    return main_module() in CLI_MODULES or os.path.basename(sys.argv[0] if sys.argv else "") in CLI_SCRIPTS
+
+
+def main_module() -> str:
+    """The module this process runs as `python -m <module>`, "" otherwise: the interpreter's own options are what
+    the original command line holds before the program's arguments (`sys.argv` after its first entry)."""
+    argv = list(getattr(sys, "orig_argv", []))
+    options = argv[1 : len(argv) - len(sys.argv) + 1]
+    return options[-1] if len(options) >= 2 and options[-2] == "-m" else ""
+
+
+def quiet_in_a_cli() -> None:
+    """In keras_vit's own command-line programs only (a library import changes no process-wide logging):
+    TensorFlow's C++ log off unless `TF_CPP_MIN_LOG_LEVEL` says otherwise. On a machine without a GPU its CUDA
+    build prints ~9 lines at start-up (`failed call to cuInit`, CPU feature notes) that say nothing about the
+    command; its errors still reach the user as Python exceptions. Set before TensorFlow's first import, the only
+    time TensorFlow reads it."""
+    if running_a_cli():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+quiet_in_a_cli()
 keras = import_keras()

@@ -31,3 +31,17 @@ def files_below(
                     stat = entry.stat()
                     found.append((rel, stat.st_size, stat.st_mtime_ns))
     return found
+
+
+def utf8_name(parent: str, name: str) -> str:
+    """`name` if it is valid UTF-8; a file system's undecodable bytes (Python's surrogate escapes) are refused
+    naming the path, before anything is read: file lists, class names, records and output shards are kept as
+    UTF-8 text, and such a name would fail only when the first of them is written."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{os.path.join(parent, name)!r} has a name that is not valid UTF-8: rename it (file lists, class "
+            "names and outputs are kept as UTF-8 text)."
+        ) from None
+    return name

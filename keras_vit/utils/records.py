@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from keras_vit.utils import atomic
 
@@ -85,17 +85,28 @@ def vouch(directory: str, names: Iterable[str], fs: FileSystem = LOCAL) -> Dict[
     return out
 
 
-def changed(directory: str, vouched: Dict[str, Dict[str, Any]], fs: FileSystem = LOCAL) -> Optional[str]:
-    """The first vouched-for file of `directory` that is missing or whose bytes differ from its hash, with the
-    reason ("part-00001.csv: missing"); None when every one is as written."""
+def read_vouched(
+    directory: str, vouched: Dict[str, Dict[str, Any]], fs: FileSystem = LOCAL
+) -> Tuple[Optional[str], Dict[str, bytes]]:
+    """(the first vouched-for file of `directory` that is missing or whose bytes differ from its hash, with the
+    reason, "part-00001.csv: missing", or None; {name: bytes} of the files read and found as written), each file
+    read once, so a reader parses the very bytes that were checked."""
+    found = {}
     for name, facts in vouched.items():
         path = os.path.join(directory, name)
         if not fs.exists(path):
-            return f"{name}: missing"
+            return f"{name}: missing", found
         data = fs.read_bytes(path)
         if not isinstance(facts, dict) or len(data) != facts.get("bytes") or digest(data) != facts.get("sha256"):
-            return f"{name}: changed since it was written ({len(data)} bytes, recorded {facts.get('bytes')})"
-    return None
+            return f"{name}: changed since it was written ({len(data)} bytes, recorded {facts.get('bytes')})", found
+        found[name] = data
+    return None, found
+
+
+def changed(directory: str, vouched: Dict[str, Dict[str, Any]], fs: FileSystem = LOCAL) -> Optional[str]:
+    """The first vouched-for file of `directory` that is missing or whose bytes differ from its hash, with the
+    reason ("part-00001.csv: missing"); None when every one is as written."""
+    return read_vouched(directory, vouched, fs)[0]
 
 
 def check_same(path: str, what: str, recorded: Dict[str, Any], now: Dict[str, Any]) -> None:

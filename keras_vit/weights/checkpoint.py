@@ -11,6 +11,7 @@ import numpy as np
 
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.model import VisionTransformer
+from keras_vit.vit.variant import Variant
 from keras_vit.weights import official, releases
 
 
@@ -85,9 +86,16 @@ class Checkpoint:
             return bool(model.variant.prefix_position_embedding)
         return True
 
+    def settled_by(self, overrides: dict) -> tuple:
+        """The assumed facts that `overrides` settle: each one it names, and with `variant=` (a record, its dict or
+        an architecture's name: a whole family statement) every family field."""
+        fields = set(Variant.fields()) if overrides.get("variant") is not None else set()
+        return tuple(k for k in self.assumed if k in overrides or k in fields)
+
     def warn_assumptions(self, overrides: dict) -> None:
         """One warning naming each fact taken from the framework's defaults that `overrides` did not settle."""
-        told = {k: v for k, v in self.assumed.items() if k not in overrides}
+        settled = self.settled_by(overrides)
+        told = {k: v for k, v in self.assumed.items() if k not in settled}
         if told:
             values = ", ".join(f"{k}={v!r}" for k, v in told.items())
             warnings.warn(

@@ -321,6 +321,8 @@ def load_model(source: PathLike, *, model: Optional[str] = None, **constructor_k
             return loaded_from(checkpoint.model, checkpoint)
         _refuse_quantized(checkpoint)
         sources.BY_KIND[checkpoint.kind].check_architecture(checkpoint.path, arch, kwargs)
+        for field in checkpoint.settled_by(kwargs):  # the caller's `variant=` states these, not the defaults
+            arch.pop(field, None)
         arch.update(kwargs)
         checkpoint.warn_assumptions(kwargs)
     if "input_shape" not in arch:

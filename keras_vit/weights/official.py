@@ -9,6 +9,7 @@ hybrid files store GroupNorm parameters as (1, 1, 1, C).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import warnings
@@ -234,11 +235,13 @@ def load_npz(
     representation layer; with `reset_head="auto"` the head is zero-initialised (with a
     warning) when its class count differs or when it was trained on dropped pre-logits,
     `True` always zeroes it, `False` refuses either case; position embeddings are resized
-    when the patch grid differs (`resize_posemb`). An `.npz` does not record its grid: it is taken as square,
-    and a model with a non-square grid needs `old_grid` (the file's rows, cols), never a guess.
+    when the patch grid differs (`resize_posemb`). An official `.npz` does not record its grid: it is taken as
+    square, and a model with a non-square grid needs `old_grid` (the file's rows, cols), never a guess; files
+    `save_npz` wrote state their grid (`stated_npz_grid`).
     Everything is validated before the first weight is assigned, so a failed load leaves
     the model unchanged.
     """
+    stated = stated_npz_grid(path)
     return load_params(
         model,
         read_npz(path),
@@ -246,9 +249,47 @@ def load_npz(
         adopt=True,
         resize_posemb=resize_posemb,
         reset_head=reset_head,
-        old_grid=old_grid,
-        grid_stated=False,
+        old_grid=old_grid if old_grid is not None else stated,
+        grid_stated=stated is not None,
     )
+
+
+NPZ_KIND, NPZ_SCHEMA = "keras_vit.npz", 1
+
+
+def stated_npz_grid(path: str) -> Optional[tuple]:
+    """The position grid (rows, cols) a `.npz` written by `save_npz` states in its zip archive comment, where
+    neither numpy nor the official code nor timm reads (its arrays stay exactly the official layout); None for a
+    file without one (the official releases, big_vision's) or a comment of another tool. A keras_vit comment of
+    another schema or without a valid grid is refused naming the file."""
+    try:
+        with zipfile.ZipFile(os.fspath(path)) as archive:
+            comment = archive.comment
+    except (OSError, zipfile.BadZipFile):
+        return None  # read_npz names what is wrong with the file
+    try:
+        record = json.loads(comment.decode("utf-8")) if comment else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("kind") != NPZ_KIND:
+        return None
+    grid = record.get("position_grid")
+    if record.get("schema") != NPZ_SCHEMA or not (
+        isinstance(grid, list) and len(grid) == 2 and all(isinstance(n, int) and n > 0 for n in grid)
+    ):
+        raise ValueError(
+            f"{os.fspath(path)!r}: its keras_vit record (the zip comment) is of schema {record.get('schema')!r} "
+            f"with position_grid {grid!r}; expected schema {NPZ_SCHEMA} and [rows, cols]."
+        )
+    return tuple(grid)
+
+
+def _write_npz(tmp: str, arrays: Dict[str, np.ndarray], grid: Optional[tuple]) -> None:
+    np.savez(tmp, **arrays)
+    if grid is not None:
+        record = {"kind": NPZ_KIND, "schema": NPZ_SCHEMA, "position_grid": [int(n) for n in grid]}
+        with zipfile.ZipFile(tmp, "a") as archive:  # `tmp` keeps the `.npz` suffix: numpy wrote it there
+            archive.comment = json.dumps(record).encode("utf-8")
 
 
 def load_params(
@@ -451,4 +492,6 @@ def save_npz(model: keras.Model, path: str) -> str:
             f"{'; '.join(foreign)}. Write it with keras_vit.save_pretrained (timm) or .keras instead."
         )
     arrays = model_params(model)
-    return atomic.write_file(path, lambda tmp: np.savez(tmp, **arrays))
+    table = getattr(model, "position_embedding", None)
+    grid = table.grid_size if table is not None and getattr(table, "resampling", None) is None else None
+    return atomic.write_file(path, lambda tmp: _write_npz(tmp, arrays, grid))

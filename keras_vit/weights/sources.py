@@ -99,6 +99,18 @@ def _read_directory(kind: str, reader: Callable) -> Callable[..., Checkpoint]:
     return read
 
 
+def _read_npz(path: str, *_) -> Checkpoint:
+    """An official-layout `.npz`; one `save_npz` wrote states its grid, and with it the size it was trained at."""
+    params, grid = official.read_npz(path), official.stated_npz_grid(path)
+    implied = {}
+    if grid is not None:
+        arch = official.architecture_from_npz(params, path)
+        stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
+        first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
+        implied["input_shape"] = (grid[0] * stride, grid[1] * stride, int(first.shape[2]))
+    return Checkpoint(path, "npz", path, params, implied=implied, old_grid=grid)
+
+
 def _read_timm_file(path: str, model_name, num_heads, build) -> Checkpoint:
     heads = num_heads or (table.vit_config(model_name).num_heads if model_name else None)
     params, implied, assumed = timm_state.read_timm(path, heads)
@@ -170,7 +182,7 @@ SOURCES = (
         "npz",
         "an official or big_vision .npz",
         _suffix(".npz"),
-        lambda path, *_: Checkpoint(path, "npz", path, official.read_npz(path)),  # the class row in the table
+        _read_npz,  # the class row in the table
         _none,
     ),
     Source("keras", "a .keras model", _suffix(".keras"), _read_keras, _keras_data_config, fine_tuning_rules=False),

@@ -93,6 +93,9 @@ class GuardedCheckpoints:
             except CheckpointError as e:
                 if step is not None:
                     raise
+                if self._interrupted(candidate):  # never finished: as if never written, not damage
+                    self._move_aside(candidate, e)
+                    continue
                 damaged.append((candidate, e))
                 continue
             for bad, error in damaged:  # set aside only once a good one will be used
@@ -106,6 +109,10 @@ class GuardedCheckpoints:
                 "--config.restart=True (the old files are renamed, not deleted)."
             )
         return None
+
+    def _interrupted(self, step: int) -> bool:
+        """Whether checkpoint `step`'s write is known not to have finished (the engine's own evidence)."""
+        return False
 
     def _move_aside(self, step: int, error: Exception) -> None:
         moved = []
@@ -170,6 +177,11 @@ class CheckpointManager(GuardedCheckpoints):
 
     def _write(self, step: int) -> str:
         return self._manager.save(checkpoint_number=step)
+
+    def _interrupted(self, step: int) -> bool:
+        """TensorFlow writes `ckpt-<step>_temp/` first, then merges it into `ckpt-<step>.index` and `.data-*` and
+        deletes it: a run killed during the merge leaves a truncated index beside the temporary folder."""
+        return tf.io.gfile.exists(f"{self.path(step)}_temp")
 
     @staticmethod
     def _key(group: str, path: str) -> str:

@@ -21,7 +21,7 @@ import ml_collections
 import tensorflow as tf
 
 import keras_vit
-from keras_vit.utils import progress
+from keras_vit.utils import progress, records
 from keras_vit.weights import official
 from recipes import atomic, data, folder
 from recipes.trainer import config_checks, distribute, family, memory, optim, tf_step
@@ -214,7 +214,16 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
             check_folder_splits(config, source)
     if not _on_accelerator():  # a run the machine cannot hold is refused before the workdir is touched
         replicas = data_ways or (strategy.num_replicas_in_sync if strategy is not None else 1)
-        memory.check_fits(config, ds_cfg.num_classes or (source.num_classes if source else 0) or 1000, replicas)
+        classes = ds_cfg.num_classes or (source.num_classes if source else 0) or 1000
+        chosen = memory.choose_batch(config, classes, replicas)
+        if chosen:
+            logger.info(chosen)
+        memory.check_fits(config, classes, replicas)
+    elif config.auto_batch:
+        raise ValueError(
+            "--config.batch_size=auto estimates a CPU machine's memory only; on an accelerator give "
+            "--config.batch_size (per update) and --config.grad_accum_steps."
+        )
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
@@ -257,6 +266,11 @@ def check_folder_splits(config, source) -> None:
         )
 
 
+DATASET_RECORD = "dataset.json"
+DATASET_KIND, DATASET_SCHEMA = "keras_vit.dataset", 1
+_DATASET_FIELDS = {"name": str, "fingerprint": str, "class_names": list, "examples": int, "skipped": list}
+
+
 def record_folder(config, source, outdir: str) -> None:
     """Writes `dataset.json` (the folder's fingerprint, classes, skipped files), `class_names.txt` and the
     decode check's record (`decode_check.json`, read back on a resume) in `outdir`; refuses a workdir whose
@@ -270,18 +284,17 @@ def record_folder(config, source, outdir: str) -> None:
         examples=source.num_examples,
         skipped=list(source.skipped),
     )
-    path = os.path.join(outdir, "dataset.json")
-    if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            before = json.load(f)
-        if before.get("fingerprint") != source.fingerprint:
+    path = os.path.join(outdir, DATASET_RECORD)
+    before = records.read_record(path, DATASET_KIND, DATASET_SCHEMA, _DATASET_FIELDS, fs=atomic.GFILE)
+    if before is not None:
+        if before["fingerprint"] != source.fingerprint:
             raise ValueError(
                 f"config.dataset.name={ds_cfg.name!r}: the images (split {ds_cfg.train_split!r}) differ "
                 f"from those the run in {outdir!r} started on (files added, removed or resized; "
                 f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
                 "--workdir."
             )
-        changed = sorted(set(before.get("skipped", [])) ^ set(source.skipped))
+        changed = sorted(set(map(str, before["skipped"])) ^ set(source.skipped))
         if changed:
             raise ValueError(
                 f"config.dataset.name={ds_cfg.name!r}: {len(changed)} file(s) of split "
@@ -289,9 +302,9 @@ def record_folder(config, source, outdir: str) -> None:
                 f"(e.g. {changed[0]!r}, rewritten in place), so its batches would differ: restore "
                 "them, or use a new --workdir."
             )
-    atomic.write_json(path, record)
+    records.write_record(path, DATASET_KIND, DATASET_SCHEMA, record, fs=atomic.GFILE)
     if source.check is not None:
-        atomic.write_json(os.path.join(outdir, folder.CHECK_RECORD), source.check)
+        folder.write_check_record(outdir, source.check)
     atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 

@@ -69,6 +69,7 @@ def check(config) -> None:
         raise ValueError(f"config.dataset.crop_area_min must be in (0, 1], got {config.dataset.crop_area_min}.")
     for name in (
         "restart",
+        "auto_batch",
         "deterministic",
         "jit_compile",
         "dataset.cache",

@@ -100,6 +100,22 @@ def available() -> Tuple[float, str]:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
 
 
+def fitting_batch(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> int:
+    """The largest per-step batch that fits (`replicas` times a power of two, at most `config.batch_size`, by the
+    same estimate as `check_fits`), or 0 where none does."""
+    found = estimate(config, num_classes, replicas)
+    if found is None:
+        return config.batch_size
+    need, parts = found
+    have = (memory or available())[0]
+    if need <= SAFETY * have:
+        return config.batch_size
+    per_image = (parts["activations"] + parts["input"]) / config.batch_size
+    room = SAFETY * have - parts["runtime"] - parts["variables"]
+    fits = int(room // per_image) // replicas * replicas if per_image and room > 0 else 0
+    return replicas * 2 ** int(math.log2(fits // replicas)) if fits >= replicas else 0
+
+
 def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> None:
     """Refuses a CPU run whose estimated peak exceeds the memory there is (`available()` unless given), naming the
     estimate, the memory and the flags that bring it down; called before anything is built or written. (An
@@ -111,15 +127,12 @@ def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tup
     have, where = memory or available()
     if need <= SAFETY * have:
         return
-    per_image = (parts["activations"] + parts["input"]) / config.batch_size
-    room = SAFETY * have - parts["runtime"] - parts["variables"]
-    fits = int(room // per_image) // replicas * replicas if per_image and room > 0 else 0
-    batch = replicas * 2 ** int(math.log2(fits // replicas)) if fits >= replicas else 0
+    batch = fitting_batch(config, num_classes, replicas, (have, where))
     k = max(1, config.batch_size // batch) if batch else 1
     hint = (
-        f"--config.batch_size={batch} (with --config.grad_accum_steps={k} to keep {config.batch_size} images per "
-        f"update; steps count batches, so multiply --config.total_steps and --config.optimizer.warmup_steps by {k} "
-        "to keep the schedule)"
+        f"--config.batch_size=auto (here: --config.batch_size={batch} with --config.grad_accum_steps={k}, which "
+        f"keeps {config.batch_size} images per update; steps count batches, so --config.total_steps and "
+        f"--config.optimizer.warmup_steps multiplied by {k} keep the schedule)"
         if batch
         else "a smaller model"
     )
@@ -129,4 +142,36 @@ def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tup
         f"{parts['variables'] / GB:.1f} GB, input {parts['input'] / GB:.1f} GB, runtime {parts['runtime'] / GB:.1f} GB) "
         f"and {where} is {have / GB:.1f} GB: use {hint}, a smaller --config.dataset.image_size, or "
         "--config.model.remat=True. Nothing was started."
+    )
+
+
+STEP_FIELDS = ("total_steps", "optimizer.warmup_steps", "log_every", "checkpoint_every")  # counted in batches
+
+
+def choose_batch(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> str:
+    """`config.auto_batch` (`--config.batch_size=auto`): keeps `config.batch_size` images per update and splits
+    them into as few per-step batches as fit the memory (`fitting_batch`): sets `batch_size` to the per-step
+    batch, multiplies `grad_accum_steps` by the split K and the fields counted in batches (`STEP_FIELDS`) by K,
+    so the schedule, the logs and the checkpoints keep their places in images seen. Clears `auto_batch` (the
+    chosen values are what the run records) and returns a line saying what it chose. Refused where no batch fits,
+    where the split does not divide the batch, and on accelerators (whose memory is not estimated)."""
+    if not config.auto_batch:
+        return ""
+    update = int(config.batch_size)
+    batch = fitting_batch(config, num_classes, replicas, memory)
+    if not batch or update % batch:
+        raise DoesNotFit(
+            f"--config.batch_size=auto: no per-step batch that divides {update} fits "
+            f"({'none fits' if not batch else f'{batch} would'}); give --config.batch_size and "
+            "--config.grad_accum_steps yourself, a smaller --config.dataset.image_size, or --config.model.remat=True."
+        )
+    k = update // batch
+    config.batch_size, config.grad_accum_steps = batch, int(config.grad_accum_steps) * k
+    for field in STEP_FIELDS:
+        owner, name = (config.optimizer, field.split(".")[1]) if "." in field else (config, field)
+        owner[name] = int(owner[name]) * k
+    config.auto_batch = False
+    return (
+        f"batch_size=auto: {update} images per update as {k} step(s) of {batch} "
+        f"(grad_accum_steps={config.grad_accum_steps}; {', '.join(STEP_FIELDS)} multiplied by {k})"
     )

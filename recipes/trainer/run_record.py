@@ -11,7 +11,6 @@ moves the old checkpoints and model aside (renamed, not deleted) to start over d
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -19,13 +18,17 @@ from typing import Optional
 
 import tensorflow as tf
 
+from keras_vit.utils import records
 from recipes import atomic
 
 logger = logging.getLogger("recipes")
 
 RUN_CONFIG = "run_config.json"
+KIND, SCHEMA = "keras_vit.run", 1
+_FIELDS = {"engine": str, "steps_total": int, "config": dict}
 FREE_FIELDS = (
     "restart",
+    "auto_batch",  # what it chose (batch_size, grad_accum_steps, ...) is recorded and compared
     "log_every",
     "checkpoint_every",
     "keep_checkpoints",
@@ -62,17 +65,20 @@ def _record(config, engine: str, steps_total: int) -> dict:
 
 
 def _read(outdir: str) -> Optional[dict]:
-    path = os.path.join(outdir, RUN_CONFIG)
-    if not tf.io.gfile.exists(path):
-        return None
+    """The workdir's run record, checked (`keras_vit.utils.records`): None where there is none; a truncated,
+    foreign or earlier build's file, or a field of another type, is refused naming the file and the field."""
     try:
-        with tf.io.gfile.GFile(path) as f:
-            return json.load(f)
-    except (ValueError, tf.errors.OpError) as e:
+        return records.read_record(os.path.join(outdir, RUN_CONFIG), KIND, SCHEMA, _FIELDS, fs=atomic.GFILE)
+    except ValueError as e:
         raise ValueError(
-            f"{path} is not readable JSON ({e}); it records the run this workdir holds. Restore it, "
-            f"or start over with {RESTART}."
-        ) from e
+            f"{e} It records the run this workdir holds: restore it, or start over with {RESTART}."
+        ) from None
+
+
+def _write(outdir: str, config, engine: str, steps_total: int) -> None:
+    records.write_record(
+        os.path.join(outdir, RUN_CONFIG), KIND, SCHEMA, _record(config, engine, steps_total), fs=atomic.GFILE
+    )
 
 
 def _difference(saved: dict, config, engine: str) -> Optional[str]:
@@ -135,7 +141,7 @@ def after_restore(config, outdir: str, engine: str, steps_total: int, restored: 
                 f"would overwrite it. Use another --workdir, or start over with {RESTART} (the old "
                 "files are renamed, not deleted)."
             )
-        atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
+        _write(outdir, config, engine, steps_total)
         return
     if saved is None:
         raise ValueError(
@@ -152,4 +158,4 @@ def after_restore(config, outdir: str, engine: str, steps_total: int, restored: 
             "run, not shrink below it."
         )
     if steps_total > saved.get("steps_total", 0):
-        atomic.write_json(os.path.join(outdir, RUN_CONFIG), _record(config, engine, steps_total))
+        _write(outdir, config, engine, steps_total)

@@ -102,6 +102,29 @@ def read(directory: str) -> Tuple[Dict[str, np.ndarray], dict]:
     return params, implied
 
 
+BLOCK_SCHEMA = 1  # of the `keras_vit` object in config.json
+_BLOCK_FIELDS = ("schema", "antialias", "pass_order")
+
+
+def _keras_vit_block(directory: str, config: dict) -> dict:
+    """config.json's `keras_vit` object ({} where there is none), checked: an object of schema `BLOCK_SCHEMA`
+    with only the fields keras_vit writes; anything else is refused naming the file and the field."""
+    if "keras_vit" not in config:
+        return {}
+    block, where = config["keras_vit"], f"{os.path.join(directory, CONFIG)!r}"
+    if not isinstance(block, dict):
+        raise ValueError(f"{where}: its keras_vit field is a {type(block).__name__}, not keras_vit's object.")
+    if block.get("schema") != BLOCK_SCHEMA:
+        raise ValueError(
+            f"{where}: its keras_vit object has schema {block.get('schema')!r}, not {BLOCK_SCHEMA} (written by an "
+            "earlier keras_vit build, or edited): save the model again with this keras_vit."
+        )
+    unknown = sorted(set(block) - set(_BLOCK_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: its keras_vit object has the field {unknown[0]!r}, which keras_vit never writes.")
+    return block
+
+
 def data_config(directory: str) -> DataConfig:
     """The directory's `pretrained_cfg` as a `DataConfig` (timm's ViT defaults for what it leaves out). timm's
     `pretrained_cfg` has no antialias or pass-order field (its PIL resizes always antialias, under the installed
@@ -110,8 +133,7 @@ def data_config(directory: str) -> DataConfig:
     the shipped label set with as many classes as the head."""
     config = _config(directory)
     cfg = config.get("pretrained_cfg") or {}
-    ours = config.get("keras_vit") or {}
-    ours = ours if isinstance(ours, dict) else {}
+    ours = _keras_vit_block(directory, config)
     antialias = ours.get("antialias", True)
     if not isinstance(antialias, bool):
         raise ValueError(f"{directory!r}: keras_vit.antialias={antialias!r} in {CONFIG} must be true or false.")
@@ -320,7 +342,9 @@ def save_pretrained(model, directory: str, layout: str = "timm", *, overwrite: b
         global_pool=model_args.POOL_NAMES[model.classifier],
         model_args=args,
         pretrained_cfg=_pretrained_cfg(model),
-        keras_vit=dict(antialias=model.data_config.antialias, pass_order=model.data_config.pass_order),
+        keras_vit=dict(
+            schema=BLOCK_SCHEMA, antialias=model.data_config.antialias, pass_order=model.data_config.pass_order
+        ),
     )
     if isinstance(model.data_config.labels, tuple) and model.include_top:  # where timm keeps a head's class names
         config["label_names"] = list(model.data_config.labels)

@@ -10,7 +10,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from keras_vit.weights import keys
+from keras_vit.vit.variant import Variant
+from keras_vit.weights import architecture, keys
 from keras_vit.weights.keys import _heads_for
 from keras_vit.weights.safetensors_read import read_converted, read_sharded_converted
 from keras_vit.weights.timm import model_args, reader, writer
@@ -19,6 +20,9 @@ from keras_vit.weights.timm import model_args, reader, writer
 # What a bare timm state dict does not state, taken from timm's `VisionTransformer` defaults: exact GELU
 # (`act_layer=None`), LayerNorm epsilon 1e-6, a position row for every prefix token (`no_embed_class=False`).
 TIMM_DEFAULTS = dict(activation="gelu", layer_norm_epsilon=1e-6)
+# and timm's `Block`: normalised before each branch (a `ResPostBlock` file, vit_*_rpn_*, has the same tensors), no
+# rotary embeddings (EVA-02's, PE's and RoPE-ViT's fixed ones hold no tensor): named in the warning too
+UNSEEN_DEFAULTS = dict(post_norm=False, rotary_embedding=None)
 
 
 def read_timm(
@@ -47,7 +51,12 @@ def read_timm(
                 assumed["class_token"] = True
         if any(t in sd for t in ("cls_token", "reg_token", "dist_token")):
             assumed["prefix_position_embedding"] = True
-        return reader.timm_to_official(sd, implied["num_heads"], path)
+        params = reader.timm_to_official(sd, implied["num_heads"], path)
+        seen = Variant.seen_in(params, architecture.first_block(params))
+        for field, value in UNSEEN_DEFAULTS.items():  # facts no tensor shows, unless this file's do
+            if field not in seen:
+                assumed[field] = value
+        return params
 
     return (read_sharded_converted if sharded else read_converted)(path, convert), implied, assumed
 
