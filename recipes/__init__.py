@@ -32,8 +32,8 @@ def _is_the_trainer() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") == "keras-vit-train"
 
 
-if _is_the_trainer():  # TensorFlow's C++ start-up log off, as in keras_vit's own CLIs (keras_backend.quiet_in_a_cli)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+if _is_the_trainer():  # Keras first through keras_vit: its CLIs start without TensorFlow's start-up log lines
+    import keras_vit  # noqa: F401
 
 # Module paths before 0.3, forwarded to recipes.trainer with a DeprecationWarning (keras_vit.utils.moved; loaded only
 # when an old path is imported, so `import recipes` stays light)

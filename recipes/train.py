@@ -159,6 +159,7 @@ def _parse_flags(argv: List[str]) -> List[str]:
     argv = [f"--config={configs.resolve(a[len('--config=') :])}" if a.startswith("--config=") else a for a in argv]
     # `--config.batch_size=auto`: the config's batch per update, split to fit (config.auto_batch)
     argv = ["--config.auto_batch=True" if a == "--config.batch_size=auto" else a for a in argv]
+    sys.argv[1:] = argv[1:]  # ml_collections' config_flags finds the override flags in sys.argv
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:

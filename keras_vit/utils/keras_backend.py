@@ -8,12 +8,14 @@ tried, why it failed, and what fixes it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import sys
+import tempfile
 from types import ModuleType
-from typing import Tuple
+from typing import Iterator, Tuple
 
 BACKENDS = ("tensorflow", "jax", "torch")
 
@@ -81,15 +83,55 @@ def main_module() -> str:
     return options[-1] if len(options) >= 2 and options[-2] == "-m" else ""
 
 
+# the start-up notes TensorFlow's CUDA build writes to stderr on a machine without a GPU; its absl logging writes
+# them before it reads `TF_CPP_MIN_LOG_LEVEL` ("All log messages before absl::InitializeLog() ...")
+START_UP_NOTES = (
+    "All log messages before absl::InitializeLog()",
+    "cudart_stub.cc",
+    "cpu_feature_guard.cc",
+    "To enable the following instructions",
+    "rebuild TensorFlow with the appropriate compiler flags",
+    "oneDNN custom operations are on",
+)
+
+
 def quiet_in_a_cli() -> None:
     """In keras_vit's own command-line programs only (a library import changes no process-wide logging):
-    TensorFlow's C++ log off unless `TF_CPP_MIN_LOG_LEVEL` says otherwise. On a machine without a GPU its CUDA
-    build prints ~9 lines at start-up (`failed call to cuInit`, CPU feature notes) that say nothing about the
-    command; its errors still reach the user as Python exceptions. Set before TensorFlow's first import, the only
-    time TensorFlow reads it."""
+    TensorFlow's C++ log off unless `TF_CPP_MIN_LOG_LEVEL` says otherwise (read at TensorFlow's first import, the
+    only time it is read: it silences the `failed call to cuInit` error a CUDA build logs on a machine without a
+    GPU, whose own errors still reach the user as Python exceptions)."""
     if running_a_cli():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+@contextlib.contextmanager
+def without_start_up_notes(active: bool) -> Iterator[None]:
+    """Runs the block (Keras' first import) with the process's stderr (file descriptor 2, where TensorFlow's C++
+    code writes) captured, then writes back every line but `START_UP_NOTES`; everything when the block raises.
+    Inactive (`active=False`) it does nothing."""
+    if not active:
+        yield
+        return
+    sys.stderr.flush()
+    saved, captured = os.dup(2), tempfile.TemporaryFile()
+    os.dup2(captured.fileno(), 2)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        captured.seek(0)
+        lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+        captured.close()
+        kept = lines if failed else [line for line in lines if not any(n in line for n in START_UP_NOTES)]
+        if kept:
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+
+
 quiet_in_a_cli()
-keras = import_keras()
+with without_start_up_notes(running_a_cli()):
+    keras = import_keras()

@@ -130,8 +130,8 @@ def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tup
     batch = fitting_batch(config, num_classes, replicas, (have, where))
     k = max(1, config.batch_size // batch) if batch else 1
     hint = (
-        f"--config.batch_size=auto (here: --config.batch_size={batch} with --config.grad_accum_steps={k}, which "
-        f"keeps {config.batch_size} images per update; steps count batches, so --config.total_steps and "
+        f"--config.batch_size=auto (here: --config.batch_size={batch} with --config.grad_accum_steps={k} to keep "
+        f"{config.batch_size} images per update; steps count batches, so --config.total_steps and "
         f"--config.optimizer.warmup_steps multiplied by {k} keep the schedule)"
         if batch
         else "a smaller model"
