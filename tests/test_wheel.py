@@ -128,7 +128,7 @@ def test_installed_wheel_classifies_a_photo(wheel, tmp_path):
     ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [])
     assert f"from {site}" in out
-    assert "served: labels ['cat', 'coffee'], logits as Keras' within" in out, out[-2000:]
+    assert "served: labels ['cat', 'coffee'] logits as Keras' within" in out, out[-2000:]
     _the_tuned_model_names_the_folders_classes(
         lambda *args: subprocess.run(
             [str(python), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
@@ -201,7 +201,7 @@ def test_the_first_hour_on_jax_and_torch_without_tensorflow(wheel, tmp_path, bac
     assert f"from {site}" in out and f"{backend} None" in out
     assert os.path.exists(tmp_path / "readme" / "work" / "exported" / "onnx" / "model.onnx")
     # the export served in its runtime names the folder's classes and gives the model's logits
-    assert "served: labels ['cat', 'coffee'], logits as Keras' within" in out, out[-2000:]
+    assert "served: labels ['cat', 'coffee'] logits as Keras' within" in out, out[-2000:]
     work = tmp_path / "readme" / "work"
 
     def run(*args):
