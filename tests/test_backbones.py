@@ -364,7 +364,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# PyTorch's leg (a fresh interpreter, ~22 s) is in make test-slow; PyTorch stays in the default suite through
+# test_backends (ViT) and test_export_backends
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_the_backbones_give_timms_logits_on_jax_and_pytorch(backend):
     """Two models per process: EVA-02 and DINOv3 (axial and centred rotary embeddings, interleaved and half
     pairs) share the one-block-function cache on JAX without taking each other's function."""

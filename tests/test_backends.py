@@ -44,8 +44,17 @@ print(keras.backend.backend())
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-@pytest.mark.parametrize("kind", sorted(SPECS))
+# PyTorch's hybrid row is in make test-slow (its ViT row and JAX's rows stay in the default suite)
+@pytest.mark.parametrize(
+    "backend, kind",
+    [
+        (backend, kind)
+        if (backend, kind) != ("torch", "hybrid")
+        else pytest.param(backend, kind, marks=pytest.mark.slow)
+        for backend in ("jax", "torch")
+        for kind in sorted(SPECS)
+    ],
+)
 def test_backends_agree_with_tensorflow(tmp_path, backend, kind):
     if importlib.util.find_spec(backend) is None:
         pytest.skip(f"{backend} is not installed")

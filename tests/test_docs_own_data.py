@@ -3,7 +3,6 @@ generated image folder, with a tiny pretrained model standing in for the AugReg 
 
 import os
 import shlex
-import subprocess
 import sys
 
 import keras
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 import keras_vit
-from conftest import ROOT
+from conftest import ROOT, python_run
 from doc_blocks import blocks, substitute
 from image_folders import write_folder
 
@@ -58,9 +57,10 @@ def test_recipes_command_runs(stand_ins):
         },
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run(
-        shlex.split(code.replace("\\\n", " ")), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    args = shlex.split(code.replace("\\\n", " "))
+    assert args[0] == sys.executable
+    done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)  # forked from this worker's interpreter
+
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp / "runs" / "photos"
     assert (run / "class_names.txt").read_text().split() == ["digit_0", "digit_1", "digit_2"]
@@ -111,7 +111,9 @@ def test_inference_commands_run(stand_ins):
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
     for command in code.replace("\\\n", " ").strip().splitlines():
-        done = subprocess.run(shlex.split(command), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        args = shlex.split(command)
+        assert args[0] == sys.executable
+        done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
     from keras_vit.analysis.shards import read_output
 

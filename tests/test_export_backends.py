@@ -71,7 +71,8 @@ print(json.dumps({"refusal": None}))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# the refusal's PyTorch leg is in make test-slow; ONNX on PyTorch stays in the default suite (the test above)
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_an_any_size_model_is_refused_by_name_for_onnx_without_tensorflow(backend, tmp_path):
     result = run_on_backend(ANY_SIZE, backend, str(tmp_path), timeout=600)
     assert result["refusal"] == (

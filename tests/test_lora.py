@@ -209,7 +209,8 @@ print(keras.backend.backend(), len(changed))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# PyTorch's leg is in make test-slow (as test_backbones')
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_lora_trains_adapters_only_on_other_backends(backend):
     import importlib.util
 

@@ -41,8 +41,9 @@ def _randomize(model, seed=1):
         v.assign((0.05 * rng.standard_normal(v.shape)).astype("float32"))
 
 
-# the large sizes (300-630 M parameters, ~10 s each to build) count the same formula as the small ones: make test-slow
-_LARGE = {"ViT_L16", "ViT_L32", "ViT_H14", "R50_ViT_L32"}
+# the default suite counts one model per patch size and stem (Ti/16, S/32, the root-only, R26 and R50 stems); the
+# other sizes (4-10 s each to build, up to 630 M parameters) count the same formula: make test-slow
+_LARGE = {"ViT_L16", "ViT_L32", "ViT_H14", "R50_ViT_L32", "ViT_B8", "ViT_B16", "ViT_B32", "ViT_S16", "R26_ViT_B32"}
 
 
 @pytest.mark.parametrize(

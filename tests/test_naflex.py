@@ -159,7 +159,8 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# PyTorch's leg is in make test-slow (as test_backbones')
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_naflex_batches_give_timms_logits_on_jax_and_pytorch(backend):
     gaps = run_on_backend(_ON_BACKEND, backend, FIXTURES, *NAFLEX)
     assert max(gaps.values()) <= 1e-4, gaps
