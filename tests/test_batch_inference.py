@@ -169,7 +169,8 @@ def test_other_settings_or_a_foreign_folder_are_refused_and_left_alone(setup):
     assert os.listdir(tmp / "mine") == ["notes.txt"] and not (tmp / "x").exists()
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# PyTorch's leg is in make test-slow (as test_backbones')
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_jax_and_torch_without_tensorflow_give_tensorflows_features(setup, backend):
     if backend == "torch":
         pytest.importorskip("torch")

@@ -157,7 +157,8 @@ print(json.dumps({"gap": gap}))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+# PyTorch's leg is in make test-slow (as test_backbones')
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
 def test_mobileclip_gives_timms_logits_on_jax_and_pytorch(backend):
     assert run_on_backend(_ON_BACKEND, backend, FIXTURES)["gap"] <= 1e-5
 
