@@ -11,7 +11,8 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[test]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,onnx-jax]"
+	$(PY) -m pip install -q --no-deps "jax2onnx==0.17.1"  # without its Orbax pin (docs/install.md, [onnx-jax])
 	touch $(STAMP)
 
 setup: $(STAMP)

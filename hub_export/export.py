@@ -81,7 +81,12 @@ def _exportable(model, variant: str, format: str):
     ensure_vit(model)
     formats.check_backend(format, model)
     backend = keras.backend.backend()
-    require(formats.needs(format), formats.extra(format), f"format={format!r} on the {backend} backend")
+    require(
+        formats.needs(format),
+        formats.extra(format),
+        f"format={format!r} on the {backend} backend",
+        formats.then(format),
+    )
     return model.merge_lora() if model.lora_layers() else model
 
 

@@ -40,6 +40,11 @@ def extra(fmt: str) -> str:
     return EXTRAS.get(fmt, "export")
 
 
+def then(fmt: str) -> str:
+    """A further install step after `extra(fmt)`'s, where one is needed ("" otherwise)."""
+    return onnx_file.THEN.get(keras.backend.backend(), "") if fmt == "onnx" else ""
+
+
 def check_backend(fmt: str, model: keras.Model) -> None:
     """Refuses, in one message saying what to do instead, a format the running backend does not write: all but
     ONNX (float or quantized by onnxruntime) are written by TensorFlow, and ONNX there needs a fixed image size.

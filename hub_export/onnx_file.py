@@ -23,6 +23,10 @@ NEEDS = {
     "torch": ("onnx", "onnxscript", "onnxruntime"),
 }  # what writes and checks the file on each backend
 EXTRAS = {"tensorflow": "onnx", "jax": "onnx-jax", "torch": "onnx"}  # setup.cfg's extra that installs them
+# jax2onnx 0.17.1 pins orbax-checkpoint<0.11.37, which would downgrade the Orbax `[jax]` installs (0.12.x) although
+# jax2onnx never imports Orbax: `[onnx-jax]` installs its other requirements and jax2onnx goes in without its own
+JAX2ONNX = "jax2onnx==0.17.1"
+THEN = {"jax": f"pip install --no-deps '{JAX2ONNX}'"}
 
 
 def input_shape(net: keras.Model) -> tuple:

@@ -32,7 +32,15 @@ try:
     refusal = None
 except ValueError as e:
     refusal = str(e)
+missing = None
+if keras.backend.backend() == "jax":  # as where jax2onnx is not installed: the message names both install steps
+    sys.modules["jax2onnx"] = None
+    try:
+        hub_export.export(model, os.path.join(out, "missing"), "classification", format="onnx")
+    except ImportError as e:
+        missing = str(e)
 print(json.dumps({"float": float(np.abs(got - want).max()), "int8": float(np.abs(got_int8 - want).max()),
+                  "missing": missing,
                   "scale": float(np.abs(want).max()), "refusal": refusal, "files": sorted(os.listdir(out)),
                   "card": json.load(open(os.path.join(path, "metadata.json")))["input"],
                   "tensorflow": "tensorflow" in sys.modules and sys.modules["tensorflow"] is not None}))
@@ -52,7 +60,12 @@ def test_onnx_is_written_without_tensorflow_and_the_rest_say_how(backend, tmp_pa
     assert result["refusal"].startswith(f"format='litert' is written by TensorFlow; on the {backend} backend only")
     assert "model.save('model.keras')" in result["refusal"]
     assert "KERAS_BACKEND=tensorflow keras-vit-export --weights=model.keras --format=litert" in result["refusal"]
-    assert result["files"] == ["int8", "onnx"]  # the refused export left nothing
+    assert result["files"] == ["int8", "onnx"]  # the refused exports left nothing
+    if backend == "jax":
+        assert result["missing"] == (
+            "format='onnx' on the jax backend needs jax2onnx: pip install 'keras-vision-transformer[onnx-jax]', "
+            "then pip install --no-deps 'jax2onnx==0.17.1'"
+        ), result
 
 
 ANY_SIZE = r"""

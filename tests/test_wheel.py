@@ -269,9 +269,13 @@ def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_fo
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "backend, extras, first", [("jax", "jax,onnx-jax", []), ("torch", "torch,onnx", ["torch==2.13.0"])]
+    "backend, extras, first, last",
+    [
+        ("jax", "jax,onnx-jax", [], ["--no-deps", "jax2onnx==0.17.1"]),  # docs/install.md's step for [onnx-jax]
+        ("torch", "torch,onnx", ["torch==2.13.0"], []),
+    ],
 )
-def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extras, first):
+def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extras, first, last):
     """`pip install "<wheel>[jax]"` (or `[torch]`) into a new venv with pip's own resolver and nothing borrowed: no
     TensorFlow arrives, and the README's Python blocks, the predict CLI and an ONNX export run as written."""
     venv = tmp_path / "venv"
@@ -279,7 +283,7 @@ def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extra
     python = venv / "bin" / "python"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", KERAS_BACKEND=backend)
     env.pop("PYTHONPATH", None)
-    for packages in (first, [f"{wheel}[{extras}]", "scikit-image"]):  # scikit-image: the prelude's photos
+    for packages in (first, [f"{wheel}[{extras}]", "scikit-image"], last):  # scikit-image: the prelude's photos
         if packages:
             done = subprocess.run(
                 [str(python), "-m", "pip", "install", "-q", *packages],
@@ -291,10 +295,15 @@ def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extra
             assert done.returncode == 0, done.stderr[-3000:]
     code = test_docs.runnable_blocks("README.md") + [
         "import importlib.util; print('tensorflow installed:', importlib.util.find_spec('tensorflow') is not None)\n"
+        "from importlib.metadata import version; print('orbax', version('orbax-checkpoint') if "
+        "importlib.util.find_spec('orbax') else None)\n"
         "model.save('fine_tuned.keras')"
     ]
     out = test_docs.run_blocks(str(python), code, tmp_path / "readme", [], env=env)
     assert "tensorflow installed: False" in out
+    if backend == "jax":  # [jax]'s own Orbax, not the one jax2onnx's pin would have put in its place
+        found = out.split("orbax ")[1].split()[0]
+        assert tuple(int(n) for n in found.split(".")[:2]) >= (0, 12), out
     work = tmp_path / "readme" / "work"
     assert (work / "exported" / "onnx" / "model.onnx").exists()
     exported = subprocess.run(

@@ -26,9 +26,11 @@ def missing(modules: Iterable[str]) -> list:
     return out
 
 
-def require(modules: Iterable[str], extra: str, what: str) -> None:
+def require(modules: Iterable[str], extra: str, what: str, then: str = "") -> None:
     """Raises ImportError naming `what`, the missing modules and `pip install 'keras-vision-transformer[extra]'`
-    when any of `modules` is missing; nothing otherwise."""
+    (followed by `then`, a further install step, where the extra cannot hold everything) when any of `modules`
+    is missing; nothing otherwise."""
     absent = missing(modules)
     if absent:
-        raise ImportError(f"{what} needs {', '.join(absent)}: pip install 'keras-vision-transformer[{extra}]'")
+        step = f", then {then}" if then else ""
+        raise ImportError(f"{what} needs {', '.join(absent)}: pip install 'keras-vision-transformer[{extra}]'{step}")
