@@ -5,7 +5,7 @@ embedding lives. `keras_vit.load_model` builds from this when the source keeps n
 from __future__ import annotations
 
 import re
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -119,7 +119,11 @@ def _refuse_unstated(params: Dict[str, np.ndarray], path: str) -> None:
 
 
 def architecture_from_npz(
-    params: Dict[str, np.ndarray], path: str = "checkpoint", *, prefix_position_embedding: bool = True
+    params: Dict[str, np.ndarray],
+    path: str = "checkpoint",
+    *,
+    prefix_position_embedding: bool = True,
+    grid: Optional[Tuple[int, int]] = None,
 ) -> dict:
     """`VisionTransformer` keywords read off an official-layout file's shapes (see `read_npz`).
 
@@ -127,7 +131,8 @@ def architecture_from_npz(
     representation layer and head size. `prefix_position_embedding` says where the source keeps the prefix
     tokens' position rows (the layout's fact, `posemb_prefix_rows`). The input size is set only where the grid
     rows left are a square count, the size every layout without a config trains at; another count cannot be
-    read from the file: the source's config states it (`input_shape`), or the caller passes it.
+    read from the file: the source's config states it (`input_shape`), or the caller passes it. `grid`: the
+    (rows, cols) the source states (a `save_npz` file's record), which sets the input size at any shape.
     """
     _refuse_unstated(params, path)
     block = first_block(params)
@@ -174,10 +179,12 @@ def architecture_from_npz(
         return kw
     n = params[POSEMB_KEY].shape[1] - posemb_prefix_rows(params, prefix_position_embedding)
     side = int(round(np.sqrt(max(n, 0))))
-    if n > 0 and side * side == n:
+    if grid is None and n > 0 and side * side == n:
+        grid = (side, side)
+    if grid is not None:
         stride = p * table.resnet_stride(kw.get("resnet_layers"))
         first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
-        kw["input_shape"] = (side * stride, side * stride, int(first.shape[2]))
+        kw["input_shape"] = (grid[0] * stride, grid[1] * stride, int(first.shape[2]))
     return kw
 
 

@@ -60,7 +60,10 @@ class Checkpoint:
             arch = {}
         else:
             arch = official.architecture_from_npz(
-                self.params, self.path, prefix_position_embedding=facts.get("prefix_position_embedding", True)
+                self.params,
+                self.path,
+                prefix_position_embedding=facts.get("prefix_position_embedding", True),
+                grid=self.old_grid,  # a grid the source states sets its size
             )
         arch.update(self.assumed)
         arch.update(self.implied)

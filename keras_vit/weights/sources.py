@@ -100,15 +100,8 @@ def _read_directory(kind: str, reader: Callable) -> Callable[..., Checkpoint]:
 
 
 def _read_npz(path: str, *_) -> Checkpoint:
-    """An official-layout `.npz`; one `save_npz` wrote states its grid, and with it the size it was trained at."""
-    params, grid = official.read_npz(path), official.stated_npz_grid(path)
-    implied = {}
-    if grid is not None:
-        arch = official.architecture_from_npz(params, path)
-        stride = arch["patch_size"] * table.resnet_stride(arch.get("resnet_layers"))
-        first = params["conv_root/kernel"] if "conv_root/kernel" in params else params["embedding/kernel"]
-        implied["input_shape"] = (grid[0] * stride, grid[1] * stride, int(first.shape[2]))
-    return Checkpoint(path, "npz", path, params, implied=implied, old_grid=grid)
+    """An official-layout `.npz`; one `save_npz` wrote states its grid (`official.stated_npz_grid`)."""
+    return Checkpoint(path, "npz", path, official.read_npz(path), old_grid=official.stated_npz_grid(path))
 
 
 def _read_timm_file(path: str, model_name, num_heads, build) -> Checkpoint:
