@@ -150,6 +150,26 @@ def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Sour
     )
 
 
+def input_error(source: Optional[Source], error: Exception) -> Exception:
+    """What to raise when the training pipeline of `source` stopped with `error` (a tf.data op error): for an
+    image folder whose files now fail to decode though the decode check passed them (their size and
+    modification time unchanged, so the check's record was trusted), a ValueError naming them; else `error`."""
+    if source is None or source.check is None:
+        return error
+    directory = source.check["directory"]
+    bad = folder.failing_now(directory, source.files)
+    if not bad:
+        return error
+    return ValueError(
+        f"{len(bad)} image(s) of {directory!r} no longer decode, though the run's decode check "
+        f"({folder.CHECK_RECORD}) passed them and their sizes and modification times are unchanged: "
+        + ", ".join(bad[:5])
+        + (" ..." if len(bad) > 5 else "")
+        + ". Restore them and resume (the run continues from its last checkpoint), or remove them and use a "
+        "new --workdir."
+    )
+
+
 # ----------------------------------------------------------------------------- TFDS
 
 

@@ -198,6 +198,14 @@ def undecodable(split: FolderSplit) -> List[str]:
     return [f for f, ok in zip(split.files, good) if not ok]
 
 
+def failing_now(directory: str, files) -> List[str]:
+    """Those of `files` (relative to `directory`) that TensorFlow's decoder fails on now: asked when a run's
+    input pipeline stopped on a file the decode check had passed (rewritten since, keeping its size and
+    modification time, which the check's record is keyed by; docs/guarantees.md)."""
+    split = FolderSplit(directory, (), list(files), [], [])
+    return undecodable(split)
+
+
 _CHECKED: Dict[str, List[str]] = {}  # check key -> undecodable files: a folder is decoded once per process
 
 

@@ -1,5 +1,6 @@
 """Image folders at scale: a resume reads the decode check back from the workdir (no second decode pass,
-counted), a folder rewritten in place is checked again, files that now decode differently are refused; the
+counted), a folder rewritten in place is checked again, files that now decode differently are refused (named
+when the rewrite kept their size and time); the
 training stream decodes only what it yields (not the shuffle buffer, not a resume's skip, not another
 process's rows) and its batches are those of the eagerly decoded stream."""
 
@@ -55,11 +56,23 @@ def test_a_resume_reads_the_decode_check_back_and_a_rewritten_folder_is_checked_
     summary = train.train_and_evaluate(_config(images, steps=6), work)
     assert summary["resumed_from"] == 4 and folder.DECODE_PASSES[0] == before + 2
 
+    checked = {p: p.stat() for p in (images / "digit_1").rglob("*") if p.is_file()}  # as the last check saw them
     size = good.stat().st_size  # rewritten in place, same size, no longer an image: the batches would change
     good.write_bytes(b"\xff\xd8" + b"\0" * (size - 2))
     _fresh_process(monkeypatch)
     with pytest.raises(ValueError, match="decode differently from when the run .* started .*001.jpg"):
         train.train_and_evaluate(_config(images, steps=8), work)
+
+    # every image of one class rewritten as a non-image with its size and modification time kept: the decode
+    # check's record (keyed by both) is trusted, so only the input pipeline meets them, and names them
+    for path, stat in checked.items():
+        path.write_bytes(b"\0" * stat.st_size)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    _fresh_process(monkeypatch)
+    with pytest.raises(ValueError, match=r"image\(s\) of .* no longer decode, though .*digit_1/0") as raised:
+        train.train_and_evaluate(_config(images, steps=40), work)
+    assert "decode_check.json" in str(raised.value) and "new --workdir" in str(raised.value)
+    assert folder.DECODE_PASSES[0] == before + 4  # the start trusted the record; one pass named the files
 
 
 def _counted(source):

@@ -404,11 +404,13 @@ def loop(
     cb,
     chief,
     before_callbacks: Optional[Callable[[], None]] = None,
+    source=None,
 ) -> list:
     """Runs steps `start`..`steps_total`, logging every `log_every` and checkpointing every `checkpoint_every`;
     any non-finite step stops the run before the next log or checkpoint. `before_callbacks()` runs after every
     step where there are callbacks, before they may look at the model (the JAX engine gives the Keras variables
-    its values there, sharing the arrays: no copy)."""
+    its values there, sharing the arrays: no copy). `source`: the config's dataset split, whose input errors
+    are explained by name (`data.input_error`)."""
     progbar = (
         keras.utils.Progbar(steps_total, stateful_metrics=["loss", "accuracy", "img/s"])
         if chief and sys.stdout.isatty()
@@ -419,7 +421,14 @@ def loop(
     iterator = iter(dataset)
     step = start
     while step < steps_total:
-        out = step_fn(next(iterator))
+        try:
+            batch = next(iterator)
+        except tf.errors.OpError as e:  # e.g. an image rewritten since the decode check: name it
+            explained = data.input_error(source, e)
+            if explained is e:
+                raise
+            raise explained from e
+        out = step_fn(batch)
         step += 1
         sums = out if sums is None else {k: sums[k] + out[k] for k in out}
         nonfinite = out["nonfinite"] if nonfinite is None else nonfinite + out["nonfinite"]

@@ -136,7 +136,18 @@ def _train(
     cb.on_train_begin()
     engine.release_variables()
     history = common.loop(
-        config, engine, dataset, start, steps_total, manager, optimizer, writer, cb, chief, before_callbacks=engine.sync
+        config,
+        engine,
+        dataset,
+        start,
+        steps_total,
+        manager,
+        optimizer,
+        writer,
+        cb,
+        chief,
+        before_callbacks=engine.sync,
+        source=source,
     )
     manager.close()
     engine.sync()

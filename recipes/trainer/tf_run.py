@@ -95,7 +95,9 @@ def _train(
     chief = outdir == workdir
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()
-    history = common.loop(config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief)
+    history = common.loop(
+        config, step_fn, dataset, start, steps_total, manager, optimizer, writer, cb, chief, source=source
+    )
     cb.on_train_end()
     if config.ema_decay:
         optimizer.finalize_variable_values(net.trainable_variables)
