@@ -40,10 +40,14 @@ from keras_vit.vit.fine_tuning import fine_tuning_optimizer
 from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
+from keras_vit.vit.image_text import ImageTextModel
+from keras_vit.vit.text_model import TextTransformer
+from keras_vit.vit.text_tower import TextTower
 
 # the weights
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
+from keras_vit.weights.open_clip import load_open_clip
 from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm.repository import save_pretrained
 
@@ -80,6 +84,7 @@ __all__ = [
     "ClassToken",
     "DataConfig",
     "ImagePreprocessing",
+    "ImageTextModel",
     "DropPath",
     "Encoder",
     "EncoderBlock",
@@ -97,6 +102,8 @@ __all__ = [
     "ResNetStem",
     "ResidualUnit",
     "StdConv2D",
+    "TextTower",
+    "TextTransformer",
     "TokenPooling",
     "ViTConfig",
     "ViT_B16",
@@ -118,6 +125,7 @@ __all__ = [
     "list_models",
     "load_model",
     "load_npz",
+    "load_open_clip",
     "naflex_batch",
     "naflex_forward",
     "load_lora_weights",

@@ -13,7 +13,7 @@ from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
 from keras_vit.nn.specs import ArraySpecs
-from keras_vit.nn.attention_core import recomputed_attention
+from keras_vit.nn.attention_core import causal_bias, recomputed_attention
 from keras_vit.nn.projection import Projection
 from keras_vit.nn.recompute import applies as recomputes
 
@@ -36,7 +36,8 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     Called with a `rotary` table (`keras_vit.nn.rotary`), queries and keys are rotated after qk-norm, channels
     paired per `rotate_half`. `output_norm`: a LayerNorm over the heads' concatenated output before `out`
     (EVA-CLIP's, timm's `scale_attn_inner`). `key_bias=False`: query and value biases only (EVA's; a bias
-    shared by every key cancels in the softmax, so none is trained).
+    shared by every key cancels in the softmax, so none is trained). `causal=True`: token i attends to tokens
+    0..i only (CLIP's text tower reads the sentence left to right).
     """
 
     # Measured (docs/benchmarks-history.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x
@@ -61,10 +62,11 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         rms_norm: bool = False,
         projection_bias: bool = True,
         num_key_value_heads: Optional[int] = None,
+        causal: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = int(num_heads)
+        self.num_heads, self.causal = int(num_heads), bool(causal)
         self.rotate_half, self.output_norm = bool(rotate_half), bool(output_norm)
         self.key_bias = bool(key_bias) and bool(qkv_bias)  # EVA: query and value biases only
         self.rms_norm, self.projection_bias = bool(rms_norm), bool(projection_bias)  # AIMv2: RMSNorm, no out bias
@@ -177,14 +179,16 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         needs_probabilities = return_attention or (training and self.dropout_rate)  # returned, or dropped out
         backend = keras.backend.backend()
         if recomputes(training) and self.FUSED is not True and not needs_probabilities:
-            return self._project(recomputed_attention(q * ops.cast(scale, q.dtype), k, v), x)  # recomputed backward
+            scaled = q * ops.cast(scale, q.dtype)
+            return self._project(recomputed_attention(scaled, k, v, causal=self.causal), x)  # recomputed backward
         fused = backend == "jax" if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
         if fused and precise and not needs_probabilities:
-            return self._project(ops.dot_product_attention(q, k, v, scale=scale), x)
+            return self._project(ops.dot_product_attention(q, k, v, scale=scale, is_causal=self.causal), x)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(scale, q.dtype), k)
-        probs = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+        logits = ops.cast(logits, "float32")
+        probs = ops.softmax(logits + causal_bias(ops.shape(x)[1]) if self.causal else logits, axis=-1)
         dropped = self.dropout(probs, training=training)
         y = self._project(ops.einsum("bhqk,bkhd->bqhd", ops.cast(dropped, v.dtype), v), x)
         return (y, probs) if return_attention else y
@@ -222,4 +226,5 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             "rms_norm": self.rms_norm,
             "projection_bias": self.projection_bias,
             "num_key_value_heads": self.num_key_value_heads,
+            "causal": self.causal,
         }

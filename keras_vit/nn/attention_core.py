@@ -25,19 +25,27 @@ from keras import ops
 from keras_vit.nn.recompute import BACKENDS, zero_after
 
 
-def attention(q, k, v):
+def causal_bias(tokens):
+    """(tokens, tokens) float32: 0 where key j <= query i, -inf above the diagonal (a causal mask, added to the
+    logits; every row keeps its diagonal, so no row is all -inf)."""
+    i = ops.arange(tokens)
+    return ops.where(i[None, :] > i[:, None], float("-inf"), 0.0)
+
+
+def attention(q, k, v, causal: bool = False):
     """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled, differentiated as
-    written (it keeps the probabilities for the backward pass)."""
-    probs = ops.softmax(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32"), axis=-1)
+    written (it keeps the probabilities for the backward pass); `causal`: query i sees keys 0..i."""
+    logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
+    probs = ops.softmax(logits + causal_bias(ops.shape(q)[1]) if causal else logits, axis=-1)
     return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
 
 
-def recomputed_attention(q, k, v):
+def recomputed_attention(q, k, v, causal: bool = False):
     """`attention` whose backward pass recomputes the probabilities instead of keeping them: the custom
     gradient below on TensorFlow and JAX (see the module docstring); the plain formula elsewhere."""
     if keras.backend.backend() in BACKENDS:
-        return attention_core(q, k, v)
-    return attention(q, k, v)
+        return (causal_attention_core if causal else attention_core)(q, k, v)
+    return attention(q, k, v, causal)
 
 
 @ops.custom_gradient
@@ -45,7 +53,20 @@ def attention_core(q, k, v):
     """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled; returns
     (batch, tokens, heads, head_dim). Its gradient keeps q, k, v, the output and each row's log-sum-exp
     (batch x heads x tokens numbers) only (see the module docstring)."""
-    logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
+    return _core(q, k, v, False)
+
+
+@ops.custom_gradient
+def causal_attention_core(q, k, v):
+    """`attention_core` with a causal mask: query i sees keys 0..i (its probabilities above the diagonal are 0
+    in the forward pass and in the recomputation)."""
+    return _core(q, k, v, True)
+
+
+def _core(q, k, v, causal: bool):
+    """The forward pass and gradient function of `attention_core` / `causal_attention_core`."""
+    bias = causal_bias(ops.shape(q)[1]) if causal else 0.0
+    logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") + bias
     row_max = ops.max(logits, axis=-1, keepdims=True)
     e = ops.exp(logits - row_max)
     row_sum = ops.sum(e, axis=-1, keepdims=True)
@@ -59,7 +80,7 @@ def attention_core(q, k, v):
         zero = zero_after(d_out, q.dtype)
         q2, k2, v2 = q + zero, k + zero, v + zero
         # the probabilities as exp(s - log-sum-exp): one exponential, no row reductions again
-        p = ops.exp(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q2, k2), "float32") - log_sum_exp)
+        p = ops.exp(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q2, k2), "float32") + bias - log_sum_exp)
         d_v = ops.einsum("bhqk,bqhd->bkhd", ops.cast(p, v.dtype), d_out)
         d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, v2), "float32")
         # softmax's Jacobian row by row: sum_k d_p p = sum_d d_out out (the flash-attention backward's D)

@@ -64,6 +64,7 @@ BLOCK_OPTIONS = dict(
     attention_only_layer_scale=False,
     parallel_layers=False,
     differential_attention=False,
+    causal=False,
 )
 
 
@@ -81,7 +82,8 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     the branch instead of before it (`post_norm`: timm's ResPostBlock, EVA-CLIP enormous); attention and MLP side
     by side on one norm, x + LS(MSA(LN(x)) + MLP(LN(x))) (`parallel_layers`: ViT-22B's parallel layers, timm's
     ParallelScalingBlock; one LayerScale on their sum); the Differential Transformer's attention
-    (`differential_attention`, its lambda_init set by the block's depth `block_index`). Call with
+    (`differential_attention`, its lambda_init set by the block's depth `block_index`); a causal mask
+    (`causal`: CLIP's text tower). Call with
     `return_attention=True` to also get the attention probabilities (batch, heads,
     tokens, tokens), used by `keras_vit.inspect`.
     """
@@ -113,6 +115,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         num_key_value_heads: Optional[int] = None,
         parallel_layers: bool = False,
         differential_attention: bool = False,
+        causal: bool = False,
         block_index: int = 0,
         **kwargs,
     ):
@@ -120,6 +123,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         # Differential Transformer's attention; its lambda_init depends on the block's depth (`block_index`)
         # (private: a plain setting would tell the blocks apart in `block_graph`'s key where it changes nothing)
         self.differential_attention, self._block_index = bool(differential_attention), int(block_index)
+        self.causal = bool(causal)  # each token attends to itself and those before it (CLIP's text tower)
         self.attention_only_layer_scale = bool(attention_only_layer_scale)  # Sapiens2: no LayerScale on the MLP
         self.num_key_value_heads = None if num_key_value_heads is None else int(num_key_value_heads)
         self.post_norm = bool(post_norm)  # x + LN(branch(x)) instead of x + branch(LN(x)) (res-post-norm)
@@ -142,8 +146,10 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
         self.drop_path_rate = float(drop_path_rate)
         policy, eps, rms = self.dtype_policy, self.layer_norm_epsilon, self.rms_norm
         self.layer_norm_0 = layer_norm("LayerNorm_0", policy, eps, rms)
-        attention, extra = MultiHeadDotProductAttention, {}
+        attention, extra = MultiHeadDotProductAttention, dict(causal=True) if self.causal else {}
         if self.differential_attention:
+            if self.causal:
+                raise ValueError("differential_attention=True with causal=True: keras_vit builds no such model.")
             attention, extra = DifferentialAttention, dict(depth=self._block_index)
         self.attention = attention(
             self.num_heads,
@@ -275,6 +281,7 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
             attention_only_layer_scale=self.attention_only_layer_scale,
             parallel_layers=self.parallel_layers,
             differential_attention=self.differential_attention,
+            causal=self.causal,
         )
 
     def computation(self) -> dict:

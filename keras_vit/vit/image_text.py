@@ -1,0 +1,99 @@
+"""`ImageTextModel`: two towers in one embedding space (CLIP, SigLIP): an image model and a text model, each
+ending in a projection to the shared width, and the learned temperature (and SigLIP's bias) of their
+similarity logits.
+
+`encode_image` / `encode_text` give the towers' embeddings (L2-normalised by default, as zero-shot and search use
+them); calling the model on `(images, token_ids)` gives the (images x texts) logits
+`exp(logit_scale) * cos(image, text) + logit_bias`, CLIP's and SigLIP's form (a softmax over texts for CLIP, a
+sigmoid per pair for SigLIP).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import keras
+from keras import ops
+
+from keras_vit.nn.initializers import PACKAGE
+
+
+def l2_normalize(x, axis: int = -1):
+    """x / ||x|| along `axis` (in float32; open_clip's `F.normalize` with its epsilon 1e-12 on the norm)."""
+    x = ops.cast(x, "float32")
+    return x / ops.maximum(ops.sqrt(ops.sum(ops.square(x), axis=axis, keepdims=True)), 1e-12)
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ImageTextModel(keras.Model):
+    """An image tower and a text tower sharing one embedding space.
+
+    Args:
+      image_model: images -> (batch, embed_dim): a `VisionTransformer` whose head is the image projection.
+      text_model: token ids -> (batch, embed_dim): a `keras_vit.TextTransformer`.
+      logit_scale: the log of the logits' temperature (CLIP starts at log(1/0.07)); a trained weight.
+      logit_bias: SigLIP's bias on every logit (None: CLIP's, no bias); a trained weight.
+    """
+
+    def __init__(
+        self,
+        image_model: keras.Model,
+        text_model: keras.Model,
+        logit_scale: float = math.log(1 / 0.07),
+        logit_bias: Optional[float] = None,
+        name: str = "image_text_model",
+        **kwargs,
+    ):
+        super().__init__(name=name, **kwargs)
+        self.image_model, self.text_model = image_model, text_model
+        self._logit_scale_init = float(logit_scale)
+        self._logit_bias_init = None if logit_bias is None else float(logit_bias)
+        self.logit_scale = self.add_weight(
+            shape=(), initializer=keras.initializers.Constant(self._logit_scale_init), name="logit_scale"
+        )
+        self.logit_bias = (
+            self.add_weight(shape=(), initializer=keras.initializers.Constant(self._logit_bias_init), name="logit_bias")
+            if logit_bias is not None
+            else None
+        )
+        self.built = True
+
+    def encode_image(self, images, normalize: bool = True, training=None):
+        """Images (batch, H, W, 3), as the image model takes them -> (batch, embed_dim)."""
+        features = self.image_model(images, training=training)
+        return l2_normalize(features) if normalize else features
+
+    def encode_text(self, token_ids, normalize: bool = True, training=None):
+        """Token ids (batch, tokens) -> (batch, embed_dim)."""
+        features = self.text_model(token_ids, training=training)
+        return l2_normalize(features) if normalize else features
+
+    def similarity(self, image_embeddings, text_embeddings):
+        """(images, texts) logits from normalised embeddings: exp(logit_scale) * cosine (+ logit_bias)."""
+        logits = ops.exp(ops.cast(self.logit_scale, "float32")) * ops.matmul(
+            ops.cast(image_embeddings, "float32"), ops.transpose(ops.cast(text_embeddings, "float32"))
+        )
+        return logits + ops.cast(self.logit_bias, "float32") if self.logit_bias is not None else logits
+
+    def call(self, inputs, training=None):
+        images, token_ids = inputs
+        return self.similarity(
+            self.encode_image(images, training=training), self.encode_text(token_ids, training=training)
+        )
+
+    def get_config(self) -> dict:
+        return {
+            "name": self.name,
+            "image_model": keras.saving.serialize_keras_object(self.image_model),
+            "text_model": keras.saving.serialize_keras_object(self.text_model),
+            "logit_scale": self._logit_scale_init,
+            "logit_bias": self._logit_bias_init,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ImageTextModel":
+        config = dict(config)
+        for key in ("image_model", "text_model"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)

@@ -1,0 +1,97 @@
+"""`TextTransformer`: a text tower as a Keras model, token ids in, the text's embedding out.
+
+Built functionally from its record (`keras_vit.vit.text_tower.TextTower`) out of the image model's building
+blocks: `TextEmbedding`, the `Encoder` (its blocks causal where the record says so, its final norm open_clip's
+`ln_final`), `TextPooling` and a dense projection. `get_config` holds the record, so a saved model rebuilds
+itself. The model takes a batch of id sequences of any length up to `context_length` (open_clip's tokenizers
+pad to it).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import keras
+
+from keras_vit.nn.encoder import Encoder
+from keras_vit.nn.initializers import PACKAGE
+from keras_vit.nn.specs import ArraySpecs
+from keras_vit.nn.text_embedding import TextEmbedding
+from keras_vit.nn.text_pooling import TextPooling
+from keras_vit.vit.text_tower import TextTower
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class TextTransformer(ArraySpecs, keras.Model):
+    """A text tower: token ids (batch, tokens) -> the text embedding (batch, output_dim), or (batch, width)
+    without a projection.
+
+    Args:
+      tower: the record (`TextTower`), a dict of its fields, or None for its defaults (OpenAI CLIP B/16's text
+        tower); any field may also be given as a keyword, overriding the record's.
+      name, dtype: Keras'.
+
+    Parts: `embedding`, `encoder`, `pooling`, `projection` (None without one), and `tower`, the record.
+    """
+
+    def __init__(
+        self,
+        tower: Union[TextTower, dict, None] = None,
+        *,
+        name: str = "text_transformer",
+        dtype=None,
+        **fields,
+    ):
+        if isinstance(tower, TextTower):
+            record = TextTower.from_dict({**tower.to_dict(), **fields}) if fields else tower
+        elif tower is None or isinstance(tower, dict):
+            record = TextTower.from_dict({**(tower or {}), **fields})
+        else:
+            raise TypeError(f"tower must be a TextTower, a dict of its fields or None, got {type(tower).__name__}.")
+        policy = keras.dtype_policies.get(dtype).name if dtype is not None else None
+        t = record
+        embedding = TextEmbedding(t.vocab_size, t.context_length, t.width, dtype=policy, name="embedding")
+        encoder = Encoder(
+            t.num_layers,
+            t.num_heads,
+            t.mlp_dim,
+            activation=t.activation,
+            layer_norm_epsilon=t.layer_norm_epsilon,
+            layer_scale_init=t.layer_scale_init,
+            causal=t.causal,
+            dtype=policy,
+            name="encoder",
+        )
+        pooling = TextPooling(t.pooling, t.eos_id, dtype=policy, name="pooling")
+        projection = (
+            keras.layers.Dense(t.output_dim, use_bias=t.projection_bias, dtype=policy, name="projection")
+            if t.output_dim
+            else None
+        )
+        ids = keras.Input((None,), dtype="int32", name="token_ids")
+        pooled = pooling(encoder(embedding(ids)), ids)
+        out = projection(pooled) if projection is not None else pooled
+        super().__init__(ids, out, name=name, dtype=dtype)
+        self.tower = record
+        self.embedding, self.encoder, self.pooling, self.projection = embedding, encoder, pooling, projection
+
+    @property
+    def context_length(self) -> int:
+        return self.tower.context_length
+
+    @property
+    def output_dim(self) -> int:
+        return self.tower.output_dim or self.tower.width
+
+    def get_config(self) -> dict:
+        return {"name": self.name, "tower": self.tower.to_dict(), "dtype": self.dtype_policy.name}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "TextTransformer":
+        config = dict(config)
+        return cls(config.pop("tower", None), **config)
+
+
+def text_transformer(tower: Optional[TextTower] = None, **fields) -> TextTransformer:
+    """A `TextTransformer` of `tower` (default: OpenAI CLIP B/16's text tower), any field overridden by keyword."""
+    return TextTransformer(tower, **fields)

@@ -1,0 +1,88 @@
+"""open_clip's hub layout: a folder with `open_clip_config.json` (`model_cfg`, `preprocess_cfg`) and
+`open_clip_model.safetensors` (the whole model's state dict), read into an `ImageTextModel`.
+
+The image tower is open_clip's own ViT (`keras_vit.weights.open_clip_visual`), the text tower open_clip's
+`TextTransformer` (`keras_vit.weights.open_clip_text`); besides them the state dict holds `logit_scale` and, for
+SigLIP's models, `logit_bias`. Every tensor is mapped or the load is refused naming it, before any weight is set.
+A folder holding only `open_clip_pytorch_model.bin` is refused: it is a pickle, which keras_vit never loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict
+
+import numpy as np
+
+CONFIG = "open_clip_config.json"
+WEIGHTS = "open_clip_model.safetensors"
+PICKLE = "open_clip_pytorch_model.bin"
+
+
+def is_open_clip_dir(path) -> bool:
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, CONFIG))
+
+
+def _read_config(directory: str) -> dict:
+    path = os.path.join(directory, CONFIG)
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path!r} is not a readable open_clip config: {e}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("model_cfg"), dict):
+        raise ValueError(f"{path!r} has no 'model_cfg' object: not an open_clip config.")
+    return config
+
+
+def _read_state(directory: str) -> Dict[str, np.ndarray]:
+    path = os.path.join(directory, WEIGHTS)
+    if not os.path.exists(path):
+        hint = (
+            f" It has {PICKLE}, a pickle keras_vit never loads: load it with open_clip and save the state dict "
+            "with safetensors (open_clip's push_to_hf_hub writes both)."
+            if os.path.exists(os.path.join(directory, PICKLE))
+            else ""
+        )
+        raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
+    from safetensors.numpy import load_file
+
+    return load_file(path)
+
+
+def load_open_clip(directory) -> "keras.Model":  # noqa: F821
+    """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
+    `open_clip_model.safetensors`)."""
+    from keras_vit.vit.image_text import ImageTextModel
+    from keras_vit.vit.model import VisionTransformer
+    from keras_vit.vit.text_model import TextTransformer
+    from keras_vit.weights import official, open_clip_text, open_clip_visual
+    from keras_vit.weights.keys import _Reader
+    from keras_vit.weights.timm.reader import timm_to_official
+
+    directory = os.fspath(directory)
+    config = _read_config(directory)
+    cfg = config["model_cfg"]
+    source = os.path.join(directory, CONFIG)
+    if "embed_dim" not in cfg:
+        raise ValueError(f"{source}: model_cfg has no embed_dim, the shared embedding's width.")
+    tower = open_clip_text.text_tower(cfg, source)
+    _, image_kw = open_clip_visual.image_tower(cfg, source)  # refusals before the weights are read
+    sd = _read_state(directory)
+    weights_path = os.path.join(directory, WEIGHTS)
+    g = _Reader(sd, weights_path)
+    text_params = open_clip_text.read_text(g, tower, open_clip_text.text_prefix(sd))
+    visual = open_clip_visual.timm_state({k: sd[k] for k in sd if k.startswith("visual.")})
+    for key in sd:
+        if key.startswith("visual."):
+            g(key)
+    image_params = timm_to_official(visual, image_kw["num_heads"], weights_path)
+    scale = float(g("logit_scale"))
+    bias = float(g("logit_bias")) if "logit_bias" in sd else None
+    g.check_all_used()
+    image_model = VisionTransformer(**image_kw, classifier_activation=None, name="image_model")
+    text_model = TextTransformer(tower, name="text_model")
+    official.load_params(image_model, image_params, weights_path, reset_head=False)
+    open_clip_text.assign(text_model, text_params, weights_path)
+    return ImageTextModel(image_model, text_model, logit_scale=scale, logit_bias=bias)

@@ -1,0 +1,131 @@
+"""open_clip's own ViT image tower (`open_clip.transformer.VisionTransformer`, OpenAI CLIP's layout): its config
+as `VisionTransformer` keywords and its tensors in timm's layout, which the timm reader takes from there.
+
+The tower is timm's `vit_*_clip_*` form (a LayerNorm before the blocks, a class token read after the final norm,
+no patch bias, LayerNorm epsilon 1e-5, quick GELU for OpenAI's weights) with a bias-free projection `proj` into
+the shared embedding, which keras_vit holds as the head (its bias zero, as timm's conversion of these weights
+sets it). The key names map one to one onto timm's (timm's `_convert_openai_clip` states the same
+correspondence): `conv1` -> `patch_embed.proj`, `class_embedding` -> `cls_token`, `positional_embedding` ->
+`pos_embed`, `ln_pre` -> `norm_pre`, `transformer.resblocks.<i>.{ln_1, ln_2, attn.in_proj_*, attn.out_proj,
+mlp.c_fc, mlp.c_proj, ls_1, ls_2}` -> `blocks.<i>.{norm1, norm2, attn.qkv, attn.proj, mlp.fc1, mlp.fc2, ls1, ls2}`,
+`ln_post` -> `norm`, `proj` -> `head`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Tuple
+
+import numpy as np
+
+from keras_vit.vit import timm_table
+from keras_vit.weights.timm.model_args import apply_model_args
+
+# open_clip vision-config keys whose other values are forms keras_vit does not build here (refused by name)
+_PLAIN = dict(
+    attentional_pool=False,
+    no_ln_pre=False,
+    pos_embed_type="learnable",
+    final_ln_after_pool=False,
+    pool_type="tok",
+    output_tokens=False,
+    qk_norm=False,
+    scaled_cosine_attn=False,
+    scale_heads=False,
+    scale_attn_inner=False,
+    scale_attn=False,
+    scale_fc=False,
+)
+_SIZES = {"layers", "width", "head_width", "mlp_ratio", "patch_size", "image_size", "ls_init_value"}
+_IGNORED = {"patch_dropout", "attn_pooler_queries", "attn_pooler_heads", "block_type", "act_kwargs", "norm_kwargs"}
+_TRUNK = {"timm_model_name", "timm_model_pretrained", "timm_pool", "timm_proj", "timm_proj_bias", "timm_drop"}
+_TRUNK |= {"timm_drop_path"}
+
+
+def image_tower(model_cfg: dict, source: str = "open_clip_config.json") -> Tuple[str, dict]:
+    """(the timm architecture whose form it is, `VisionTransformer` keywords) of an open_clip model config whose
+    image tower is open_clip's own ViT; another tower (a ResNet, a timm trunk not read here) is refused naming
+    it."""
+    v = dict(model_cfg.get("vision_cfg") or {})
+    if v.get("timm_model_name"):
+        raise ValueError(f"{source}: the image tower is timm's {v['timm_model_name']!r}; read it as a timm trunk.")
+    unknown = sorted(set(v) - set(_PLAIN) - _SIZES - _IGNORED - _TRUNK)
+    if unknown:
+        raise ValueError(f"{source}: vision_cfg.{unknown[0]} is not an open_clip setting keras_vit knows.")
+    layers = v.get("layers", 12)
+    if not isinstance(layers, int):
+        raise ValueError(f"{source}: vision_cfg.layers={layers!r} is a ResNet image tower (ModifiedResNet), not a ViT.")
+    for key, plain in _PLAIN.items():
+        if v.get(key, plain) != plain:
+            raise ValueError(f"{source}: vision_cfg.{key}={v[key]!r}: keras_vit does not build that image tower.")
+    if v.get("block_type") not in (None, "default"):
+        raise ValueError(f"{source}: vision_cfg.block_type={v['block_type']!r}: keras_vit builds the default block.")
+    norm = dict(v.get("norm_kwargs") or {})
+    if v.get("act_kwargs") or set(norm) - {"eps"}:
+        raise ValueError(f"{source}: vision_cfg act_kwargs / norm_kwargs other than LayerNorm's eps are not built.")
+    quick = bool(model_cfg.get("quick_gelu", False))
+    name = "vit_base_patch16_clip_quickgelu_224" if quick else "vit_base_patch16_clip_224"
+    width, head_width = int(v.get("width", 768)), int(v.get("head_width", 64))
+    if width % head_width:
+        raise ValueError(f"{source}: vision_cfg.width {width} is not a multiple of head_width {head_width}.")
+    size = v.get("image_size", 224)
+    args = dict(
+        patch_size=int(v.get("patch_size", 16)),
+        embed_dim=width,
+        depth=layers,
+        num_heads=width // head_width,
+        mlp_ratio=float(v.get("mlp_ratio", 4.0)),
+        img_size=size if isinstance(size, int) else tuple(size),
+        num_classes=int(model_cfg["embed_dim"]),
+        init_values=v.get("ls_init_value"),
+    )
+    kw = apply_model_args(name, timm_table.model_kwargs(name), args)
+    kw["layer_norm_epsilon"] = float(norm.get("eps", 1e-5))  # open_clip's LayerNorm: PyTorch's default
+    return name, kw
+
+
+_BLOCK = {
+    "ln_1": "norm1",
+    "ln_2": "norm2",
+    "attn.in_proj_weight": "attn.qkv.weight",
+    "attn.in_proj_bias": "attn.qkv.bias",
+    "attn.out_proj": "attn.proj",
+    "mlp.c_fc": "mlp.fc1",
+    "mlp.c_proj": "mlp.fc2",
+    "ls_1": "ls1",
+    "ls_2": "ls2",
+}
+_TOP = {"conv1": "patch_embed.proj", "ln_pre": "norm_pre", "ln_post": "norm"}
+
+
+def timm_state(sd: Dict[str, np.ndarray], prefix: str = "visual.") -> Dict[str, np.ndarray]:
+    """The image tower's tensors (under `prefix`) renamed to timm's layout; a tensor without a timm name is
+    refused naming it."""
+    out: Dict[str, np.ndarray] = {}
+    block = re.compile(r"transformer\.resblocks\.(\d+)\.(.+)$")
+    for key, value in sd.items():
+        if not key.startswith(prefix):
+            continue
+        k = key[len(prefix) :]
+        m = block.match(k)
+        if m:
+            rest = m.group(2)
+            part = next((p for p in _BLOCK if rest == p or rest.startswith(p + ".")), None)
+            if part is None:
+                raise ValueError(
+                    f"{key!r}: a part of open_clip's image block keras_vit does not map. Nothing was loaded."
+                )
+            out[f"blocks.{m.group(1)}.{_BLOCK[part]}{rest[len(part) :]}"] = value
+        elif k == "class_embedding":
+            out["cls_token"] = np.asarray(value).reshape(1, 1, -1)
+        elif k == "positional_embedding":
+            out["pos_embed"] = np.asarray(value)[None]
+        elif k == "proj":
+            out["head.weight"] = np.ascontiguousarray(np.asarray(value).T)
+            out["head.bias"] = np.zeros(np.asarray(value).shape[1], np.asarray(value).dtype)
+        elif k.split(".")[0] in _TOP:
+            top = k.split(".")[0]
+            out[_TOP[top] + k[len(top) :]] = value
+        else:
+            raise ValueError(f"{key!r}: a part of open_clip's image tower keras_vit does not map. Nothing was loaded.")
+    return out

@@ -1,0 +1,181 @@
+"""Two towers (`keras_vit.ImageTextModel`): open_clip's own tiny models (tests/fixtures/open_clip, written by
+tools/make_open_clip_fixtures.py with open_clip) load with both towers' features and the similarity logits within
+1e-5 of open_clip's, on TensorFlow here and on JAX and PyTorch; the causal attention CLIP's text tower needs
+against float64 numpy on every path; refusals that name what they refuse and change nothing."""
+
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from conftest import ROOT, run_on_backend
+from keras_vit.nn.attention import MultiHeadDotProductAttention
+from keras_vit.weights import open_clip
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "open_clip")
+KINDS = ("clip_tiny", "siglip_text_tiny")
+
+
+def _reference(name):
+    return np.load(os.path.join(FIXTURES, name, "reference.npz"))
+
+
+def _compare(model, ref) -> dict:
+    images = ref["images_nchw"].transpose(0, 2, 3, 1)
+    return {
+        "text": float(np.abs(np.asarray(model.encode_text(ref["ids"], normalize=False)) - ref["text_features"]).max()),
+        "image": float(np.abs(np.asarray(model.encode_image(images, normalize=False)) - ref["image_features"]).max()),
+        "logits": float(np.abs(np.asarray(model((images, ref["ids"]))) - ref["logits"]).max()),
+    }
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_open_clip_models_load_with_open_clips_features_and_logits(name):
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, name))
+    assert max(_compare(model, _reference(name)).values()) <= 1e-5
+    tower = model.text_model.tower
+    if name == "clip_tiny":  # OpenAI CLIP's form
+        assert tower.causal and tower.pooling == "argmax" and not tower.projection_bias
+        assert tower.activation == "quick_gelu" and model.logit_bias is None
+    else:  # SigLIP's
+        assert not tower.causal and tower.pooling == "last" and tower.projection_bias
+        assert tower.activation == "gelu_tanh" and tower.layer_norm_epsilon == 1e-6
+        assert float(model.logit_bias) != 0.0
+
+
+_ON_BACKEND = r"""
+import json, sys, numpy as np, keras_vit
+out = {}
+for name in ("clip_tiny", "siglip_text_tiny"):
+    ref = np.load(f"{sys.argv[1]}/{name}/reference.npz")
+    m = keras_vit.load_open_clip(f"{sys.argv[1]}/{name}")
+    images = ref["images_nchw"].transpose(0, 2, 3, 1)
+    out[name] = max(
+        float(np.abs(np.asarray(m.encode_text(ref["ids"], normalize=False)) - ref["text_features"]).max()),
+        float(np.abs(np.asarray(m.encode_image(images, normalize=False)) - ref["image_features"]).max()),
+        float(np.abs(np.asarray(m((images, ref["ids"]))) - ref["logits"]).max()),
+    )
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", pytest.param("torch", marks=pytest.mark.slow)])
+def test_open_clip_models_on_jax_and_torch(backend):
+    out = run_on_backend(_ON_BACKEND, backend, FIXTURES)
+    assert max(out.values()) <= 1e-5, out
+
+
+def test_the_two_tower_model_saves_and_reloads(tmp_path):
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, "siglip_text_tiny"))
+    ref = _reference("siglip_text_tiny")
+    model.save(tmp_path / "m.keras")
+    again = keras.saving.load_model(tmp_path / "m.keras")
+    assert type(again) is keras_vit.ImageTextModel and again.text_model.tower == model.text_model.tower
+    assert max(_compare(again, ref).values()) <= 1e-5
+
+
+def _causal_reference(layer, x):
+    """The layer's causal self-attention in float64 numpy from its own weights."""
+    w = {v.path.split("/", 1)[1]: np.asarray(v, "float64") for v in layer.weights}
+    q, k, v = (np.einsum("btd,dhk->bthk", x, w[f"{n}/kernel"]) + w[f"{n}/bias"] for n in ("query", "key", "value"))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    n = x.shape[1]
+    s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    y = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v)
+    return np.einsum("bthk,hkd->btd", y, w["out/kernel"]) + w["out/bias"]
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("training", [False, True])
+def test_causal_attention_is_causal_softmax_attention(fused, training, monkeypatch):
+    monkeypatch.setattr(MultiHeadDotProductAttention, "FUSED", fused)
+    rng = np.random.default_rng(0)
+    layer = MultiHeadDotProductAttention(2, causal=True, name="a")
+    x = rng.standard_normal((2, 6, 8)).astype("float32")
+    layer.build(x.shape)
+    for v in layer.weights:
+        v.assign(rng.standard_normal(v.shape).astype("float32") * 0.5)
+    got = np.asarray(layer(x, training=training))
+    assert np.abs(got - _causal_reference(layer, x.astype("float64"))).max() <= 1e-5
+    changed = x.copy()
+    changed[:, 4:] += 1.0  # later tokens change; the first four rows may not
+    assert np.abs(np.asarray(layer(changed, training=training))[:, :4] - got[:, :4]).max() <= 1e-6
+
+
+_CAUSAL_GRADIENT = r"""
+import json, numpy as np, jax, jax.numpy as jnp
+from keras_vit.nn.attention_core import causal_attention_core
+rng = np.random.default_rng(1)
+q, k, v, w = (rng.standard_normal((2, 5, 2, 4)).astype("float32") for _ in range(4))
+def plain(q, k, v):
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) + jnp.where(jnp.triu(jnp.ones((5, 5), bool), 1), -jnp.inf, 0.0)
+    return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v)
+ours = jax.grad(lambda *a: jnp.sum(w * causal_attention_core(*a)), argnums=(0, 1, 2))(q, k, v)
+theirs = jax.grad(lambda *a: jnp.sum(w * plain(*a)), argnums=(0, 1, 2))(q, k, v)
+print(json.dumps({"value": float(jnp.abs(causal_attention_core(q, k, v) - plain(q, k, v)).max()),
+                  "grad": max(float(jnp.abs(a - b).max()) for a, b in zip(ours, theirs))}))
+"""
+
+
+def test_the_causal_training_core_has_the_plain_formulas_gradient_on_jax():
+    out = run_on_backend(_CAUSAL_GRADIENT, "jax")
+    assert out["value"] <= 1e-5 and out["grad"] <= 1e-5, out
+
+
+def _copy(name, tmp_path):
+    target = tmp_path / name
+    shutil.copytree(os.path.join(FIXTURES, name), target)
+    return target
+
+
+def _edit_config(folder, edit):
+    path = folder / open_clip.CONFIG
+    config = json.loads(path.read_text())
+    edit(config["model_cfg"])
+    path.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["text_cfg"].update(hf_model_name="xlm-roberta-base"), "Hugging Face model 'xlm-roberta-base'"),
+        (lambda c: c["text_cfg"].update(embed_cls=True), r"text_cfg.embed_cls=True"),
+        (lambda c: c["vision_cfg"].update(layers=[3, 4, 6, 3]), "ResNet image tower"),
+        (lambda c: c["text_cfg"].update(layers=3), "hold 2 block\\(s\\), its config 3"),
+        (lambda c: c["text_cfg"].update(widht=32), "text_cfg.widht is not an open_clip setting"),
+    ],
+)
+def test_forms_not_built_are_refused_by_name(tmp_path, edit, message):
+    folder = _copy("clip_tiny", tmp_path)
+    _edit_config(folder, edit)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(ValueError, match=message):
+        keras_vit.load_open_clip(folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_an_unmapped_tensor_or_a_pickle_is_refused(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    folder = _copy("clip_tiny", tmp_path)
+    sd = load_file(str(folder / open_clip.WEIGHTS))
+    sd["text_extra.weight"] = np.zeros(3, "float32")
+    save_file(sd, str(folder / open_clip.WEIGHTS))
+    with pytest.raises(ValueError, match="does not map, e.g. 'text_extra.weight'"):
+        keras_vit.load_open_clip(folder)
+    (folder / open_clip.WEIGHTS).unlink()
+    (folder / open_clip.PICKLE).write_bytes(b"not read")
+    with pytest.raises(FileNotFoundError, match="a pickle keras_vit never loads"):
+        keras_vit.load_open_clip(folder)
+
+
+def test_a_text_tower_refuses_a_misspelt_field():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_layer' \\(did you mean 'num_layers'\\?\\)"):
+        keras_vit.TextTransformer(num_layer=2)
+    with pytest.raises(ValueError, match="pooling 'eos' needs eos_id"):
+        keras_vit.TextTower(pooling="eos")

@@ -1,0 +1,106 @@
+"""Writes tests/fixtures/open_clip/: tiny image-text models built by open_clip itself, laid out as open_clip's
+hub repositories are (`open_clip_config.json` + `open_clip_model.safetensors`), with token ids, images and
+open_clip's own outputs beside them (`reference.npz`).
+
+Run with open_clip installed (`pip install --no-deps open-clip-torch ftfy regex`, torch on CPU):
+    python tools/make_open_clip_fixtures.py
+
+Each model has random weights with every parameter perturbed (so a tensor mapped to the wrong place, or a
+bias dropped, changes the outputs); the configs are open_clip's CLIP text-tower kinds at a tiny size:
+- `clip_tiny`: OpenAI CLIP's form (causal text tower pooled at the highest id, a projection matrix, quick GELU);
+- `siglip_text_tiny`: SigLIP's text tower form (bidirectional, last-token pooling, a projection with a bias,
+  tanh GELU, LayerNorm epsilon 1e-6, a logit bias), on open_clip's own small ViT image tower.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+import open_clip
+from open_clip.model import CLIP, CustomTextCLIP
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "open_clip")
+
+VISION = dict(image_size=32, patch_size=8, width=32, layers=2, head_width=16, mlp_ratio=2.0)
+CONFIGS = {
+    "clip_tiny": dict(
+        embed_dim=24,
+        quick_gelu=True,
+        vision_cfg=VISION,
+        text_cfg=dict(context_length=12, vocab_size=64, width=32, heads=2, layers=2, mlp_ratio=2.0),
+    ),
+    "siglip_text_tiny": dict(
+        embed_dim=24,
+        init_logit_bias=-10.0,
+        custom_text=True,
+        vision_cfg=VISION,
+        text_cfg=dict(
+            context_length=10,
+            vocab_size=50,
+            width=32,
+            heads=4,
+            layers=2,
+            mlp_ratio=3.0,
+            no_causal_mask=True,
+            pool_type="last",
+            proj_bias=True,
+            act_kwargs={"approximate": "tanh"},
+            norm_kwargs={"eps": 1e-6},
+        ),
+    ),
+}
+
+
+def build(cfg: dict):
+    kwargs = {k: v for k, v in cfg.items() if k != "custom_text"}
+    return (CustomTextCLIP if cfg.get("custom_text") else CLIP)(**kwargs)
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    for name, cfg in CONFIGS.items():
+        model = build(cfg).eval()
+        with torch.no_grad():
+            for p in model.parameters():  # every tensor away from its initial value (biases are zeros)
+                p.add_(torch.randn_like(p) * 0.05)
+            model.logit_scale.fill_(float(np.log(7.5)))
+        folder = os.path.join(OUT, name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "open_clip_config.json"), "w") as f:
+            json.dump({"model_cfg": cfg, "preprocess_cfg": {"mean": [0.5] * 3, "std": [0.5] * 3}}, f, indent=2)
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        save_file(state, os.path.join(folder, "open_clip_model.safetensors"))
+        t = cfg["text_cfg"]
+        ids = rng.integers(1, t["vocab_size"] - 1, (4, t["context_length"]))
+        ids[0, 5:] = 0  # a short text, padded with zeros after its highest id (CLIP's end-of-text position)
+        ids[0, 4] = t["vocab_size"] - 1
+        # images as both frameworks take them after preprocessing: pixels in [0, 1] normalised by mean and std 0.5
+        images = rng.uniform(-1.0, 1.0, (3, 3, 32, 32)).astype("float32")
+        with torch.no_grad():
+            text = model.encode_text(torch.from_numpy(ids)).numpy()
+            image = model.encode_image(torch.from_numpy(images)).numpy()
+            image_features, text_features, scale = model(torch.from_numpy(images), torch.from_numpy(ids))[:3]
+            logits = scale * image_features @ text_features.T
+            if getattr(model, "logit_bias", None) is not None:
+                logits = logits + model.logit_bias
+        np.savez(
+            os.path.join(folder, "reference.npz"),
+            ids=ids,
+            images_nchw=images,
+            text_features=text,
+            image_features=image,
+            logits=logits.numpy(),
+            open_clip_version=np.array(open_clip.__version__),
+            torch_version=np.array(torch.__version__),
+        )
+        print(name, {k: tuple(v.shape) for k, v in state.items() if k.startswith(("text", "token", "positional"))})
+
+
+if __name__ == "__main__":
+    main()
