@@ -1,4 +1,5 @@
-"""Two towers (`keras_vit.ImageTextModel`): open_clip's own tiny models (tests/fixtures/open_clip, written by
+"""Two towers (`keras_vit.ImageTextModel`): open_clip's own tiny models (its own ViT image tower with CLIP's and
+SigLIP's text towers; timm trunks of SigLIP, EVA-02 and PE core) (tests/fixtures/open_clip, written by
 tools/make_open_clip_fixtures.py with open_clip) load with both towers' features and the similarity logits within
 1e-5 of open_clip's, on TensorFlow here and on JAX and PyTorch; the causal attention CLIP's text tower needs
 against float64 numpy on every path; refusals that name what they refuse and change nothing."""
@@ -17,7 +18,7 @@ from keras_vit.nn.attention import MultiHeadDotProductAttention
 from keras_vit.weights import open_clip
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "open_clip")
-KINDS = ("clip_tiny", "siglip_text_tiny")
+KINDS = ("clip_tiny", "siglip_text_tiny", "siglip_tiny", "eva02_tiny", "pe_core_tiny")
 
 
 def _reference(name):
@@ -41,16 +42,17 @@ def test_open_clip_models_load_with_open_clips_features_and_logits(name):
     if name == "clip_tiny":  # OpenAI CLIP's form
         assert tower.causal and tower.pooling == "argmax" and not tower.projection_bias
         assert tower.activation == "quick_gelu" and model.logit_bias is None
-    else:  # SigLIP's
+    elif name.startswith("siglip"):  # SigLIP's
         assert not tower.causal and tower.pooling == "last" and tower.projection_bias
-        assert tower.activation == "gelu_tanh" and tower.layer_norm_epsilon == 1e-6
+        assert tower.layer_norm_epsilon == 1e-6  # open_clip's SigLIP config: exact GELU (no act_kwargs)
+        assert tower.activation == ("gelu_tanh" if name == "siglip_text_tiny" else "gelu")
         assert float(model.logit_bias) != 0.0
 
 
 _ON_BACKEND = r"""
 import json, sys, numpy as np, keras_vit
 out = {}
-for name in ("clip_tiny", "siglip_text_tiny"):
+for name in ("clip_tiny", "siglip_text_tiny", "siglip_tiny", "eva02_tiny", "pe_core_tiny"):
     ref = np.load(f"{sys.argv[1]}/{name}/reference.npz")
     m = keras_vit.load_open_clip(f"{sys.argv[1]}/{name}")
     images = ref["images_nchw"].transpose(0, 2, 3, 1)
@@ -148,10 +150,11 @@ def _edit_config(folder, edit):
         (lambda c: c["vision_cfg"].update(layers=[3, 4, 6, 3]), "ResNet image tower"),
         (lambda c: c["text_cfg"].update(layers=3), "hold 2 block\\(s\\), its config 3"),
         (lambda c: c["text_cfg"].update(widht=32), "text_cfg.widht is not an open_clip setting"),
+        (lambda c: c["vision_cfg"].update(timm_proj="linear"), "timm_proj='linear': an extra projection"),
     ],
 )
 def test_forms_not_built_are_refused_by_name(tmp_path, edit, message):
-    folder = _copy("clip_tiny", tmp_path)
+    folder = _copy("clip_tiny" if "timm_proj" not in message else "siglip_tiny", tmp_path)
     _edit_config(folder, edit)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     with pytest.raises(ValueError, match=message):

@@ -9,7 +9,12 @@ Each model has random weights with every parameter perturbed (so a tensor mapped
 bias dropped, changes the outputs); the configs are open_clip's CLIP text-tower kinds at a tiny size:
 - `clip_tiny`: OpenAI CLIP's form (causal text tower pooled at the highest id, a projection matrix, quick GELU);
 - `siglip_text_tiny`: SigLIP's text tower form (bidirectional, last-token pooling, a projection with a bias,
-  tanh GELU, LayerNorm epsilon 1e-6, a logit bias), on open_clip's own small ViT image tower.
+  tanh GELU, LayerNorm epsilon 1e-6, a logit bias), on open_clip's own small ViT image tower;
+- `siglip_tiny`, `eva02_tiny`, `pe_core_tiny`: open_clip's configs of ViT-B-16-SigLIP, EVA02-B-16 and
+  PE-Core-B-16 (a timm image trunk under `visual.trunk.`), shrunk. open_clip passes timm no sizes (it builds the
+  trunk at the architecture's full size), so the script shrinks the trunk by adding keywords to open_clip's call
+  of `timm.create_model` and records them in the config as `vision_cfg.timm_model_args`, which keras_vit's
+  reader applies as timm's `model_args` (open_clip itself has no such key).
 """
 
 from __future__ import annotations
@@ -27,6 +32,26 @@ from open_clip.model import CLIP, CustomTextCLIP
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "open_clip")
 
 VISION = dict(image_size=32, patch_size=8, width=32, layers=2, head_width=16, mlp_ratio=2.0)
+TRUNK_ARGS = dict(embed_dim=32, depth=2, num_heads=2, patch_size=8, img_size=32)  # timm keywords that shrink a trunk
+
+
+def _trunk(name: str, pool: str, proj) -> dict:
+    cfg = dict(image_size=32, timm_model_name=name, timm_model_pretrained=False, timm_pool=pool, timm_proj=proj)
+    return dict(cfg, timm_model_args=TRUNK_ARGS)
+
+
+_SIGLIP_TEXT = dict(
+    context_length=10,
+    vocab_size=50,
+    width=32,
+    heads=4,
+    layers=2,
+    no_causal_mask=True,
+    proj_bias=True,
+    pool_type="last",
+    norm_kwargs={"eps": 1e-6},
+)
+_CLIP_TEXT = dict(context_length=12, vocab_size=64, width=32, heads=2, layers=2)
 CONFIGS = {
     "clip_tiny": dict(
         embed_dim=24,
@@ -53,12 +78,42 @@ CONFIGS = {
             norm_kwargs={"eps": 1e-6},
         ),
     ),
+    "siglip_tiny": dict(
+        embed_dim=32,
+        init_logit_bias=-10.0,
+        custom_text=True,
+        vision_cfg=_trunk("vit_base_patch16_siglip_224", "map", "none"),
+        text_cfg=_SIGLIP_TEXT,
+    ),
+    "eva02_tiny": dict(
+        embed_dim=24,
+        custom_text=True,
+        vision_cfg=_trunk("eva02_base_patch16_clip_224", "token", None),
+        text_cfg=_CLIP_TEXT,
+    ),
+    "pe_core_tiny": dict(
+        embed_dim=24,
+        custom_text=True,
+        vision_cfg=_trunk("vit_pe_core_base_patch16_224", "map", None),
+        text_cfg=dict(_CLIP_TEXT, context_length=8),
+    ),
 }
 
 
 def build(cfg: dict):
+    import open_clip.timm_model as timm_model
+
     kwargs = {k: v for k, v in cfg.items() if k != "custom_text"}
-    return (CustomTextCLIP if cfg.get("custom_text") else CLIP)(**kwargs)
+    vision = dict(kwargs["vision_cfg"])
+    shrink = vision.pop("timm_model_args", None)
+    kwargs["vision_cfg"] = vision
+    create = timm_model.timm.create_model
+    if shrink:  # open_clip's call of timm.create_model, with the sizes added
+        timm_model.timm.create_model = lambda *a, **k: create(*a, **{**k, **shrink})
+    try:
+        return (CustomTextCLIP if cfg.get("custom_text") else CLIP)(**kwargs)
+    finally:
+        timm_model.timm.create_model = create
 
 
 def main() -> None:
@@ -78,6 +133,7 @@ def main() -> None:
         save_file(state, os.path.join(folder, "open_clip_model.safetensors"))
         t = cfg["text_cfg"]
         ids = rng.integers(1, t["vocab_size"] - 1, (4, t["context_length"]))
+        ids[1, -1] = t["vocab_size"] - 1  # the highest id last (CLIP's pooling picks its end-of-text token)
         ids[0, 5:] = 0  # a short text, padded with zeros after its highest id (CLIP's end-of-text position)
         ids[0, 4] = t["vocab_size"] - 1
         # images as both frameworks take them after preprocessing: pixels in [0, 1] normalised by mean and std 0.5

@@ -1,5 +1,15 @@
-"""open_clip's own ViT image tower (`open_clip.transformer.VisionTransformer`, OpenAI CLIP's layout): its config
-as `VisionTransformer` keywords and its tensors in timm's layout, which the timm reader takes from there.
+"""open_clip's ViT image towers as `VisionTransformer` keywords and timm state dicts (the timm reader takes them
+from there): open_clip's own ViT (`open_clip.transformer.VisionTransformer`, OpenAI CLIP's layout) and a timm
+trunk (`open_clip.timm_model.TimmModel`: SigLIP, EVA-CLIP, PE core).
+
+A timm trunk's tensors are timm's own under `visual.trunk.`. open_clip builds it with
+`timm.create_model(timm_model_name, num_classes=..., global_pool=timm_pool)` and nothing else (no image size, no
+depth or width: the architecture's own), so its facts are timm's architecture table entry with those two
+applied: `timm_proj` "none" builds no head (the pooled features are the embedding), absent / null keeps timm's
+head as the projection into the shared space (`num_classes=embed_dim`). `vision_cfg.timm_model_args`, which
+open_clip does not have, holds further timm keywords a shrunk test model was built with
+(tools/make_open_clip_fixtures.py), applied as timm's `model_args` are. An extra projection after the trunk
+(`timm_proj` "linear" / "mlp": ConvNeXt and ViTamin towers) and attention pools of open_clip's own are refused.
 
 The tower is timm's `vit_*_clip_*` form (a LayerNorm before the blocks, a class token read after the final norm,
 no patch bias, LayerNorm epsilon 1e-5, quick GELU for OpenAI's weights) with a bias-free projection `proj` into
@@ -43,12 +53,12 @@ _TRUNK |= {"timm_drop_path"}
 
 
 def image_tower(model_cfg: dict, source: str = "open_clip_config.json") -> Tuple[str, dict]:
-    """(the timm architecture whose form it is, `VisionTransformer` keywords) of an open_clip model config whose
-    image tower is open_clip's own ViT; another tower (a ResNet, a timm trunk not read here) is refused naming
+    """(the timm architecture whose form it is, `VisionTransformer` keywords) of an open_clip model config's image
+    tower (open_clip's own ViT or a timm ViT trunk); another tower (a ResNet, ConvNeXt, ...) is refused naming
     it."""
     v = dict(model_cfg.get("vision_cfg") or {})
     if v.get("timm_model_name"):
-        raise ValueError(f"{source}: the image tower is timm's {v['timm_model_name']!r}; read it as a timm trunk.")
+        return _trunk(v, model_cfg, source)
     unknown = sorted(set(v) - set(_PLAIN) - _SIZES - _IGNORED - _TRUNK)
     if unknown:
         raise ValueError(f"{source}: vision_cfg.{unknown[0]} is not an open_clip setting keras_vit knows.")
@@ -84,6 +94,29 @@ def image_tower(model_cfg: dict, source: str = "open_clip_config.json") -> Tuple
     return name, kw
 
 
+def _trunk(v: dict, model_cfg: dict, source: str) -> Tuple[str, dict]:
+    """A timm trunk's architecture and keywords, as open_clip's `TimmModel` builds it."""
+    name = v["timm_model_name"]
+    unknown = sorted(set(v) - _TRUNK - {"image_size", "patch_dropout", "timm_model_args"})
+    if unknown:
+        raise ValueError(f"{source}: vision_cfg.{unknown[0]} is not a setting of open_clip's timm image towers.")
+    proj, pool = v.get("timm_proj", "linear"), v.get("timm_pool", "avg")
+    if proj not in (None, "none"):
+        raise ValueError(
+            f"{source}: vision_cfg.timm_proj={proj!r}: an extra projection after timm's {name!r} trunk, which "
+            "keras_vit does not build (open_clip uses it for ConvNeXt and ViTamin towers)."
+        )
+    try:
+        kw = timm_table.model_kwargs(name)
+    except ValueError as e:
+        raise ValueError(f"{source}: the image tower is timm's {name!r}: {e}") from None
+    args = dict(v.get("timm_model_args") or {})
+    args["num_classes"] = 0 if proj == "none" else int(model_cfg["embed_dim"])
+    if pool:
+        args["global_pool"] = pool
+    return name, apply_model_args(name, kw, args)
+
+
 _BLOCK = {
     "ln_1": "norm1",
     "ln_2": "norm2",
@@ -99,8 +132,13 @@ _TOP = {"conv1": "patch_embed.proj", "ln_pre": "norm_pre", "ln_post": "norm"}
 
 
 def timm_state(sd: Dict[str, np.ndarray], prefix: str = "visual.") -> Dict[str, np.ndarray]:
-    """The image tower's tensors (under `prefix`) renamed to timm's layout; a tensor without a timm name is
-    refused naming it."""
+    """The image tower's tensors (under `prefix`) in timm's layout: a trunk's as they are, open_clip's own ViT's
+    renamed; a tensor without a timm name is refused naming it."""
+    if any(k.startswith(prefix + "trunk.") for k in sd):
+        outside = sorted(k for k in sd if k.startswith(prefix) and not k.startswith(prefix + "trunk."))
+        if outside:
+            raise ValueError(f"{outside[0]!r}: a part after open_clip's timm trunk keras_vit does not map.")
+        return {k[len(prefix + "trunk.") :]: v for k, v in sd.items() if k.startswith(prefix + "trunk.")}
     out: Dict[str, np.ndarray] = {}
     block = re.compile(r"transformer\.resblocks\.(\d+)\.(.+)$")
     for key, value in sd.items():
