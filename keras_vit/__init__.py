@@ -40,6 +40,7 @@ from keras_vit.vit.fine_tuning import fine_tuning_optimizer
 from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
+from keras_vit.vit.clip_tokenizer import ClipTokenizer
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.text_model import TextTransformer
 from keras_vit.vit.text_tower import TextTower
@@ -82,6 +83,7 @@ __version__ = "0.3.0"
 __all__ = [
     "AddPositionEmbedding",
     "ClassToken",
+    "ClipTokenizer",
     "DataConfig",
     "ImagePreprocessing",
     "ImageTextModel",

@@ -158,5 +158,39 @@ def main() -> None:
         print(name, {k: tuple(v.shape) for k, v in state.items() if k.startswith(("text", "token", "positional"))})
 
 
+# texts whose token ids open_clip's own tokenizer gives (tests/test_clip_tokenizer.py compares ours)
+BATTERY = [
+    "a photo of a cat.",
+    "Café crème brûlée",
+    "I \u2764\ufe0f emoji \U0001f431\U0001f680",
+    "&amp; &lt;b&gt;bold&lt;/b&gt; &quot;q&quot; &amp;amp;",
+    "mojibake: Ã©tÃ© â€œquotedâ€\x9d",
+    "\ufb01ne ligatures \ufb02",
+    "中文字符 日本語 한국어",
+    "It's, we're, I'VE, they'LL",
+    "   spaces\t\nand\u00a0nbsp  ",
+    "",
+    "x " * 100,
+    "numbers 12345 3.14",
+    "<start_of_text> literal <end_of_text>",
+    "Don't STOP",
+    "under_score snake_case",
+    "a photo of a {}.",
+]
+
+
+def tokenizer_battery() -> None:
+    from open_clip.tokenizer import SimpleTokenizer
+
+    out = {"open_clip_version": open_clip.__version__, "texts": BATTERY, "ids": {}}
+    for clean in ("lower", "whitespace", "canonicalize"):
+        for context in (77, 8):
+            ids = SimpleTokenizer(clean=clean, context_length=context)(BATTERY).numpy()
+            out["ids"][f"{clean}/{context}"] = [[int(i) for i in row if i] for row in ids]  # zeros dropped
+    with open(os.path.join(OUT, "tokenizer_battery.json"), "w") as f:
+        json.dump(out, f, ensure_ascii=False, indent=0)
+
+
 if __name__ == "__main__":
     main()
+    tokenizer_battery()

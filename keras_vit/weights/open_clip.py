@@ -46,9 +46,10 @@ def _read_state(directory: str) -> Dict[str, np.ndarray]:
             else ""
         )
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
-    from safetensors.numpy import load_file
+    from keras_vit.weights.safetensors_read import mapped_tensors
 
-    return load_file(path)
+    with mapped_tensors(path) as (tensors, _):  # bfloat16 files too (numpy has no bfloat16)
+        return {k: np.array(v, dtype="float32") for k, v in tensors.items()}
 
 
 def load_open_clip(directory) -> "keras.Model":  # noqa: F821

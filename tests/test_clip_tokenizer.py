@@ -1,0 +1,38 @@
+"""`keras_vit.ClipTokenizer` gives open_clip's token ids: a battery of texts (accents, emoji, HTML entities,
+mojibake, ligatures, CJK, contractions in capitals, a text longer than the context, the empty text) tokenized by
+open_clip 3.3 itself (tests/fixtures/open_clip/tokenizer_battery.json, tools/make_open_clip_fixtures.py), for each
+of its cleaning modes, at CLIP's context and a short one that cuts texts."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import keras_vit
+from conftest import ROOT
+
+BATTERY = json.load(open(os.path.join(ROOT, "tests", "fixtures", "open_clip", "tokenizer_battery.json")))
+
+
+@pytest.mark.parametrize("case", sorted(BATTERY["ids"]))
+def test_ids_equal_open_clips(case):
+    clean, context = case.split("/")
+    ours = keras_vit.ClipTokenizer(int(context), clean=clean)(BATTERY["texts"])
+    assert ours.dtype == np.int32 and ours.shape == (len(BATTERY["texts"]), int(context))
+    for text, row, want in zip(BATTERY["texts"], ours, BATTERY["ids"][case]):
+        assert [int(i) for i in row if i] == want, text
+
+
+def test_the_frame_padding_cut_and_round_trip():
+    tok = keras_vit.ClipTokenizer(8)
+    assert (tok.start_id, tok.end_id, tok.vocab_size) == (49406, 49407, 49408)
+    empty = tok("")[0]
+    assert list(empty[:3]) == [49406, 49407, 0] and not empty[2:].any()
+    cut = tok("one two three four five six seven eight nine")[0]
+    assert cut[0] == tok.start_id and cut[-1] == tok.end_id and cut.argmax() == 7  # CLIP pools the highest id
+    assert tok.decode(tok("A Photo of a CAT!")[0]) == "a photo of a cat !"
+    with pytest.raises(TypeError, match="a text must be a str, got int"):
+        tok([3])
+    with pytest.raises(ValueError, match="clean='upper'"):
+        keras_vit.ClipTokenizer(clean="upper")
