@@ -44,6 +44,7 @@ from keras_vit.vit.clip_tokenizer import ClipTokenizer
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.text_model import TextTransformer
 from keras_vit.vit.text_tower import TextTower
+from keras_vit.vit.zero_shot import ZeroShotClassifier, prompt_templates, zero_shot_weights
 
 # the weights
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
@@ -118,6 +119,7 @@ __all__ = [
     "ViT_S32",
     "ViT_Ti16",
     "VisionTransformer",
+    "ZeroShotClassifier",
     "create_model",
     "decode_predictions",
     "enable_compilation_cache",
@@ -134,11 +136,13 @@ __all__ = [
     "load_weights",
     "save_lora_weights",
     "preprocess_input",
+    "prompt_templates",
     "resize_position_embeddings",
     "save_npz",
     "save_pretrained",
     "save_safetensors",
     "vit_config",
+    "zero_shot_weights",
 ]
 
 _moved.install()

@@ -182,3 +182,35 @@ def test_a_text_tower_refuses_a_misspelt_field():
         keras_vit.TextTransformer(num_layer=2)
     with pytest.raises(ValueError, match="pooling 'eos' needs eos_id"):
         keras_vit.TextTower(pooling="eos")
+
+
+@pytest.mark.parametrize("name", ["clip_tiny", "siglip_tiny"])
+def test_zero_shot_weights_equal_open_clips_and_classify(name):
+    """open_clip's `build_zero_shot_classifier` on the same prompts (their ids saved by the fixture script)."""
+    ref = _reference(name)
+    stored = {str(t): ids for t, ids in zip(ref["prompt_texts"], ref["prompt_ids"])}
+    tokenizer = lambda texts: np.array([stored[t] for t in texts], "int32")  # noqa: E731
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, name))
+    classes = [str(c) for c in ref["zero_shot_classes"]]
+    weights = keras_vit.zero_shot_weights(model, tokenizer, classes, "simple_imagenet", classes_per_batch=2)
+    assert np.abs(weights - ref["zero_shot_weights"]).max() <= 1e-5
+    classifier = keras_vit.ZeroShotClassifier(model, tokenizer, classes, "simple_imagenet")
+    images = ref["images_nchw"].transpose(0, 2, 3, 1)
+    image = ref["image_features"] / np.linalg.norm(ref["image_features"], axis=1, keepdims=True)
+    scale = float(np.exp(np.asarray(model.logit_scale)))
+    bias = float(model.logit_bias) if model.logit_bias is not None else 0.0
+    want = scale * image @ ref["zero_shot_weights"] + bias  # open_clip's features and classifier
+    assert np.abs(classifier(images) - want).max() <= 1e-4
+    top = classifier.predict(images, top=2)
+    assert [t[0][0] for t in top] == [classes[j] for j in want.argmax(axis=1)]
+    assert all(abs(sum(p for _, p in t) - 1.0) < 1.0 for t in top) and len(top[0]) == 2
+
+
+def test_prompt_templates_are_checked():
+    assert len(keras_vit.prompt_templates("openai_imagenet")) == 80
+    assert keras_vit.prompt_templates("simple_imagenet")[0] == "itap of a {}."
+    assert keras_vit.prompt_templates(["a {} here"]) == ["a {} here"]
+    with pytest.raises(ValueError, match="unknown template set 'imagenet'"):
+        keras_vit.prompt_templates("imagenet")
+    with pytest.raises(ValueError, match="must hold '\\{\\}' once"):
+        keras_vit.prompt_templates(["no slot", "a {} {}"])

@@ -145,8 +145,31 @@ def main() -> None:
             logits = scale * image_features @ text_features.T
             if getattr(model, "logit_bias", None) is not None:
                 logits = logits + model.logit_bias
+        # open_clip's zero-shot classifier for three classes and its 7 simple templates, with a stand-in tokenizer
+        # for the tiny vocabulary (each character's code point modulo it; the prompts' ids are saved beside)
+        from open_clip.zero_shot_classifier import build_zero_shot_classifier
+        from open_clip.zero_shot_metadata import SIMPLE_IMAGENET_TEMPLATES
+
+        prompt_ids = {}
+
+        def tokenizer(texts):
+            rows = []
+            for text in texts:
+                ids = [1 + ord(ch) % (t["vocab_size"] - 2) for ch in text][: t["context_length"] - 1]
+                ids = ids + [t["vocab_size"] - 1] + [0] * (t["context_length"] - 1 - len(ids))
+                prompt_ids[text] = ids
+                rows.append(ids)
+            return torch.tensor(rows)
+
+        classes = ["cat", "dog", "a red car"]
+        with torch.no_grad():
+            zero_shot = build_zero_shot_classifier(model, tokenizer, classes, SIMPLE_IMAGENET_TEMPLATES, 2).numpy()
         np.savez(
             os.path.join(folder, "reference.npz"),
+            zero_shot_classes=np.array(classes),
+            zero_shot_weights=zero_shot,
+            prompt_texts=np.array(list(prompt_ids)),
+            prompt_ids=np.array(list(prompt_ids.values())),
             ids=ids,
             images_nchw=images,
             text_features=text,
