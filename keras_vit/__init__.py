@@ -41,6 +41,7 @@ from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 from keras_vit.vit.clip_tokenizer import ClipTokenizer
+from keras_vit.vit.hub_tokenizer import HubTokenizer
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.text_model import TextTransformer
 from keras_vit.vit.text_tower import TextTower
@@ -86,6 +87,7 @@ __all__ = [
     "ClassToken",
     "ClipTokenizer",
     "DataConfig",
+    "HubTokenizer",
     "ImagePreprocessing",
     "ImageTextModel",
     "DropPath",

@@ -36,3 +36,23 @@ def test_the_frame_padding_cut_and_round_trip():
         tok([3])
     with pytest.raises(ValueError, match="clean='upper'"):
         keras_vit.ClipTokenizer(clean="upper")
+
+
+HUB = json.load(open(os.path.join(ROOT, "tests", "fixtures", "open_clip", "hub_tokenizer_battery.json")))
+
+
+@pytest.mark.parametrize("case", sorted(HUB["ids"]))
+def test_a_repositorys_tokenizer_json_gives_open_clips_ids(case):
+    """open_clip's `HFTokenizer` (transformers' fast tokenizer) on a tiny trained `tokenizer.json`."""
+    clean, context = case.split("/")
+    folder = os.path.join(ROOT, "tests", "fixtures", "open_clip", "hub_tokenizer")
+    ours = keras_vit.HubTokenizer(folder, int(context), clean=clean)(HUB["texts"])
+    assert ours.tolist() == HUB["ids"][case]
+
+
+def test_a_hub_tokenizer_without_a_pad_token_is_refused(tmp_path):
+    folder = os.path.join(ROOT, "tests", "fixtures", "open_clip", "hub_tokenizer")
+    (tmp_path / "tokenizer.json").write_bytes(open(os.path.join(folder, "tokenizer.json"), "rb").read())
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(ValueError, match="names no pad_token"):
+        keras_vit.HubTokenizer(tmp_path, 8)

@@ -214,6 +214,55 @@ def tokenizer_battery() -> None:
         json.dump(out, f, ensure_ascii=False, indent=0)
 
 
+def hub_tokenizer_battery() -> None:
+    """A tiny `tokenizer.json` (byte-level BPE trained here, a start and an end token added by its post-processor)
+    laid out as a hub repository's tokenizer, and the ids open_clip's `HFTokenizer` (through `transformers`' fast
+    tokenizer) gives for the battery, per cleaning mode, at two context lengths."""
+    from open_clip.tokenizer import HFTokenizer
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    folder = os.path.join(OUT, "hub_tokenizer")
+    os.makedirs(folder, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = BATTERY * 5 + ["a photo of a cat", "a photo of a dog", "the quick brown fox jumps over the lazy dog"] * 20
+    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "pad_token": "<pad>",
+                "unk_token": "<unk>",
+                "model_max_length": 16,
+            },
+            f,
+            indent=1,
+        )
+    import transformers
+
+    out = {"open_clip_version": open_clip.__version__, "transformers_version": transformers.__version__}
+    out.update(texts=BATTERY, ids={})
+    for clean in ("lower", "whitespace", "canonicalize"):
+        for context in (16, 6):
+            ids = HFTokenizer(folder, context_length=context, clean=clean)(BATTERY).numpy()
+            out["ids"][f"{clean}/{context}"] = ids.tolist()
+    with open(os.path.join(OUT, "hub_tokenizer_battery.json"), "w") as f:
+        json.dump(out, f, ensure_ascii=False, indent=0)
+
+
 if __name__ == "__main__":
     main()
     tokenizer_battery()
+    hub_tokenizer_battery()
