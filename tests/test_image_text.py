@@ -214,3 +214,23 @@ def test_prompt_templates_are_checked():
         keras_vit.prompt_templates("imagenet")
     with pytest.raises(ValueError, match="must hold '\\{\\}' once"):
         keras_vit.prompt_templates(["no slot", "a {} {}"])
+
+
+def test_the_tokenizer_open_clip_would_pick_comes_with_the_model(tmp_path):
+    clip = keras_vit.load_open_clip(os.path.join(FIXTURES, "clip_tiny"))
+    tok = clip.text_preprocessor()
+    assert isinstance(tok, keras_vit.ClipTokenizer) and tok.context_length == 12 and tok.clean == "lower"
+    clip.save(tmp_path / "clip.keras")  # CLIP's tokenizer is part of the saved model's config
+    assert keras.saving.load_model(tmp_path / "clip.keras").text_preprocessor().context_length == 12
+    folder = _copy("siglip_tiny", tmp_path)
+    _edit_config(
+        folder, lambda c: c["text_cfg"].update(hf_tokenizer_name="timm/x", tokenizer_kwargs={"clean": "canonicalize"})
+    )
+    siglip = keras_vit.load_open_clip(folder)
+    with pytest.raises(ValueError, match="names the Hugging Face tokenizer 'timm/x', and .* holds no tokenizer.json"):
+        siglip.text_preprocessor()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(FIXTURES, "hub_tokenizer", name), folder / name)
+    tok = keras_vit.load_open_clip(folder).text_preprocessor()
+    assert isinstance(tok, keras_vit.HubTokenizer) and tok.clean == "canonicalize" and tok.context_length == 10
+    assert tok(["A Photo, of a cat!"]).shape == (1, 10)

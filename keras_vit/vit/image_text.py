@@ -34,6 +34,9 @@ class ImageTextModel(keras.Model):
       text_model: token ids -> (batch, embed_dim): a `keras_vit.TextTransformer`.
       logit_scale: the log of the logits' temperature (CLIP starts at log(1/0.07)); a trained weight.
       logit_bias: SigLIP's bias on every logit (None: CLIP's, no bias); a trained weight.
+      tokenizer: how texts become the text model's ids: {"kind": "clip", "clean": ...} (CLIP's BPE, shipped with
+        keras_vit; kept in the model's config) or a tokenizer object (a `HubTokenizer` read from the repository
+        the model came from; not saved with the model). None: `text_preprocessor()` refuses.
     """
 
     def __init__(
@@ -43,9 +46,13 @@ class ImageTextModel(keras.Model):
         logit_scale: float = math.log(1 / 0.07),
         logit_bias: Optional[float] = None,
         name: str = "image_text_model",
+        tokenizer=None,
         **kwargs,
     ):
         super().__init__(name=name, **kwargs)
+        if isinstance(tokenizer, dict) and tokenizer.get("kind") != "clip":
+            raise ValueError(f"tokenizer={tokenizer!r}: a saved tokenizer is {{'kind': 'clip', 'clean': ...}}.")
+        self._tokenizer = tokenizer
         self.image_model, self.text_model = image_model, text_model
         self._logit_scale_init = float(logit_scale)
         self._logit_bias_init = None if logit_bias is None else float(logit_bias)
@@ -58,6 +65,27 @@ class ImageTextModel(keras.Model):
             else None
         )
         self.built = True
+
+    def text_preprocessor(self, context_length: Optional[int] = None):
+        """The host-side tokenizer of this model's text tower: texts -> token ids (texts, context length)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            why = getattr(self, "no_tokenizer", "it was not loaded from a repository that names one")
+            raise ValueError(
+                f"{self.name} knows no tokenizer ({why}): pass token ids, or a tokenizer such as "
+                "keras_vit.ClipTokenizer(...) / keras_vit.HubTokenizer(folder, ...)."
+            )
+        if isinstance(tokenizer, dict):
+            from keras_vit.vit.clip_tokenizer import ClipTokenizer
+
+            return ClipTokenizer(
+                context_length or self.text_model.context_length, clean=tokenizer.get("clean", "lower")
+            )
+        if context_length is not None and context_length != tokenizer.context_length:
+            raise ValueError(
+                f"this model's tokenizer makes {tokenizer.context_length} ids per text, not {context_length}."
+            )
+        return tokenizer
 
     def encode_image(self, images, normalize: bool = True, training=None):
         """Images (batch, H, W, 3), as the image model takes them -> (batch, embed_dim)."""
@@ -89,6 +117,7 @@ class ImageTextModel(keras.Model):
             "text_model": keras.saving.serialize_keras_object(self.text_model),
             "logit_scale": self._logit_scale_init,
             "logit_bias": self._logit_bias_init,
+            "tokenizer": self._tokenizer if isinstance(self._tokenizer, dict) else None,
         }
 
     @classmethod

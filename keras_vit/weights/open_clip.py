@@ -86,4 +86,30 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     text_model = TextTransformer(tower, name="text_model")
     official.load_params(image_model, image_params, weights_path, reset_head=False)
     open_clip_text.assign(text_model, text_params, weights_path)
-    return ImageTextModel(image_model, text_model, logit_scale=scale, logit_bias=bias)
+    text_cfg = cfg.get("text_cfg") or {}
+    tokenizer = _tokenizer(directory, tower, text_cfg)
+    model = ImageTextModel(image_model, text_model, logit_scale=scale, logit_bias=bias, tokenizer=tokenizer)
+    if tokenizer is None:
+        model.no_tokenizer = (
+            f"{source} names the Hugging Face tokenizer {text_cfg['hf_tokenizer_name']!r}, and {directory!r} holds no "
+            "tokenizer.json of it"
+        )
+    return model
+
+
+def _tokenizer(directory: str, tower, text_cfg: dict):
+    """The tokenizer open_clip's `get_tokenizer` picks for a local folder: the folder's own Hugging Face
+    tokenizer where the config names one (`hf_tokenizer_name`), else CLIP's BPE; with the config's
+    `tokenizer_kwargs` (its cleaning) and context length."""
+    kwargs = dict(text_cfg.get("tokenizer_kwargs") or {})
+    clean = kwargs.pop("clean", None)
+    if kwargs or text_cfg.get("tokenizer_mode"):
+        extra = sorted(kwargs) or ["tokenizer_mode"]
+        raise ValueError(f"{directory!r}: text_cfg names tokenizer settings keras_vit does not apply: {extra}.")
+    if not text_cfg.get("hf_tokenizer_name"):
+        return {"kind": "clip", "clean": clean or "lower"}
+    from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
+
+    if os.path.exists(os.path.join(directory, TOKENIZER_FILE)):
+        return HubTokenizer(directory, tower.context_length, clean=clean or "whitespace")
+    return None  # its tokenizer lives elsewhere (`text_preprocessor` says so when asked)
