@@ -262,7 +262,32 @@ def hub_tokenizer_battery() -> None:
         json.dump(out, f, ensure_ascii=False, indent=0)
 
 
+def losses() -> None:
+    """open_clip's ClipLoss and SigLipLoss on random normalised embeddings (tests/test_contrastive.py)."""
+    from open_clip.loss import ClipLoss, SigLipLoss
+
+    rng = np.random.default_rng(1)
+    image, text = (rng.standard_normal((6, 16)).astype("float32") for _ in range(2))
+    image /= np.linalg.norm(image, axis=1, keepdims=True)
+    text /= np.linalg.norm(text, axis=1, keepdims=True)
+    scale, bias = np.float32(np.log(10.0)), np.float32(-3.0)
+    with torch.no_grad():
+        args = (torch.from_numpy(image), torch.from_numpy(text), torch.tensor(scale).exp())
+        clip = float(ClipLoss()(*args))
+        siglip = float(SigLipLoss()(*args, torch.tensor(bias)))
+    np.savez(
+        os.path.join(OUT, "losses.npz"),
+        image=image,
+        text=text,
+        logit_scale=scale,
+        logit_bias=bias,
+        clip_loss=clip,
+        siglip_loss=siglip,
+    )
+
+
 if __name__ == "__main__":
     main()
     tokenizer_battery()
     hub_tokenizer_battery()
+    losses()
