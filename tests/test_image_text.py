@@ -234,3 +234,26 @@ def test_the_tokenizer_open_clip_would_pick_comes_with_the_model(tmp_path):
     tok = keras_vit.load_open_clip(folder).text_preprocessor()
     assert isinstance(tok, keras_vit.HubTokenizer) and tok.clean == "canonicalize" and tok.context_length == 10
     assert tok(["A Photo, of a cat!"]).shape == (1, 10)
+
+
+def test_the_image_towers_preprocessing_is_open_clips_preprocess_cfg(tmp_path):
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, "clip_tiny"))
+    dc = model.image_model.data_config
+    assert (dc.mean, dc.std, dc.crop_mode, dc.interpolation, dc.antialias) == (
+        (0.5,) * 3,
+        (0.5,) * 3,
+        "center",
+        "bicubic",
+        True,
+    )
+    folder = _copy("clip_tiny", tmp_path)
+    path = folder / open_clip.CONFIG
+    config = json.loads(path.read_text())
+    config["preprocess_cfg"] = {"resize_mode": "longest"}
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="resize_mode='longest'"):
+        keras_vit.load_open_clip(folder)
+    config["preprocess_cfg"] = {}
+    path.write_text(json.dumps(config))
+    dc = keras_vit.load_open_clip(folder).image_model.data_config  # open_clip's defaults: OpenAI's mean and std
+    assert dc.mean == open_clip.OPENAI_MEAN and dc.std == open_clip.OPENAI_STD

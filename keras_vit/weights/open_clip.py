@@ -52,6 +52,33 @@ def _read_state(directory: str) -> Dict[str, np.ndarray]:
         return {k: np.array(v, dtype="float32") for k, v in tensors.items()}
 
 
+# open_clip's defaults for a `preprocess_cfg` key it does not state (`open_clip.transform.PreprocessCfg`)
+OPENAI_MEAN, OPENAI_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+def data_config(preprocess_cfg, source: str):
+    """The image tower's `DataConfig` from open_clip's `preprocess_cfg`: its mean and std (OpenAI's when unstated),
+    interpolation (bicubic), and resize mode ("shortest": the shorter side resized, the centre cropped; "squash":
+    both sides resized); images resized as PIL does, filtering over the whole footprint (torchvision's `Resize`
+    on PIL images)."""
+    from keras_vit.vit.data_config import DataConfig
+
+    p = dict(preprocess_cfg or {})
+    if p.get("mode", "RGB") != "RGB":
+        raise ValueError(f"{source}: preprocess_cfg.mode={p['mode']!r}: keras_vit's image towers take RGB.")
+    resize = p.get("resize_mode", "shortest")
+    if resize not in ("shortest", "squash"):
+        raise ValueError(f"{source}: preprocess_cfg.resize_mode={resize!r}: keras_vit resizes 'shortest' or 'squash'.")
+    return DataConfig(
+        mean=tuple(p.get("mean", OPENAI_MEAN)),
+        std=tuple(p.get("std", OPENAI_STD)),
+        crop_pct=1.0,
+        crop_mode="center" if resize == "shortest" else "squash",
+        interpolation=p.get("interpolation", "bicubic"),
+        antialias=True,
+    )
+
+
 def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
     `open_clip_model.safetensors`)."""
@@ -82,7 +109,12 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     scale = float(g("logit_scale"))
     bias = float(g("logit_bias")) if "logit_bias" in sd else None
     g.check_all_used()
-    image_model = VisionTransformer(**image_kw, classifier_activation=None, name="image_model")
+    image_model = VisionTransformer(
+        **image_kw,
+        classifier_activation=None,
+        data_config=data_config(config.get("preprocess_cfg"), source),
+        name="image_model",
+    )
     text_model = TextTransformer(tower, name="text_model")
     official.load_params(image_model, image_params, weights_path, reset_head=False)
     open_clip_text.assign(text_model, text_params, weights_path)
