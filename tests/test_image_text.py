@@ -257,3 +257,54 @@ def test_the_image_towers_preprocessing_is_open_clips_preprocess_cfg(tmp_path):
     path.write_text(json.dumps(config))
     dc = keras_vit.load_open_clip(folder).image_model.data_config  # open_clip's defaults: OpenAI's mean and std
     assert dc.mean == open_clip.OPENAI_MEAN and dc.std == open_clip.OPENAI_STD
+
+
+def test_the_zero_shot_command_classifies_a_folder(tmp_path, capsys):
+    """`python -m keras_vit.zero_shot` on a folder of photos: the tiny CLIP given CLIP's whole vocabulary (its
+    token table grown to 49408 rows in the test), so that its shipped tokenizer serves it."""
+    from PIL import Image
+    from safetensors.numpy import load_file, save_file
+
+    from keras_vit.analysis import zero_shot
+
+    folder = _copy("clip_tiny", tmp_path)
+    sd = load_file(str(folder / open_clip.WEIGHTS))
+    sd["token_embedding.weight"] = np.random.default_rng(0).standard_normal((49408, 32)).astype("float32")
+    save_file(sd, str(folder / open_clip.WEIGHTS))
+    _edit_config(folder, lambda c: c["text_cfg"].update(vocab_size=49408))
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(0)
+    for i, size in enumerate([(40, 30), (32, 50)]):
+        Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(photos / f"{i}.png")
+    argv = [str(photos), f"--weights={folder}", "--classes=cat,dog,car", "--templates=simple_imagenet", "--json"]
+    assert zero_shot.main(argv) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [os.path.basename(r["image"]) for r in results] == ["0.png", "1.png"]
+    model = keras_vit.load_open_clip(folder)
+    classifier = keras_vit.ZeroShotClassifier(
+        model, model.text_preprocessor(), ["cat", "dog", "car"], "simple_imagenet"
+    )
+    pre = model.image_model.preprocessor()
+    for result in results:
+        image = np.asarray(Image.open(result["image"]).convert("RGB"))
+        want = classifier.predict(np.asarray(pre(image)), top=3)[0]
+        assert [(r["name"], round(r["score"], 5)) for r in result["top"]] == [(n, round(p, 5)) for n, p in want]
+    assert zero_shot.main([str(photos), f"--weights={folder}", "--classes=cat"]) == 2
+    assert "at least two class names" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        (np.full((1, 5), 64), "token id 64 is outside the text tower's vocabulary \\(0..63\\)"),
+        (np.full((1, 5), -1), "token id -1 is outside"),
+        (np.ones((1, 13), "int32"), "13 tokens per text, but the text tower's context length is 12"),
+        (np.ones(5, "int32"), "must be \\(texts, tokens\\), got shape \\(5,\\)"),
+        (np.full((1, 5), 1.5), "must be whole numbers"),
+    ],
+)
+def test_the_text_input_contract(ids, message):
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, "clip_tiny"))
+    with pytest.raises(ValueError, match=message):
+        model.encode_text(ids)

@@ -62,6 +62,8 @@ CLI_MODULES = (
     "keras_vit.inference",
     "keras_vit.analysis.predict",
     "keras_vit.analysis.inference",
+    "keras_vit.zero_shot",
+    "keras_vit.analysis.zero_shot",
     "hub_export",
     "hub_export.__main__",
     "recipes.train",

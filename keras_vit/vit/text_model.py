@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import keras
+import numpy as np
 
 from keras_vit.nn.encoder import Encoder
 from keras_vit.nn.initializers import PACKAGE
@@ -75,6 +76,11 @@ class TextTransformer(ArraySpecs, keras.Model):
         self.tower = record
         self.embedding, self.encoder, self.pooling, self.projection = embedding, encoder, pooling, projection
 
+    def __call__(self, ids, *args, **kwargs):
+        if isinstance(ids, (np.ndarray, list, tuple)):  # host input: the text input contract
+            ids = check_token_ids(ids, self.tower.vocab_size, self.tower.context_length)
+        return super().__call__(ids, *args, **kwargs)
+
     @property
     def context_length(self) -> int:
         return self.tower.context_length
@@ -90,6 +96,27 @@ class TextTransformer(ArraySpecs, keras.Model):
     def from_config(cls, config: dict) -> "TextTransformer":
         config = dict(config)
         return cls(config.pop("tower", None), **config)
+
+
+def check_token_ids(ids, vocab_size: int, context_length: int) -> np.ndarray:
+    """Token ids as int32 (texts, tokens), or a ValueError naming what is wrong: not whole numbers, not one
+    sequence per row, longer than the position table, or an id outside the vocabulary (an embedding lookup
+    would clamp it on some backends and fail on others)."""
+    array = np.asarray(ids)
+    if array.ndim != 2 or array.shape[1] < 1:
+        raise ValueError(f"token ids must be (texts, tokens), got shape {array.shape}; tokenize texts first.")
+    if not np.issubdtype(array.dtype, np.integer):
+        if not (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array))):
+            raise ValueError(f"token ids must be whole numbers, got {array.dtype} values.")
+    if array.shape[1] > context_length:
+        raise ValueError(f"{array.shape[1]} tokens per text, but the text tower's context length is {context_length}.")
+    if array.size and (array.min() < 0 or array.max() >= vocab_size):
+        bad = int(array.max()) if array.max() >= vocab_size else int(array.min())
+        raise ValueError(
+            f"token id {bad} is outside the text tower's vocabulary (0..{vocab_size - 1}): a tokenizer of another "
+            "vocabulary made these ids."
+        )
+    return array.astype("int32")
 
 
 def text_transformer(tower: Optional[TextTower] = None, **fields) -> TextTransformer:
