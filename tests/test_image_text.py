@@ -308,3 +308,45 @@ def test_the_text_input_contract(ids, message):
     model = keras_vit.load_open_clip(os.path.join(FIXTURES, "clip_tiny"))
     with pytest.raises(ValueError, match=message):
         model.encode_text(ids)
+
+
+_HUB_RUN = r"""
+import json, sys, numpy as np, keras_vit
+out = {}
+for handle in sys.argv[2:]:
+    try:
+        m = keras_vit.load_open_clip(handle)
+        ref = np.load(sys.argv[1])
+        out[handle] = float(np.abs(np.asarray(m.encode_text(ref["ids"], normalize=False)) - ref["text_features"]).max())
+    except ValueError as e:
+        out[handle] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
+    """An open_clip repository in a `huggingface_hub` cache laid out here, read with HF_HUB_OFFLINE=1; one holding
+    only the pickle is refused naming it."""
+    pytest.importorskip("huggingface_hub")
+    from conftest import python_run
+
+    cache = tmp_path / "hub"
+    for repo, names in (
+        ("laion/tiny-clip", (open_clip.CONFIG, open_clip.WEIGHTS)),
+        ("laion/pickled", (open_clip.CONFIG,)),
+    ):
+        folder = cache / f"models--{repo.replace('/', '--')}"
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text("c" * 40)
+        snapshot = folder / "snapshots" / ("c" * 40)
+        snapshot.mkdir(parents=True)
+        for name in names:
+            shutil.copy(os.path.join(FIXTURES, "clip_tiny", name), snapshot / name)
+    (cache / "models--laion--pickled" / "snapshots" / ("c" * 40) / open_clip.PICKLE).write_bytes(b"pickle")
+    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    ref = os.path.join(FIXTURES, "clip_tiny", "reference.npz")
+    done = python_run(["-c", _HUB_RUN, ref, "hf-hub:laion/tiny-clip", "hf-hub:laion/pickled"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["hf-hub:laion/tiny-clip"] <= 1e-5, out
+    assert "holds open_clip_pytorch_model.bin and no open_clip_model.safetensors" in out["hf-hub:laion/pickled"]

@@ -79,9 +79,38 @@ def data_config(preprocess_cfg, source: str):
     )
 
 
+def resolve(source) -> str:
+    """The local folder of an open_clip source: a folder as given, or a hub handle (`hf-hub:laion/...`,
+    `hf-hub:timm/...`, with `@revision`) fetched through `huggingface_hub`'s cache: the config, the safetensors
+    weights and, where the repository has them, `tokenizer.json` and `tokenizer_config.json`."""
+    from keras_vit.weights import hub
+
+    if not hub.is_handle(source):
+        return os.fspath(source)
+    repo, revision = hub.parse(source)
+    config = hub._download(repo, CONFIG, revision, source)
+    try:
+        hub._download(repo, WEIGHTS, revision, source)
+    except ValueError as missing:
+        try:
+            hub._download(repo, PICKLE, revision, source)
+        except ValueError:
+            raise missing from None
+        raise ValueError(
+            f"{source!r} holds {PICKLE} and no {WEIGHTS}: a pickle, which keras_vit never loads (load it with "
+            "open_clip and save its state dict with safetensors)."
+        ) from None
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        try:
+            hub._download(repo, name, revision, source)
+        except ValueError:  # a repository without its own tokenizer (CLIP's BPE ships with keras_vit)
+            pass
+    return os.path.dirname(config)
+
+
 def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
-    `open_clip_model.safetensors`)."""
+    `open_clip_model.safetensors`) or hub repository (`hf-hub:<org>/<name>`)."""
     from keras_vit.vit.image_text import ImageTextModel
     from keras_vit.vit.model import VisionTransformer
     from keras_vit.vit.text_model import TextTransformer
@@ -89,7 +118,7 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     from keras_vit.weights.keys import _Reader
     from keras_vit.weights.timm.reader import timm_to_official
 
-    directory = os.fspath(directory)
+    directory = resolve(directory)
     config = _read_config(directory)
     cfg = config["model_cfg"]
     source = os.path.join(directory, CONFIG)
