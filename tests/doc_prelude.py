@@ -14,6 +14,7 @@ reader runs and what the test runs is in this file.
 """
 
 import dataclasses
+import json
 import os
 import shutil
 
@@ -80,6 +81,23 @@ for _repo, _fixture, _folders in (
     os.makedirs(os.path.join("hub_cache", f"models--timm--{_repo}", "refs"))
     with open(os.path.join("hub_cache", f"models--timm--{_repo}", "refs", "main"), "w") as _f:
         _f.write("0" * 40)
+# an open_clip repository: the tiny CLIP open_clip wrote (tests/fixtures/open_clip/clip_tiny), its token table
+# grown to CLIP's whole vocabulary so that the shipped tokenizer serves it
+_CLIP_REPO = os.path.join("hub_cache", "models--laion--CLIP-ViT-B-32-laion2B-s34B-b79K")
+os.makedirs(os.path.join(_CLIP_REPO, "snapshots", "0" * 40))
+os.makedirs(os.path.join(_CLIP_REPO, "refs"))
+with open(os.path.join(_CLIP_REPO, "refs", "main"), "w") as _f:
+    _f.write("0" * 40)
+with open(os.path.join(_FIXTURES, "open_clip", "clip_tiny", "open_clip_config.json")) as _f:
+    _config = json.load(_f)
+_config["model_cfg"]["text_cfg"]["vocab_size"] = 49408
+with open(os.path.join(_CLIP_REPO, "snapshots", "0" * 40, "open_clip_config.json"), "w") as _f:
+    json.dump(_config, _f)
+from safetensors.numpy import load_file as _load_file, save_file as _save_file  # noqa: E402
+
+_sd = _load_file(os.path.join(_FIXTURES, "open_clip", "clip_tiny", "open_clip_model.safetensors"))
+_sd["token_embedding.weight"] = np.random.default_rng(1).standard_normal((49408, 32)).astype("float32")
+_save_file(_sd, os.path.join(_CLIP_REPO, "snapshots", "0" * 40, "open_clip_model.safetensors"))
 os.environ.update(HF_HUB_CACHE=os.path.abspath("hub_cache"), HF_HUB_OFFLINE="1")
 
 _rng = np.random.default_rng(0)
