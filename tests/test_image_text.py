@@ -350,3 +350,8 @@ def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["hf-hub:laion/tiny-clip"] <= 1e-5, out
     assert "holds open_clip_pytorch_model.bin and no open_clip_model.safetensors" in out["hf-hub:laion/pickled"]
+
+
+def test_load_model_sends_an_open_clip_folder_to_load_open_clip():
+    with pytest.raises(ValueError, match="image-text model in open_clip's layout .* keras_vit.load_open_clip"):
+        keras_vit.load_model(os.path.join(FIXTURES, "clip_tiny"))

@@ -17,7 +17,7 @@ from keras_vit.vit import table
 from keras_vit.vit.data_config import ORIGINAL, TIMM_VIT, DataConfig
 from keras_vit.vit.labels import label_set_for
 from keras_vit.vit.model import VisionTransformer
-from keras_vit.weights import hub, keras_files, official, releases
+from keras_vit.weights import hub, keras_files, official, open_clip, releases
 from keras_vit.weights import transformers_vit
 from keras_vit.weights.timm import repository as timm_repository
 from keras_vit.weights.timm import state_dict as timm_state
@@ -140,6 +140,13 @@ def _suffix(suffix: str) -> Callable[[str], bool]:
     return lambda path: os.path.isfile(path) and path.endswith(suffix)
 
 
+def _read_two_towers(path, *args) -> Checkpoint:
+    raise ValueError(
+        f"{path!r} is an image-text model in open_clip's layout (both towers): load it with "
+        f"keras_vit.load_open_clip({path!r}), whose image_model is the image tower."
+    )
+
+
 SOURCES = (
     Source(
         "hub",
@@ -170,6 +177,13 @@ SOURCES = (
         lambda path: os.path.isdir(path) and transformers_vit.is_transformers_dir(path),
         _read_directory("transformers", transformers_vit.read_transformers),
         lambda path, name: transformers_vit.transformers_data_config(path),
+    ),
+    Source(
+        "open_clip",
+        "an open_clip folder (open_clip_config.json + open_clip_model.safetensors): keras_vit.load_open_clip",
+        open_clip.is_open_clip_dir,  # after timm's: a timm repository may carry open_clip's files too
+        _read_two_towers,
+        _none,
     ),
     Source(
         "npz",
