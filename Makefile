@@ -24,6 +24,7 @@ setup: $(STAMP)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,bench]"
 	$(PY) -m pip install -q --no-deps timm
+	$(PY) -m pip install -q --no-deps "open-clip-torch==3.3.0"  # the image-text oracle (its torchvision: the stub)
 	$(PY) -m pip install -q transformers
 	touch $(BENCH_STAMP)
 

@@ -51,7 +51,7 @@ from keras_vit.vit.zero_shot import ZeroShotClassifier, prompt_templates, zero_s
 # the weights
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
-from keras_vit.weights.open_clip import load_open_clip
+from keras_vit.weights.open_clip import load_open_clip, save_open_clip
 from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm.repository import save_pretrained
 
@@ -143,6 +143,7 @@ __all__ = [
     "prompt_templates",
     "resize_position_embeddings",
     "save_npz",
+    "save_open_clip",
     "save_pretrained",
     "save_safetensors",
     "siglip_loss",

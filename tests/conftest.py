@@ -183,8 +183,9 @@ def run_with_torch(arguments, timeout: int = 900):
     python = os.environ.get("KERAS_VIT_TORCH_PYTHON", sys.executable)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "torchvision_stub"))
     done = subprocess.run([python, *arguments], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-    if "No module named 'torch'" in done.stderr or "No module named 'timm'" in done.stderr:
-        pytest.skip("needs torch and timm (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
+    missing = [m for m in ("torch", "timm", "open_clip") if f"No module named '{m}'" in done.stderr]
+    if missing:
+        pytest.skip(f"needs {missing[0]} (make test-slow, or KERAS_VIT_TORCH_PYTHON)")
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-1000:]
     return done
 

@@ -4,6 +4,7 @@ open_clip 3.3 itself (tests/fixtures/open_clip/tokenizer_battery.json, tools/mak
 of its cleaning modes, at CLIP's context and a short one that cuts texts."""
 
 import json
+import sys
 import os
 
 import numpy as np
@@ -56,3 +57,15 @@ def test_a_hub_tokenizer_without_a_pad_token_is_refused(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text("{}")
     with pytest.raises(ValueError, match="names no pad_token"):
         keras_vit.HubTokenizer(tmp_path, 8)
+
+
+def test_without_the_text_extra_the_tokenizers_name_it(monkeypatch):
+    from keras_vit.vit import clip_tokenizer
+
+    clip_tokenizer._bpe.cache_clear()
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # an install without it
+    with pytest.raises(ImportError, match=r"needs tokenizers: pip install 'keras-vision-transformer\[text\]'"):
+        keras_vit.ClipTokenizer()
+    with pytest.raises(ImportError, match=r"\[text\]"):
+        keras_vit.HubTokenizer(os.path.join(ROOT, "tests", "fixtures", "open_clip", "hub_tokenizer"), 8)
+    clip_tokenizer._bpe.cache_clear()

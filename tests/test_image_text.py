@@ -355,3 +355,52 @@ def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
 def test_load_model_sends_an_open_clip_folder_to_load_open_clip():
     with pytest.raises(ValueError, match="image-text model in open_clip's layout .* keras_vit.load_open_clip"):
         keras_vit.load_model(os.path.join(FIXTURES, "clip_tiny"))
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_save_open_clip_writes_back_open_clips_own_file(name, tmp_path):
+    """Load, write back: the same tensor names and values as the file open_clip wrote, and the same outputs."""
+    from safetensors.numpy import load_file
+
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, name))
+    out = keras_vit.save_open_clip(model, tmp_path / "out")
+    ours = load_file(os.path.join(out, open_clip.WEIGHTS))
+    theirs = load_file(os.path.join(FIXTURES, name, open_clip.WEIGHTS))
+    assert sorted(ours) == sorted(theirs)
+    assert max(float(np.abs(ours[k] - theirs[k]).max()) for k in theirs) == 0.0
+    assert json.loads((tmp_path / "out" / open_clip.CONFIG).read_text()) == json.loads(
+        open(os.path.join(FIXTURES, name, open_clip.CONFIG)).read()
+    )
+    with pytest.raises(FileExistsError):
+        keras_vit.save_open_clip(model, tmp_path / "out")
+
+
+_OPEN_CLIP_READS_OURS = r"""
+import json, sys, numpy as np, torch, open_clip
+from open_clip.model import CLIP, CustomTextCLIP
+from safetensors.torch import load_file
+folder, ref = sys.argv[1], np.load(sys.argv[2])
+cfg = json.load(open(f"{folder}/open_clip_config.json"))["model_cfg"]
+kwargs = {k: v for k, v in cfg.items() if k != "custom_text"}
+vision = dict(kwargs["vision_cfg"]); shrink = vision.pop("timm_model_args", None); kwargs["vision_cfg"] = vision
+import open_clip.timm_model as tm
+create = tm.timm.create_model
+if shrink:
+    tm.timm.create_model = lambda *a, **k: create(*a, **{**k, **shrink})
+model = (CustomTextCLIP if cfg.get("custom_text") else CLIP)(**kwargs).eval()
+model.load_state_dict(load_file(f"{folder}/open_clip_model.safetensors"), strict=True)
+with torch.no_grad():
+    text = model.encode_text(torch.from_numpy(ref["ids"])).numpy()
+print(json.dumps({"text": float(np.abs(text - ref["text_features"]).max())}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", KINDS)
+def test_open_clip_loads_what_save_open_clip_writes_strictly(name, tmp_path):
+    from conftest import run_with_torch
+
+    model = keras_vit.load_open_clip(os.path.join(FIXTURES, name))
+    out = keras_vit.save_open_clip(model, tmp_path / "out")
+    done = run_with_torch(["-c", _OPEN_CLIP_READS_OURS, out, os.path.join(FIXTURES, name, "reference.npz")])
+    assert json.loads(done.stdout.strip().splitlines()[-1])["text"] <= 1e-5

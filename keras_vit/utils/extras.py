@@ -3,7 +3,7 @@
 `pip install keras-vision-transformer` brings the model, the weights and batch inference on any Keras backend;
 the rest comes with extras (setup.cfg): `[tensorflow]`, `[jax]`, `[torch]` (a backend), `[train]` (the
 recipes), `[export]` (the runtimes of the export formats), `[hub]` (`hf-hub:` handles), `[inference]`
-(Parquet output). A bare `ModuleNotFoundError: No module named 'onnx'` does not say that.
+(Parquet output), `[text]` (the tokenizers of image-text models). A bare `ModuleNotFoundError: No module named 'onnx'` does not say that.
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ def byte_characters() -> List[str]:
 @functools.lru_cache(maxsize=2)
 def _bpe(path: str):
     """A `tokenizers.Tokenizer` for CLIP's BPE from the vocabulary file (read once per process)."""
+    from keras_vit.utils.extras import require
+
+    require(["tokenizers", "ftfy"], "text", "CLIP's tokenizer (keras_vit.ClipTokenizer)")
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
     with gzip.open(path) as f:

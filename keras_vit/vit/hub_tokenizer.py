@@ -34,6 +34,9 @@ class HubTokenizer:
     """
 
     def __init__(self, path, context_length: int, clean: str = "whitespace"):
+        from keras_vit.utils.extras import require
+
+        require(["tokenizers", "ftfy"], "text", "a repository's tokenizer (keras_vit.HubTokenizer)")
         from tokenizers import Tokenizer
 
         if clean not in CLEANERS:

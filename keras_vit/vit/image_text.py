@@ -37,6 +37,8 @@ class ImageTextModel(keras.Model):
       tokenizer: how texts become the text model's ids: {"kind": "clip", "clean": ...} (CLIP's BPE, shipped with
         keras_vit; kept in the model's config) or a tokenizer object (a `HubTokenizer` read from the repository
         the model came from; not saved with the model). None: `text_preprocessor()` refuses.
+      open_clip_config: the `open_clip_config.json` it was loaded from, which `keras_vit.save_open_clip` writes
+        back (kept in the model's config).
     """
 
     def __init__(
@@ -47,12 +49,14 @@ class ImageTextModel(keras.Model):
         logit_bias: Optional[float] = None,
         name: str = "image_text_model",
         tokenizer=None,
+        open_clip_config: Optional[dict] = None,
         **kwargs,
     ):
         super().__init__(name=name, **kwargs)
         if isinstance(tokenizer, dict) and tokenizer.get("kind") != "clip":
             raise ValueError(f"tokenizer={tokenizer!r}: a saved tokenizer is {{'kind': 'clip', 'clean': ...}}.")
         self._tokenizer = tokenizer
+        self.open_clip_config = open_clip_config  # the config it was read from, written back by save_open_clip
         self.image_model, self.text_model = image_model, text_model
         self._logit_scale_init = float(logit_scale)
         self._logit_bias_init = None if logit_bias is None else float(logit_bias)
@@ -118,6 +122,7 @@ class ImageTextModel(keras.Model):
             "logit_scale": self._logit_scale_init,
             "logit_bias": self._logit_bias_init,
             "tokenizer": self._tokenizer if isinstance(self._tokenizer, dict) else None,
+            "open_clip_config": self.open_clip_config,
         }
 
     @classmethod

@@ -149,7 +149,9 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     open_clip_text.assign(text_model, text_params, weights_path)
     text_cfg = cfg.get("text_cfg") or {}
     tokenizer = _tokenizer(directory, tower, text_cfg)
-    model = ImageTextModel(image_model, text_model, logit_scale=scale, logit_bias=bias, tokenizer=tokenizer)
+    model = ImageTextModel(
+        image_model, text_model, logit_scale=scale, logit_bias=bias, tokenizer=tokenizer, open_clip_config=config
+    )
     if tokenizer is None:
         model.no_tokenizer = (
             f"{source} names the Hugging Face tokenizer {text_cfg['hf_tokenizer_name']!r}, and {directory!r} holds no "
@@ -174,3 +176,43 @@ def _tokenizer(directory: str, tower, text_cfg: dict):
     if os.path.exists(os.path.join(directory, TOKENIZER_FILE)):
         return HubTokenizer(directory, tower.context_length, clean=clean or "whitespace")
     return None  # its tokenizer lives elsewhere (`text_preprocessor` says so when asked)
+
+
+def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
+    """Writes an `ImageTextModel` loaded from open_clip's files back in open_clip's layout: the config it was read
+    from and `open_clip_model.safetensors` holding every tensor under open_clip's names, which open_clip's
+    `create_model(..., pretrained=<file>)` loads strictly. Atomic; an existing folder is replaced only with
+    `overwrite=True` and only when it holds an earlier output of this writer."""
+    from safetensors.numpy import save_file
+
+    from keras_vit.utils import atomic
+    from keras_vit.weights import open_clip_text, open_clip_visual
+    from keras_vit.weights.safetensors_files import timm_state_dict
+
+    config = getattr(model, "open_clip_config", None)
+    if not config:
+        raise ValueError(
+            f"{getattr(model, 'name', model)!r} was not loaded from open_clip's files, and keras_vit does not write "
+            "an open_clip config of its own yet: save it with model.save(...) instead."
+        )
+    cfg = config["model_cfg"]
+    trunk = bool((cfg.get("vision_cfg") or {}).get("timm_model_name"))
+    sd = open_clip_visual.open_clip_state(timm_state_dict(model.image_model), trunk)
+    sd.update(open_clip_text.write_text(model.text_model, "text." if cfg.get("custom_text") else ""))
+    sd["logit_scale"] = np.asarray(keras_value(model.logit_scale), "float32").reshape(())
+    if model.logit_bias is not None:
+        sd["logit_bias"] = np.asarray(keras_value(model.logit_bias), "float32").reshape(())
+    sd = {k: np.ascontiguousarray(v, dtype="float32") for k, v in sd.items()}
+
+    def fill(tmp: str) -> None:
+        save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
+        with open(os.path.join(tmp, CONFIG), "w") as f:
+            json.dump(config, f, indent=2)
+
+    return atomic.write_directory(directory, fill, overwrite=overwrite, replaceable=is_open_clip_dir)
+
+
+def keras_value(variable):
+    import keras
+
+    return keras.ops.convert_to_numpy(variable)

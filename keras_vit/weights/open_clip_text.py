@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Dict
 
+import keras
 import numpy as np
 
 from keras_vit.vit.text_tower import TextTower
@@ -178,10 +179,15 @@ def read_text(g: _Reader, tower: TextTower, prefix: str) -> Params:
     return p
 
 
+def _by_path(model) -> dict:
+    """{variable path within the model: variable} (a nested model's paths start with its own name)."""
+    return {v.path.split("/", 1)[1] if v.path.startswith(model.name + "/") else v.path: v for v in model.weights}
+
+
 def assign(model, params: Dict[str, np.ndarray], source: str) -> None:
     """Every weight of `model` from `params` (by path, shapes checked first); a weight without a tensor, or a
     tensor without a weight, is refused before anything is assigned."""
-    weights = {v.path.split("/", 1)[1] if v.path.startswith(model.name + "/") else v.path: v for v in model.weights}
+    weights = _by_path(model)
     missing = sorted(set(weights) - set(params))
     extra = sorted(set(params) - set(weights))
     if missing or extra:
@@ -197,3 +203,40 @@ def assign(model, params: Dict[str, np.ndarray], source: str) -> None:
             )
     for path, variable in weights.items():
         variable.assign(params[path])
+
+
+def write_text(model, prefix: str) -> Dict[str, np.ndarray]:
+    """A `TextTransformer`'s weights as open_clip's `TextTransformer` names them, under `prefix` ("" for `CLIP`,
+    "text." for `CustomTextCLIP`): `read_text` reversed."""
+    tower = model.tower
+    w = {path: keras.ops.convert_to_numpy(v) for path, v in _by_path(model).items()}
+    sd = {
+        prefix + "token_embedding.weight": w["embedding/token_embedding"],
+        prefix + "positional_embedding": w["embedding/position_embedding"],
+        prefix + "ln_final.weight": w["encoder/encoder_norm/gamma"],
+        prefix + "ln_final.bias": w["encoder/encoder_norm/beta"],
+    }
+    d = tower.width
+    for i in range(tower.num_layers):
+        t, o = f"{prefix}transformer.resblocks.{i}.", f"encoder/encoderblock_{i}/"
+        a = o + "MultiHeadDotProductAttention_1/"
+        for theirs, ours in (("ln_1", "LayerNorm_0"), ("ln_2", "LayerNorm_2")):
+            sd[t + theirs + ".weight"], sd[t + theirs + ".bias"] = w[f"{o}{ours}/gamma"], w[f"{o}{ours}/beta"]
+        sd[t + "attn.in_proj_weight"] = np.concatenate(
+            [w[f"{a}{n}/kernel"].reshape(d, d).T for n in ("query", "key", "value")]
+        )
+        sd[t + "attn.in_proj_bias"] = np.concatenate([w[f"{a}{n}/bias"].reshape(d) for n in ("query", "key", "value")])
+        sd[t + "attn.out_proj.weight"] = w[a + "out/kernel"].reshape(d, d).T
+        sd[t + "attn.out_proj.bias"] = w[a + "out/bias"]
+        for theirs, ours in (("c_fc", "Dense_0"), ("c_proj", "Dense_1")):
+            sd[f"{t}mlp.{theirs}.weight"] = w[f"{o}MlpBlock_3/{ours}/kernel"].T
+            sd[f"{t}mlp.{theirs}.bias"] = w[f"{o}MlpBlock_3/{ours}/bias"]
+        if tower.layer_scale_init is not None:
+            sd[t + "ls_1.gamma"], sd[t + "ls_2.gamma"] = w[o + "LayerScale_0/scale"], w[o + "LayerScale_2/scale"]
+    if tower.output_dim:
+        if tower.projection_bias:
+            sd[prefix + "text_projection.weight"] = w["projection/kernel"].T
+            sd[prefix + "text_projection.bias"] = w["projection/bias"]
+        else:
+            sd[prefix + "text_projection"] = w["projection/kernel"]
+    return {k: np.ascontiguousarray(v, dtype="float32") for k, v in sd.items()}

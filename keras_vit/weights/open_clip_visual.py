@@ -167,3 +167,40 @@ def timm_state(sd: Dict[str, np.ndarray], prefix: str = "visual.") -> Dict[str, 
         else:
             raise ValueError(f"{key!r}: a part of open_clip's image tower keras_vit does not map. Nothing was loaded.")
     return out
+
+
+_BLOCK_BACK = {timm: ours for ours, timm in _BLOCK.items()}
+_TOP_BACK = {timm: ours for ours, timm in _TOP.items()}
+
+
+def open_clip_state(timm_sd: Dict[str, np.ndarray], trunk: bool, prefix: str = "visual.") -> Dict[str, np.ndarray]:
+    """An image tower's timm state dict in open_clip's names: under `prefix + "trunk."` as it is for a timm trunk,
+    renamed back (`timm_state` reversed) for open_clip's own ViT, whose projection has no bias (a non-zero head
+    bias is refused: open_clip's `proj` cannot hold it)."""
+    if trunk:
+        return {prefix + "trunk." + k: v for k, v in timm_sd.items()}
+    out: Dict[str, np.ndarray] = {}
+    block = re.compile(r"blocks\.(\d+)\.(.+)$")
+    for key, value in timm_sd.items():
+        m = block.match(key)
+        if m:
+            rest = m.group(2)
+            part = next((p for p in _BLOCK_BACK if rest == p or rest.startswith(p + ".")), None)
+            if part is None:
+                raise ValueError(f"{key!r}: a part open_clip's image block does not have; not written.")
+            out[f"{prefix}transformer.resblocks.{m.group(1)}.{_BLOCK_BACK[part]}{rest[len(part) :]}"] = value
+        elif key == "cls_token":
+            out[prefix + "class_embedding"] = value.reshape(-1)
+        elif key == "pos_embed":
+            out[prefix + "positional_embedding"] = value[0]
+        elif key == "head.weight":
+            out[prefix + "proj"] = np.ascontiguousarray(value.T)
+        elif key == "head.bias":
+            if np.any(value != 0):
+                raise ValueError("the image projection has a non-zero bias, which open_clip's `proj` cannot hold.")
+        elif key.split(".")[0] in ("patch_embed", "norm_pre", "norm"):
+            top = next(t for t in _TOP_BACK if key == t or key.startswith(t + "."))
+            out[prefix + _TOP_BACK[top] + key[len(top) :]] = value
+        else:
+            raise ValueError(f"{key!r}: a part open_clip's own image tower does not have; not written.")
+    return out
