@@ -4,8 +4,8 @@ open_clip 3.3 itself (tests/fixtures/open_clip/tokenizer_battery.json, tools/mak
 of its cleaning modes, at CLIP's context and a short one that cuts texts."""
 
 import json
-import sys
 import os
+import sys
 
 import numpy as np
 import pytest
