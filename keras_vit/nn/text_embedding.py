@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_vit.nn.initializers import PACKAGE as _PACKAGE
+from keras_vit.nn.initializers import PACKAGE as _PACKAGE, initial
 from keras_vit.nn.specs import ArraySpecs
 
 
@@ -26,12 +26,12 @@ class TextEmbedding(ArraySpecs, keras.layers.Layer):
         self.token_embedding = self.add_weight(
             name="token_embedding",
             shape=(self.vocab_size, self.width),
-            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            initializer=initial(keras.initializers.RandomNormal(stddev=0.02)),
         )
         self.position_embedding = self.add_weight(
             name="position_embedding",
             shape=(self.context_length, self.width),
-            initializer=keras.initializers.RandomNormal(stddev=0.01),
+            initializer=initial(keras.initializers.RandomNormal(stddev=0.01)),
         )
 
     def call(self, ids):

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 
 from keras_vit.nn.encoder import Encoder
-from keras_vit.nn.initializers import PACKAGE
+from keras_vit.nn.initializers import PACKAGE, initial
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.nn.text_embedding import TextEmbedding
 from keras_vit.nn.text_pooling import TextPooling
@@ -65,7 +65,14 @@ class TextTransformer(ArraySpecs, keras.Model):
         )
         pooling = TextPooling(t.pooling, t.eos_id, dtype=policy, name="pooling")
         projection = (
-            keras.layers.Dense(t.output_dim, use_bias=t.projection_bias, dtype=policy, name="projection")
+            keras.layers.Dense(
+                t.output_dim,
+                use_bias=t.projection_bias,
+                kernel_initializer=initial(keras.initializers.RandomNormal(stddev=t.width**-0.5)),  # open_clip's
+                bias_initializer=initial("zeros"),
+                dtype=policy,
+                name="projection",
+            )
             if t.output_dim
             else None
         )

@@ -111,6 +111,7 @@ def resolve(source) -> str:
 def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
     `open_clip_model.safetensors`) or hub repository (`hf-hub:<org>/<name>`)."""
+    from keras_vit.nn.initializers import weights_follow
     from keras_vit.vit.image_text import ImageTextModel
     from keras_vit.vit.model import VisionTransformer
     from keras_vit.vit.text_model import TextTransformer
@@ -138,13 +139,14 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     scale = float(g("logit_scale"))
     bias = float(g("logit_bias")) if "logit_bias" in sd else None
     g.check_all_used()
-    image_model = VisionTransformer(
-        **image_kw,
-        classifier_activation=None,
-        data_config=data_config(config.get("preprocess_cfg"), source),
-        name="image_model",
-    )
-    text_model = TextTransformer(tower, name="text_model")
+    with weights_follow():  # every variable is assigned from the file next: no random draws (or XLA programs) first
+        image_model = VisionTransformer(
+            **image_kw,
+            classifier_activation=None,
+            data_config=data_config(config.get("preprocess_cfg"), source),
+            name="image_model",
+        )
+        text_model = TextTransformer(tower, name="text_model")
     official.load_params(image_model, image_params, weights_path, reset_head=False)
     open_clip_text.assign(text_model, text_params, weights_path)
     text_cfg = cfg.get("text_cfg") or {}
