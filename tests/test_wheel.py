@@ -260,8 +260,8 @@ def test_the_installed_commands_run_outside_a_checkout_beside_a_users_recipes_fo
 @pytest.mark.parametrize(
     "backend, extras, first, last",
     [
-        ("jax", "jax,onnx-jax", [], ["--no-deps", "jax2onnx==0.17.1"]),  # docs/install.md's step for [onnx-jax]
-        ("torch", "torch,onnx", ["torch==2.13.0"], []),
+        ("jax", "jax,onnx-jax,text,hub", [], ["--no-deps", "jax2onnx==0.17.1"]),  # docs/install.md's [onnx-jax] step
+        ("torch", "torch,onnx,text,hub", ["torch==2.13.0"], []),
     ],
 )
 def test_a_fresh_backend_install_runs_the_readme(wheel, tmp_path, backend, extras, first, last):

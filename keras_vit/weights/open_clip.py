@@ -87,6 +87,9 @@ def resolve(source) -> str:
 
     if not hub.is_handle(source):
         return os.fspath(source)
+    from keras_vit.utils.extras import require
+
+    require(["huggingface_hub"], "hub", f"weights={source!r}")
     repo, revision = hub.parse(source)
     config = hub._download(repo, CONFIG, revision, source)
     try:
