@@ -9,7 +9,7 @@ pad to it).
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Union
 
 import keras
 import numpy as np
@@ -124,8 +124,3 @@ def check_token_ids(ids, vocab_size: int, context_length: int) -> np.ndarray:
             "vocabulary made these ids."
         )
     return array.astype("int32")
-
-
-def text_transformer(tower: Optional[TextTower] = None, **fields) -> TextTransformer:
-    """A `TextTransformer` of `tower` (default: OpenAI CLIP B/16's text tower), any field overridden by keyword."""
-    return TextTransformer(tower, **fields)

@@ -188,6 +188,7 @@ def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
     from and `open_clip_model.safetensors` holding every tensor under open_clip's names, which open_clip's
     `create_model(..., pretrained=<file>)` loads strictly. Atomic; an existing folder is replaced only with
     `overwrite=True` and only when it holds an earlier output of this writer."""
+    import keras
     from safetensors.numpy import save_file
 
     from keras_vit.utils import atomic
@@ -204,9 +205,9 @@ def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
     trunk = bool((cfg.get("vision_cfg") or {}).get("timm_model_name"))
     sd = open_clip_visual.open_clip_state(timm_state_dict(model.image_model), trunk)
     sd.update(open_clip_text.write_text(model.text_model, "text." if cfg.get("custom_text") else ""))
-    sd["logit_scale"] = np.asarray(keras_value(model.logit_scale), "float32").reshape(())
+    sd["logit_scale"] = np.asarray(keras.ops.convert_to_numpy(model.logit_scale), "float32").reshape(())
     if model.logit_bias is not None:
-        sd["logit_bias"] = np.asarray(keras_value(model.logit_bias), "float32").reshape(())
+        sd["logit_bias"] = np.asarray(keras.ops.convert_to_numpy(model.logit_bias), "float32").reshape(())
     sd = {k: np.ascontiguousarray(v, dtype="float32") for k, v in sd.items()}
 
     def fill(tmp: str) -> None:
@@ -215,9 +216,3 @@ def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
             json.dump(config, f, indent=2)
 
     return atomic.write_directory(directory, fill, overwrite=overwrite, replaceable=is_open_clip_dir)
-
-
-def keras_value(variable):
-    import keras
-
-    return keras.ops.convert_to_numpy(variable)

@@ -19,20 +19,16 @@ import keras
 import numpy as np
 
 from keras_vit.vit.text_tower import TextTower
-from keras_vit.weights.keys import Params, _attention_in, _linear_in, _Reader
+from keras_vit.weights.keys import Params, _attention_in, _attention_out, _linear_in, _Reader
 
+# open_clip's custom attention-block settings (both towers' configs), off by default: keras_vit builds the default
+# block only
+CUSTOM_BLOCK = dict(
+    qk_norm=False, scaled_cosine_attn=False, scale_heads=False, scale_attn_inner=False, scale_attn=False, scale_fc=False
+)
 # open_clip text-config keys with the value open_clip's defaults give them: another value is a form keras_vit
 # does not build, refused naming the key
-_UNBUILT = dict(
-    embed_cls=False,  # CoCa's appended class token
-    qk_norm=False,
-    scaled_cosine_attn=False,
-    scale_heads=False,
-    scale_attn_inner=False,
-    scale_attn=False,
-    scale_fc=False,
-    output_tokens=False,
-)
+_UNBUILT = dict(embed_cls=False, output_tokens=False, **CUSTOM_BLOCK)  # embed_cls: CoCa's appended class token
 _KNOWN = {
     "context_length",
     "vocab_size",
@@ -216,18 +212,14 @@ def write_text(model, prefix: str) -> Dict[str, np.ndarray]:
         prefix + "ln_final.weight": w["encoder/encoder_norm/gamma"],
         prefix + "ln_final.bias": w["encoder/encoder_norm/beta"],
     }
-    d = tower.width
     for i in range(tower.num_layers):
         t, o = f"{prefix}transformer.resblocks.{i}.", f"encoder/encoderblock_{i}/"
         a = o + "MultiHeadDotProductAttention_1/"
         for theirs, ours in (("ln_1", "LayerNorm_0"), ("ln_2", "LayerNorm_2")):
             sd[t + theirs + ".weight"], sd[t + theirs + ".bias"] = w[f"{o}{ours}/gamma"], w[f"{o}{ours}/beta"]
-        sd[t + "attn.in_proj_weight"] = np.concatenate(
-            [w[f"{a}{n}/kernel"].reshape(d, d).T for n in ("query", "key", "value")]
-        )
-        sd[t + "attn.in_proj_bias"] = np.concatenate([w[f"{a}{n}/bias"].reshape(d) for n in ("query", "key", "value")])
-        sd[t + "attn.out_proj.weight"] = w[a + "out/kernel"].reshape(d, d).T
-        sd[t + "attn.out_proj.bias"] = w[a + "out/bias"]
+        ws, bs, out_w, out_b = _attention_out(w, a)  # the writers' official -> torch attention
+        sd[t + "attn.in_proj_weight"], sd[t + "attn.in_proj_bias"] = np.concatenate(ws), np.concatenate(bs)
+        sd[t + "attn.out_proj.weight"], sd[t + "attn.out_proj.bias"] = out_w, out_b
         for theirs, ours in (("c_fc", "Dense_0"), ("c_proj", "Dense_1")):
             sd[f"{t}mlp.{theirs}.weight"] = w[f"{o}MlpBlock_3/{ours}/kernel"].T
             sd[f"{t}mlp.{theirs}.bias"] = w[f"{o}MlpBlock_3/{ours}/bias"]

@@ -29,6 +29,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from keras_vit.vit import timm_table
+from keras_vit.weights.open_clip_text import CUSTOM_BLOCK
 from keras_vit.weights.timm.model_args import apply_model_args
 
 # open_clip vision-config keys whose other values are forms keras_vit does not build here (refused by name)
@@ -39,12 +40,7 @@ _PLAIN = dict(
     final_ln_after_pool=False,
     pool_type="tok",
     output_tokens=False,
-    qk_norm=False,
-    scaled_cosine_attn=False,
-    scale_heads=False,
-    scale_attn_inner=False,
-    scale_attn=False,
-    scale_fc=False,
+    **CUSTOM_BLOCK,
 )
 _SIZES = {"layers", "width", "head_width", "mlp_ratio", "patch_size", "image_size", "ls_init_value"}
 _IGNORED = {"patch_dropout", "attn_pooler_queries", "attn_pooler_heads", "block_type", "act_kwargs", "norm_kwargs"}
