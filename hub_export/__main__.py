@@ -80,12 +80,13 @@ def main(argv=None) -> int:
     p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")
     args = p.parse_args(argv)
     try:
-        from hub_export.formats import FORMATS
+        from hub_export.formats import FORMATS, check_backend
 
         if args.variant not in VARIANTS:
             raise ValueError(f"Unknown --variant {args.variant!r}; expected one of {VARIANTS}.")
         if args.format not in FORMATS:
             raise ValueError(f"Unknown --format {args.format!r}; expected one of {', '.join(FORMATS)}.")
+        check_backend(args.format)  # before the model is built
         if args.format == "serving":
             args.variant = "classification"
         representative = _representative(args.representative) if args.representative else None

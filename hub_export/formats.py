@@ -45,12 +45,12 @@ def then(fmt: str) -> str:
     return onnx_file.THEN.get(keras.backend.backend(), "") if fmt == "onnx" else ""
 
 
-def check_backend(fmt: str, model: keras.Model) -> None:
+def check_backend(fmt: str, model: Optional[keras.Model] = None) -> None:
     """Refuses, in one message saying what to do instead, a format the running backend does not write: all but
-    ONNX (float or quantized by onnxruntime) are written by TensorFlow, and ONNX there needs a fixed image size.
-    Called before anything is built or written."""
+    ONNX (float or quantized by onnxruntime) are written by TensorFlow, and ONNX there needs a fixed image size
+    (checked when `model` is given). Called before anything is built or written (the CLI: before the model)."""
     backend = keras.backend.backend()
-    if fmt == "onnx":
+    if fmt == "onnx" and model is not None:
         onnx_file.check_size(model)
     if backend == "tensorflow" or fmt in WITHOUT_TENSORFLOW:
         return

@@ -134,7 +134,7 @@ def test_every_config_field_is_read_by_the_trainer():
 
 def _rows():
     """Every row of every config file; the default suite trains the first of each file (but the demo's, which
-    tests/test_demo.py trains in full) and the first hybrid of each but pretraining's, `make test-slow` all of
+    tests/test_demo.py trains) and the first hybrid of each but pretraining's, `make test-slow` all of
     them."""
     for info in pkgutil.iter_modules(recipes.configs.__path__):
         module = importlib.import_module(f"recipes.configs.{info.name}")
