@@ -48,6 +48,9 @@ from keras_vit.vit.text_model import TextTransformer
 from keras_vit.vit.text_tower import TextTower
 from keras_vit.vit.zero_shot import ZeroShotClassifier, prompt_templates, zero_shot_weights
 
+# search and the retrieval benchmarks' scores over embeddings
+from keras_vit.analysis.retrieval import retrieval_metrics, search
+
 # the weights
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
@@ -142,10 +145,12 @@ __all__ = [
     "preprocess_input",
     "prompt_templates",
     "resize_position_embeddings",
+    "retrieval_metrics",
     "save_npz",
     "save_open_clip",
     "save_pretrained",
     "save_safetensors",
+    "search",
     "siglip_loss",
     "vit_config",
     "zero_shot_weights",
