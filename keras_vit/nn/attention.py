@@ -160,7 +160,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             ]  # no key bias: zeros (softmax ignores one shared by all keys)
             qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
         b, t = ops.shape(x)[0], ops.shape(x)[1]
-        q, k, v = qkv[..., : widths[0]], qkv[..., widths[0] : widths[0] + widths[1]], qkv[..., widths[0] + widths[1] :]
+        # one split (not three slices): a runtime's int8 rewrites move a per-channel dequantization through a split
+        # (OpenVINO 2026's low-precision pass fails on the three slices of an NNCF-quantized matmul)
+        q, k, v = ops.split(qkv, [widths[0], widths[0] + widths[1]], axis=-1)
         return tuple(ops.reshape(y, (b, t, *shape)) for y, shape in zip((q, k, v), heads))
 
     def call(self, x, rotary=None, training=None, return_attention=False):
