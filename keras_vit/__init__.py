@@ -31,7 +31,6 @@ from keras_vit.vit import (
     ViTConfig,
     VisionTransformer,
     layout_map,
-    list_models,
     preprocess_input,
     vit_config,
 )
@@ -59,6 +58,7 @@ from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm.repository import save_pretrained
 
 # the constructors
+from keras_vit.applications.catalog import list_models
 from keras_vit.applications import (
     R26_ViT_B32,
     R26_ViT_S32,

@@ -319,22 +319,29 @@ for handle in sys.argv[2:]:
         m = keras_vit.load_open_clip(handle)
         ref = np.load(sys.argv[1])
         out[handle] = float(np.abs(np.asarray(m.encode_text(ref["ids"], normalize=False)) - ref["text_features"]).max())
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         out[handle] = str(e)
 print(json.dumps(out))
 """
 
 
-def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
-    """An open_clip repository in a `huggingface_hub` cache laid out here, read with HF_HUB_OFFLINE=1; one holding
-    only the pickle is refused naming it."""
+def test_hub_handles_and_open_clips_names_resolve_offline_through_the_cache(tmp_path):
+    """open_clip repositories in a `huggingface_hub` cache laid out here, read with HF_HUB_OFFLINE=1, by hub handle
+    and by open_clip's pretrained name (the repository open_clip publishes that tag in); one holding only the pickle
+    is refused naming it. The tiny CLIP (QuickGELU) stands in under real repository names: under one whose config
+    leaves QuickGELU out, the name applies open_clip's record of those weights (open_clip's logits) and the handle
+    takes the config as written (exact GELU: other logits)."""
     pytest.importorskip("huggingface_hub")
     from conftest import python_run
 
     cache = tmp_path / "hub"
+    without_quick_gelu = json.load(open(os.path.join(FIXTURES, "clip_tiny", open_clip.CONFIG)))
+    del without_quick_gelu["model_cfg"]["quick_gelu"]
     for repo, names in (
         ("laion/tiny-clip", (open_clip.CONFIG, open_clip.WEIGHTS)),
         ("laion/pickled", (open_clip.CONFIG,)),
+        ("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", (open_clip.CONFIG, open_clip.WEIGHTS)),
+        ("timm/vit_base_patch32_clip_224.laion400m_e31", (open_clip.WEIGHTS,)),
     ):
         folder = cache / f"models--{repo.replace('/', '--')}"
         (folder / "refs").mkdir(parents=True)
@@ -344,13 +351,43 @@ def test_hub_handles_resolve_offline_through_the_cache(tmp_path):
         for name in names:
             shutil.copy(os.path.join(FIXTURES, "clip_tiny", name), snapshot / name)
     (cache / "models--laion--pickled" / "snapshots" / ("c" * 40) / open_clip.PICKLE).write_bytes(b"pickle")
+    quick = cache / "models--timm--vit_base_patch32_clip_224.laion400m_e31" / "snapshots" / ("c" * 40)
+    (quick / open_clip.CONFIG).write_text(json.dumps(without_quick_gelu))
     env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     ref = os.path.join(FIXTURES, "clip_tiny", "reference.npz")
-    done = python_run(["-c", _HUB_RUN, ref, "hf-hub:laion/tiny-clip", "hf-hub:laion/pickled"], env=env)
+    sources = [
+        "hf-hub:laion/tiny-clip",
+        "hf-hub:laion/pickled",
+        "ViT-B-32:laion2b_s34b_b79k",
+        "ViT-B-32:laion400m_e31",
+        "hf-hub:timm/vit_base_patch32_clip_224.laion400m_e31",
+        "ViT-B-32",
+        "RN50:openai",
+        "ViT-B-32:nope",
+    ]
+    done = python_run(["-c", _HUB_RUN, ref, *sources], env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["hf-hub:laion/tiny-clip"] <= 1e-5, out
+    assert out["hf-hub:laion/tiny-clip"] <= 1e-5 and out["ViT-B-32:laion2b_s34b_b79k"] <= 1e-5, out
     assert "holds open_clip_pytorch_model.bin and no open_clip_model.safetensors" in out["hf-hub:laion/pickled"]
+    assert out["ViT-B-32:laion400m_e31"] <= 1e-5, out  # QuickGELU from open_clip's record
+    assert out["hf-hub:timm/vit_base_patch32_clip_224.laion400m_e31"] > 1e-3, out  # the config as written
+    assert "name one: ViT-B-32:openai, ViT-B-32:laion400m_e31" in out["ViT-B-32"]
+    assert "ResNet image tower" in out["RN50:openai"]
+    assert "no pretrained tag 'nope'" in out["ViT-B-32:nope"]
+
+
+def test_open_clips_names_are_listed_apart_from_the_image_models_and_a_typo_is_answered():
+    names = keras_vit.list_models("image-text")
+    assert {"ViT-B-32:openai", "ViT-B-16-SigLIP2:webli", "PE-Core-B-16:meta", "EVA02-B-16:merged2b_s8b_b131k"} <= set(
+        names
+    )
+    assert not {n for n in names if n.split(":")[0].startswith(("RN", "convnext", "coca", "ViTamin", "MobileCLIP-S"))}
+    assert not set(names) & set(keras_vit.list_models()) and "ViT-B/16" in keras_vit.list_models()
+    with open(os.path.join(ROOT, "docs", "image-text.md")) as f:
+        assert f"lists the {len(names)} of open_clip" in f.read()  # the docs' count is the table's
+    with pytest.raises(FileNotFoundError, match=r"close names: ViT-B-16-SigLIP2:webli"):
+        keras_vit.load_open_clip("ViT-B-16-SigLP2:webli")
 
 
 def test_load_model_sends_an_open_clip_folder_to_load_open_clip():

@@ -81,10 +81,20 @@ def data_config(preprocess_cfg, source: str):
 
 def resolve(source) -> str:
     """The local folder of an open_clip source: a folder as given, or a hub handle (`hf-hub:laion/...`,
-    `hf-hub:timm/...`, with `@revision`) fetched through `huggingface_hub`'s cache: the config, the safetensors
+    `hf-hub:timm/...`, with `@revision`) or open_clip's model name ("ViT-B-32:laion2b_s34b_b79k",
+    `keras_vit.weights.open_clip_names`) fetched through `huggingface_hub`'s cache: the config, the safetensors
     weights and, where the repository has them, `tokenizer.json` and `tokenizer_config.json`."""
-    from keras_vit.weights import hub
+    from keras_vit.weights import hub, open_clip_names
 
+    if open_clip_names.is_name(source):
+        source = open_clip_names.hub_handle(source)
+    elif isinstance(source, str) and not hub.is_handle(source) and not os.path.exists(source):
+        close = open_clip_names.close_names(source)
+        raise FileNotFoundError(
+            f"{source!r}: no such folder, hf-hub: handle or open_clip pretrained name"
+            + (f" (close names: {', '.join(close)})" if close else "")
+            + "; keras_vit.list_models('image-text') lists the names."
+        )
     if not hub.is_handle(source):
         return os.fspath(source)
     from keras_vit.utils.extras import require
@@ -113,7 +123,8 @@ def resolve(source) -> str:
 
 def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
-    `open_clip_model.safetensors`) or hub repository (`hf-hub:<org>/<name>`)."""
+    `open_clip_model.safetensors`), hub repository (`hf-hub:<org>/<name>`) or pretrained model by open_clip's name
+    ("ViT-B-16-SigLIP2", "ViT-B-32:laion2b_s34b_b79k": `keras_vit.list_models("image-text")`)."""
     from keras_vit.nn.initializers import weights_follow
     from keras_vit.vit.image_text import ImageTextModel
     from keras_vit.vit.model import VisionTransformer
@@ -122,10 +133,20 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     from keras_vit.weights.keys import _Reader
     from keras_vit.weights.timm.reader import timm_to_official
 
+    from keras_vit.weights import open_clip_names
+
+    quick_gelu = open_clip_names.is_name(directory) and open_clip_names.trained_with_quick_gelu(directory)
     directory = resolve(directory)
     config = _read_config(directory)
     cfg = config["model_cfg"]
     source = os.path.join(directory, CONFIG)
+    if quick_gelu and not cfg.get("quick_gelu"):
+        if "quick_gelu" in cfg:
+            raise ValueError(
+                f"{source} says quick_gelu=false, and open_clip records these weights as trained with QuickGELU: "
+                "the two disagree; load the folder by path to use its config as it is."
+            )
+        cfg["quick_gelu"] = True  # open_clip's record of the weights (its own loader only warns); kept in the config
     if "embed_dim" not in cfg:
         raise ValueError(f"{source}: model_cfg has no embed_dim, the shared embedding's width.")
     tower = open_clip_text.text_tower(cfg, source)
