@@ -1,8 +1,9 @@
 """Zero-shot classification from the command line: `python -m keras_vit.zero_shot IMAGE_OR_FOLDER...
 --weights=FOLDER --classes=cat,dog [--templates=openai_imagenet] [--top=5]`.
 
-`--weights` is an image-text model folder in open_clip's layout (`open_clip_config.json` +
-`open_clip_model.safetensors`, and its tokenizer where the config names one). Each class name is put into every
+`--weights` is an image-text model in open_clip's layout (`open_clip_config.json` + `open_clip_model.safetensors`,
+and its tokenizer where the config names one): a folder, an `hf-hub:` handle, or open_clip's pretrained name
+("ViT-B-16-SigLIP2", `keras_vit.list_models("image-text")`). Each class name is put into every
 prompt template ("a photo of a {}.": OpenAI's 80 ImageNet templates by default, `simple_imagenet` for open_clip's
 7, or a file of one template per line), the texts encoded and averaged per class; each image (read at its bit
 depth, prepared per the image tower's data config) is scored against every class: softmax probabilities over the
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.zero_shot"), description=__doc__)
     p.add_argument("inputs", nargs="+", help="image files or folders of them")
-    p.add_argument("--weights", required=True, help="an open_clip model folder")
+    p.add_argument("--weights", required=True, help="an open_clip folder, hf-hub: handle or pretrained name")
     p.add_argument("--classes", required=True, help="class names, comma-separated, or a file of one per line")
     p.add_argument("--templates", default="openai_imagenet", help="openai_imagenet, simple_imagenet, or a file")
     p.add_argument("--top", type=int, default=5)
