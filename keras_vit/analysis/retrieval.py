@@ -20,6 +20,13 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return int(value)
 
 
 def _normalized(x, name: str) -> np.ndarray:
@@ -34,16 +41,14 @@ def _normalized(x, name: str) -> np.ndarray:
     return x / norms
 
 
-def search(queries, gallery, top: int = 5, chunk: int = 1024) -> Tuple[np.ndarray, np.ndarray]:
+def search(queries: ArrayLike, gallery: ArrayLike, top: int = 5, chunk: int = 1024) -> Tuple[np.ndarray, np.ndarray]:
     """(indices, similarities), each (queries, top): the `top` gallery rows most similar to each query, best
     first (ties by gallery order). `queries` (Q, D) and `gallery` (G, D): text and image embeddings, either way
     round."""
     q, g = _normalized(queries, "queries"), _normalized(gallery, "gallery")
     if q.shape[1] != g.shape[1]:
         raise ValueError(f"queries have width {q.shape[1]} and the gallery {g.shape[1]}: not one embedding space.")
-    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
-        raise ValueError(f"top must be a positive int, got {top!r}.")
-    top = min(int(top), g.shape[0])
+    top, chunk = min(_positive_int(top, "top"), g.shape[0]), _positive_int(chunk, "chunk")
     indices, scores = [], []
     for start in range(0, q.shape[0], chunk):
         s = q[start : start + chunk] @ g.T
@@ -73,8 +78,8 @@ def _check_pairs(image_of_text, images: int, texts: int) -> np.ndarray:
 
 
 def retrieval_metrics(
-    image_embeddings,
-    text_embeddings,
+    image_embeddings: ArrayLike,
+    text_embeddings: ArrayLike,
     image_of_text: Optional[Sequence[int]] = None,
     ks: Sequence[int] = (1, 5, 10),
     chunk: int = 1024,
@@ -89,9 +94,10 @@ def retrieval_metrics(
     if images.shape[1] != texts.shape[1]:
         raise ValueError(f"image embeddings have width {images.shape[1]} and text embeddings {texts.shape[1]}.")
     pairs = _check_pairs(image_of_text, images.shape[0], texts.shape[0])
-    ks = [int(k) for k in ks]
-    if not ks or min(ks) < 1:
-        raise ValueError(f"ks must be positive ints, got {ks}.")
+    if not len(ks):
+        raise ValueError("ks must name at least one k.")
+    ks = [_positive_int(k, "each of ks") for k in ks]
+    chunk = _positive_int(chunk, "chunk")
     # text -> image: the 1-based position of each text's own image among all images
     text_rank = np.empty(texts.shape[0], dtype=np.int64)
     for start in range(0, texts.shape[0], chunk):

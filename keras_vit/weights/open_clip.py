@@ -131,11 +131,10 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     from keras_vit.vit.text_model import TextTransformer
     from keras_vit.weights import official, open_clip_text, open_clip_visual
     from keras_vit.weights.keys import _Reader
+    from keras_vit.weights import open_clip_names
     from keras_vit.weights.timm.reader import timm_to_official
 
-    from keras_vit.weights import open_clip_names
-
-    quick_gelu = open_clip_names.is_name(directory) and open_clip_names.trained_with_quick_gelu(directory)
+    quick_gelu = open_clip_names.is_name(directory) and open_clip_names.pretrained(directory)[1]
     directory = resolve(directory)
     config = _read_config(directory)
     cfg = config["model_cfg"]

@@ -26,20 +26,13 @@ def _table() -> dict:
         return json.load(f)
 
 
-def _tags() -> Dict[str, List[Tuple[str, str]]]:
-    """{model name: [(tag, repository), ...]} in open_clip's order."""
-    out: Dict[str, List[Tuple[str, str]]] = {}
-    for name, tag, repo, _ in _table()["pretrained"]:
-        out.setdefault(name, []).append((tag, repo))
+@functools.lru_cache(maxsize=1)
+def _tags() -> Dict[str, List[Tuple[str, str, bool]]]:
+    """{model name: [(tag, repository, trained with QuickGELU), ...]} in open_clip's order."""
+    out: Dict[str, List[Tuple[str, str, bool]]] = {}
+    for name, tag, repo, quick_gelu in _table()["pretrained"]:
+        out.setdefault(name, []).append((tag, repo, bool(quick_gelu)))
     return out
-
-
-def trained_with_quick_gelu(source: str) -> bool:
-    """True when open_clip records that the weights `source` ("name:tag" or "name") names were trained with
-    QuickGELU (OpenAI's CLIP and open_clip's early LAION runs), which the model's own config may not say."""
-    name, _, tag = source.partition(":")
-    rows = [row for row in _table()["pretrained"] if row[0] == name and (row[1] == tag or not tag)]
-    return len(rows) == 1 and bool(rows[0][3])
 
 
 def why_not_built(name: str) -> Optional[str]:
@@ -63,7 +56,7 @@ def list_image_text(buildable_only: bool = True) -> List[str]:
         f"{name}:{tag}"
         for name, tags in _tags().items()
         if not buildable_only or why_not_built(name) is None
-        for tag, _ in tags
+        for tag, _, _ in tags
     ]
 
 
@@ -79,9 +72,11 @@ def close_names(source: str) -> List[str]:
     return difflib.get_close_matches(source, list_image_text(buildable_only=False), n=3, cutoff=0.6)
 
 
-def hub_handle(source: str) -> str:
-    """The `hf-hub:` handle of "name:tag", or of "name" when open_clip publishes one tag of it; an unknown name or
-    tag, or a name with several tags, is refused listing the choices."""
+def pretrained(source: str) -> Tuple[str, bool]:
+    """(the hub repository, whether open_clip records the weights as trained with QuickGELU) of "name:tag", or of
+    "name" when open_clip publishes one tag of it. QuickGELU: OpenAI's CLIP and open_clip's early LAION runs, which
+    the model's own config may not say. An unknown name or tag, a name with several tags, or a model keras_vit does
+    not build is refused (listing the choices, or saying why)."""
     name, _, tag = source.partition(":")
     tags = _tags().get(name)
     if tags is None:
@@ -89,13 +84,18 @@ def hub_handle(source: str) -> str:
         raise ValueError(f"{name!r} is not one of open_clip's pretrained models; close: {close}.")
     if not tag:
         if len(tags) > 1:
-            choices = ", ".join(f"{name}:{t}" for t, _ in tags)
+            choices = ", ".join(f"{name}:{t}" for t, _, _ in tags)
             raise ValueError(f"open_clip publishes {len(tags)} weights of {name!r}; name one: {choices}.")
         tag = tags[0][0]
-    repos = dict(tags)
-    if tag not in repos:
-        raise ValueError(f"{name!r} has no pretrained tag {tag!r}; open_clip's: {sorted(repos)}.")
+    rows = {t: (repo, quick_gelu) for t, repo, quick_gelu in tags}
+    if tag not in rows:
+        raise ValueError(f"{name!r} has no pretrained tag {tag!r}; open_clip's: {sorted(rows)}.")
     reason = why_not_built(name)
     if reason is not None:
         raise ValueError(f"{source!r}: keras_vit does not build it: {reason}")
-    return "hf-hub:" + repos[tag]
+    return rows[tag]
+
+
+def hub_handle(source: str) -> str:
+    """The `hf-hub:` handle of the repository `source` ("name:tag" or "name") is published in (`pretrained`)."""
+    return "hf-hub:" + pretrained(source)[0]
