@@ -40,7 +40,7 @@ from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 from keras_vit.vit.clip_tokenizer import ClipTokenizer
-from keras_vit.vit.contrastive import clip_loss, siglip_loss
+from keras_vit.vit.contrastive import clip_loss, contrastive_losses, siglip_loss
 from keras_vit.vit.hub_tokenizer import HubTokenizer
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.text_model import TextTransformer
@@ -127,6 +127,7 @@ __all__ = [
     "VisionTransformer",
     "ZeroShotClassifier",
     "clip_loss",
+    "contrastive_losses",
     "create_model",
     "decode_predictions",
     "enable_compilation_cache",

@@ -43,3 +43,40 @@ def test_siglips_chunked_loss_is_the_whole(chunks):
     assert abs(float(keras_vit.siglip_loss(*args, text_chunks=chunks)) - whole) <= 1e-5
     with pytest.raises(ValueError, match="text_chunks=0"):
         keras_vit.siglip_loss(*args, text_chunks=0)
+
+
+def _logits(bias=False):
+    i, t = REF["image"].astype("float64"), REF["text"].astype("float64")
+    return np.exp(float(REF["logit_scale"])) * i @ t.T + (float(REF["logit_bias"]) if bias else 0.0)
+
+
+def test_per_example_losses_sum_to_open_clips_on_the_diagonal():
+    n = len(REF["image"])
+    clip = np.asarray(keras_vit.contrastive_losses(_logits().astype("float32"), "clip"))
+    siglip = np.asarray(keras_vit.contrastive_losses(_logits(bias=True).astype("float32"), "sigmoid"))
+    assert clip.shape == siglip.shape == (n,)
+    assert abs(clip.sum() / n - float(REF["clip_loss"])) <= 1e-5
+    assert abs(siglip.sum() / n - float(REF["siglip_loss"])) <= 1e-5
+
+
+def test_a_repeated_caption_counts_every_image_of_it_as_a_match():
+    """Rows 0 and 2 carry one caption: the soft target puts half on each (numpy, float64), and the sigmoid
+    loss labels both pairs positive."""
+    ids = np.array([[5, 7, 0], [5, 8, 0], [5, 7, 0], [9, 9, 9]])
+    same = np.asarray(keras_vit.vit.contrastive.same_rows(ids))
+    assert same.tolist() == [[a == b for b in (0, 1, 0, 2)] for a in (0, 1, 0, 2)]
+    z = np.random.default_rng(1).normal(size=(4, 4)) * 3
+    p = same.astype("float64")
+
+    def log_softmax(x, axis):
+        x = x - x.max(axis=axis, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=axis, keepdims=True))
+
+    want_clip = (-(p * log_softmax(z, 1)).sum(1) / p.sum(1) - (p * log_softmax(z, 0)).sum(0) / p.sum(0)) / 2
+    want_sigmoid = np.logaddexp(0, -(2 * p - 1) * z).sum(1)
+    got_clip = np.asarray(keras_vit.contrastive_losses(z.astype("float32"), "clip", same))
+    got_sigmoid = np.asarray(keras_vit.contrastive_losses(z.astype("float32"), "sigmoid", same))
+    np.testing.assert_allclose(got_clip, want_clip, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_sigmoid, want_sigmoid, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="'clip'"):
+        keras_vit.contrastive_losses(z, "softmax")

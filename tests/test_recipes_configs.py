@@ -6,6 +6,8 @@ import importlib
 import os
 import pkgutil
 import re
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -132,27 +134,47 @@ def test_every_config_field_is_read_by_the_trainer():
     assert unread == []
 
 
-def _rows():
-    """Every row of every config file; the default suite trains the first of each file (but the demo's, which
-    tests/test_demo.py trains) and the first hybrid of each but pretraining's, `make test-slow` all of
-    them."""
+# TensorFlow keeps each row's traced step alive in its runtime after `clear_session` (about 0.5-1 GB a full-width
+# row), so `make test-slow`'s 51 full-width rows run in fresh processes, a chunk each; a child process sees them here.
+_IN_CHILD = "KERAS_VIT_CONFIG_ROWS_CHILD"
+_CHUNK = 6
+
+
+def _all_rows():
+    """(module, variant, id, default) for every row of every config file; the default suite trains the first of
+    each file (but the demo's, which tests/test_demo.py trains) and the first hybrid of each but pretraining's
+    (its hybrid rows are the largest)."""
     for info in pkgutil.iter_modules(recipes.configs.__path__):
         module = importlib.import_module(f"recipes.configs.{info.name}")
         if hasattr(module, "get_config") and hasattr(module, "variants"):
             hybrid_seen = False
             for i, variant in enumerate(module.variants()):
-                first_hybrid = (  # pretraining's hybrid rows are the largest: make test-slow trains them
-                    variant.startswith("r") and "vit" in variant and not hybrid_seen and info.name != "pretrain"
-                )
+                first_hybrid = variant.startswith("r") and "vit" in variant and not hybrid_seen
+                first_hybrid = first_hybrid and info.name != "pretrain"
                 hybrid_seen = hybrid_seen or first_hybrid
-                marks = () if (i == 0 and info.name != "demo") or first_hybrid else pytest.mark.slow
-                yield pytest.param(module, variant, id=f"{info.name}:{variant}", marks=marks)
+                default = (i == 0 and info.name != "demo") or first_hybrid
+                yield module, variant, f"{info.name}:{variant}", default
+
+
+def _rows():
+    """The rows this process trains: the default ones, or in a child process every row (the parent names which)."""
+    for module, variant, row_id, default in _all_rows():
+        if default or os.environ.get(_IN_CHILD):
+            yield pytest.param(module, variant, id=row_id)
+
+
+def _slow_chunks():
+    slow = [row_id for *_, row_id, default in _all_rows() if not default]
+    return [slow[i : i + _CHUNK] for i in range(0, len(slow), _CHUNK)]
 
 
 def test_rows_are_enumerated_from_every_config_file():
-    files = {p.id.split(":")[0] for p in _rows()}
+    files = {row[2].split(":")[0] for row in _all_rows()}
     assert files == {"demo", "finetune", "mpp", "pretrain", "vtab"}
-    assert len(list(_rows())) == len(pretrain.ROWS) + 2 * len(finetune.ROWS) + 1 + len(mpp.VARIANTS) + 19 + 2
+    assert sum(map(len, _slow_chunks())) + len(list(_rows())) == len(list(_all_rows()))
+    assert len(list(_all_rows())) == len(pretrain.ROWS) + 2 * len(finetune.ROWS) + 1 + len(mpp.VARIANTS) + 19 + len(
+        demo.variants()
+    )
 
 
 def _synthetic(num_classes):
@@ -187,9 +209,16 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
     c.optimizer.warmup_steps = 1
     c.fewshot.every = 0
     c.dataset.num_classes = c.dataset.num_classes or 3  # the folder row learns its classes from the folder
+    if c.contrastive.enabled:  # no pre-trained tower to lock here: both towers train
+        c.contrastive.lock_image = False
     data = _synthetic(c.dataset.num_classes)
     summary = train.train_and_evaluate(c, str(tmp_path), train_input=data, eval_input=data)
     assert summary["steps"] == 2 and np.isfinite(summary["final_train"]["loss"])
+    if c.contrastive.enabled:
+        two_towers = keras.models.load_model(summary["model"], compile=False)
+        assert isinstance(two_towers, keras_vit.ImageTextModel) and "zero_shot_accuracy" in summary
+        assert two_towers.image_model.vit_config.num_layers == 2
+        return
     model = keras_vit.load_model(summary["model"])
     assert model.vit_config.num_layers == 2 and model.classes == c.dataset.num_classes
     if name:
@@ -199,3 +228,19 @@ def test_every_row_builds_and_trains_two_steps(module, variant, tmp_path, fresh_
             table.resnet_layers,
         )
         assert model.representation_size == (c.model.representation_size or None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", _slow_chunks(), ids=lambda chunk: f"{chunk[0]}..{chunk[-1]}")
+def test_every_full_width_row_trains_two_steps_in_a_fresh_process(chunk):
+    """The rows the default suite leaves out, each chunk in a child pytest (the memory note above)."""
+    test = f"{os.path.abspath(__file__)}::test_every_row_builds_and_trains_two_steps"
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", ""] + [f"{test}[{c}]" for c in chunk],
+        env={**os.environ, _IN_CHILD: "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-3000:]
+    assert f"{len(chunk)} passed" in child.stdout

@@ -6,6 +6,11 @@
   diagonal and -1 elsewhere; `-sum(log sigmoid(label * logit)) / batch`. `text_chunks` > 1 computes it over
   blocks of texts one at a time (big_vision's chunked form, which its devices run in turn): the same sum.
 
+`contrastive_losses` gives either loss per example, from logits the model already computed, with a matrix of
+positive pairs: a batch may hold the same caption twice (captions generated from class names, as LiT on a labelled
+dataset makes them), and two images with one caption are both its match. With the diagonal as the only positives
+it sums to the losses above.
+
 Embeddings are L2-normalised by the caller (`ImageTextModel.encode_*`); `logit_scale` is the log-temperature
 weight, as the model holds it. open_clip's `ClipLoss` / `SigLipLoss` take the same inputs (with the
 temperature exponentiated) and give the same numbers (tests/test_contrastive.py).
@@ -46,3 +51,33 @@ def siglip_loss(image_embeddings, text_embeddings, logit_scale, logit_bias, text
         labels = ops.where(ops.equal(rows, cols), 1.0, -1.0)
         total = total + ops.sum(ops.log_sigmoid(labels * logits))
     return -total / ops.cast(n, "float32")
+
+
+def same_rows(token_ids):
+    """(batch, batch) bool: row i and row j hold the same token ids (the same caption)."""
+    ids = ops.convert_to_tensor(token_ids)
+    return ops.all(ops.equal(ids[:, None, :], ids[None, :, :]), axis=-1)
+
+
+def contrastive_losses(logits, kind: str = "clip", positives=None):
+    """Per-example losses (batch,) whose sum divided by the batch is the batch's loss.
+
+    logits: (batch images, batch texts), the model's `exp(logit_scale) * cos (+ logit_bias)`.
+    kind: "clip": example i's loss is half its image's cross-entropy over the texts plus half its text's over the
+      images, the target spread evenly over the positives; "sigmoid" (SigLIP): the sum over the texts of
+      -log sigmoid(+-logit), + for a positive pair.
+    positives: (batch, batch) bool, True for a matching (image, text) pair; None: the diagonal. Each row and
+      column must hold at least one (the diagonal always does when texts are compared with `same_rows`).
+    """
+    logits = ops.cast(logits, "float32")
+    n = ops.shape(logits)[0]
+    if positives is None:
+        positives = ops.equal(ops.arange(n)[:, None], ops.arange(n)[None, :])
+    positive = ops.cast(positives, "float32")
+    if kind == "clip":
+        per_image = -ops.sum(positive * ops.log_softmax(logits, axis=1), axis=1) / ops.sum(positive, axis=1)
+        per_text = -ops.sum(positive * ops.log_softmax(logits, axis=0), axis=0) / ops.sum(positive, axis=0)
+        return (per_image + per_text) / 2
+    if kind == "sigmoid":
+        return -ops.sum(ops.log_sigmoid((2 * positive - 1) * logits), axis=1)
+    raise ValueError(f"kind={kind!r}: 'clip' (softmax, CLIP) or 'sigmoid' (SigLIP).")

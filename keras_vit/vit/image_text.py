@@ -92,8 +92,9 @@ class ImageTextModel(keras.Model):
         return tokenizer
 
     def encode_image(self, images, normalize: bool = True, training=None):
-        """Images (batch, H, W, 3), as the image model takes them -> (batch, embed_dim)."""
-        features = self.image_model(images, training=training)
+        """Images (batch, H, W, 3), as the image model takes them -> (batch, embed_dim). A frozen image tower
+        (`image_model.trainable = False`, LiT's locked tower) runs in inference mode even while training."""
+        features = self.image_model(images, training=training if self.image_model.trainable else False)
         return l2_normalize(features) if normalize else features
 
     def encode_text(self, token_ids, normalize: bool = True, training=None):

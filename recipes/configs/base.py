@@ -89,6 +89,22 @@ def base_config() -> ml_collections.ConfigDict:
         dict(every=0, dataset="", train_split="", test_split="", shots=[1, 5, 10, 25], seeds=3)
     )
     c.mpp = ml_collections.ConfigDict(dict(enabled=False, corrupt_rate=0.5, mask_rate=0.8, random_rate=0.1, bits=3))
+    # image-text training (recipes/contrastive.py): the run's image model becomes the image tower of a two-tower
+    # model, a new text tower learns captions made from the class names; lock_image: LiT (the image tower frozen)
+    c.contrastive = ml_collections.ConfigDict(
+        dict(
+            enabled=False,
+            loss="clip",  # or "siglip" (sigmoid, with a learned bias)
+            lock_image=True,
+            templates=("a photo of a {}.",),  # captions: each class word in each template
+            class_words="",  # comma-separated, one per class ("": the dataset's class names)
+            logit_scale=2.302585,  # log 10, LiT's and SigLIP's initial temperature
+            logit_bias=-10.0,  # SigLIP's initial bias (the sigmoid loss only)
+            text=ml_collections.ConfigDict(
+                dict(context_length=16, width=256, num_heads=4, num_layers=4, mlp_dim=1024, causal=True)
+            ),
+        )
+    )
     return c
 
 

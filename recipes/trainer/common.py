@@ -224,6 +224,11 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
             "--config.batch_size=auto estimates a CPU machine's memory only; on an accelerator give "
             "--config.batch_size (per update) and --config.grad_accum_steps."
         )
+    if config.contrastive.enabled:  # a word per class for the captions, refused before the workdir is touched
+        from recipes import contrastive
+
+        names = source.class_names if source else ()
+        contrastive.class_words(config.contrastive, names, ds_cfg.num_classes or (source.num_classes if source else 0))
     _check_workdir(workdir)
     outdir = _worker_dir(workdir)
     tf.io.gfile.makedirs(outdir)
@@ -334,6 +339,10 @@ def build(
             from recipes import mpp
 
             net, loss_fn = mpp.build(model, config.mpp)
+        if config.contrastive.enabled:
+            from recipes import contrastive
+
+            net, loss_fn = contrastive.build(model, config.contrastive)
         scales = optim.layer_decay_scales(
             net.trainable_variables, model.vit_config.num_layers, config.optimizer.layer_decay
         )
@@ -487,6 +496,19 @@ def train_stream(
     step, so a resumed run sees the batches an uninterrupted one would), normalised by `normalize` (the
     model's data config; default [-1, 1]). `rows=(index, count)`: only this input pipeline's rows of each
     global batch (the config's dataset decodes no other)."""
+    stream = _stream(config, source, train_input, start, global_batch, normalize, rows)
+    if not config.contrastive.enabled:
+        return stream
+    from recipes import contrastive
+
+    words = contrastive.class_words(
+        config.contrastive, source.class_names if source else (), config.dataset.num_classes
+    )
+    table = contrastive.caption_table(config.contrastive, words)
+    return contrastive.with_captions(stream, table, len(config.contrastive.templates))
+
+
+def _stream(config, source, train_input, start, global_batch, normalize, rows):
     size, ds_cfg = config.dataset.image_size, config.dataset
     if train_input is not None:
         ds = train_input(global_batch, size, True).skip(start)
@@ -529,16 +551,30 @@ def finish(
     *,
     evaluate=None,
     chief: bool = True,
+    net: Optional[keras.Model] = None,
+    class_names: Tuple[str, ...] = (),
 ) -> dict:
     """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
-    `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary."""
+    `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary. A contrastive
+    run (`net`: its two towers) is evaluated zero-shot and saves the two-tower model."""
+    trained = model
+    if config.contrastive.enabled:
+        from recipes import contrastive
+
+        words = contrastive.class_words(config.contrastive, class_names)
+        evaluate = contrastive.zero_shot_evaluator(net, config.contrastive, words)
+        summary["class_words"], trained = list(words), net
     accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
-    summary["trainable_parameters"] = int(sum(math.prod(v.shape) for v in model.trainable_variables))
+    summary["trainable_parameters"] = int(sum(math.prod(v.shape) for v in trained.trainable_variables))
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
+        if config.contrastive.enabled:
+            summary["zero_shot_accuracy"] = accuracy
     writer.flush()
     if chief:
-        if model.lora_layers():  # the adapters alone, beside the merged model Keras' save writes
+        if config.contrastive.enabled:
+            model = contrastive.standalone(net, model)
+        elif model.lora_layers():  # the adapters alone, beside the merged model Keras' save writes
             summary["lora_weights"] = keras_vit.save_lora_weights(model, os.path.join(outdir, "adapters.lora.h5"))
         _save_model(model, os.path.join(outdir, "model.keras"))
         summary["model"] = os.path.join(outdir, "model.keras")

@@ -101,3 +101,24 @@ def check(config) -> None:
     if config.fewshot.every:
         validate.integers("config.fewshot.shots", list(config.fewshot.shots))
         _ints(config, ("fewshot.seeds",))
+    _check_contrastive(config)
+
+
+def _check_contrastive(config) -> None:
+    c = config.contrastive
+    for name in ("enabled", "lock_image", "text.causal"):
+        validate.boolean(f"config.contrastive.{name}", _get(c, name))
+    if not c.enabled:
+        return
+    if c.loss not in ("clip", "siglip"):
+        raise ValueError(f'config.contrastive.loss must be "clip" or "siglip", got {c.loss!r}.')
+    _ints(config, [f"contrastive.text.{f}" for f in ("context_length", "width", "num_heads", "num_layers", "mlp_dim")])
+    _nums(config, ("contrastive.logit_scale", "contrastive.logit_bias"))
+    if config.mpp.enabled or config.lora.rank:
+        raise ValueError("config.contrastive trains a two-tower model: it takes neither config.mpp nor config.lora.")
+    if c.lock_image and not config.init_weights:
+        raise ValueError(
+            "config.contrastive.lock_image locks a pre-trained image tower: set --config.init_weights (a .keras "
+            "model, or a checkpoint name or file keras_vit.load_model reads), or train both towers with "
+            "--config.contrastive.lock_image=False."
+        )

@@ -169,5 +169,15 @@ def _train(
         final_train=history[-1] if history else None,
     )
     return common.finish(
-        config, model, outdir, writer, summary, eval_input, steps_total, evaluate=engine.evaluate, chief=chief
+        config,
+        model,
+        outdir,
+        writer,
+        summary,
+        eval_input,
+        steps_total,
+        evaluate=engine.evaluate,
+        chief=chief,
+        net=net,
+        class_names=source.class_names if source else (),
     )

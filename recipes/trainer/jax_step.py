@@ -233,9 +233,13 @@ class JaxEngine:
         return jax.process_index(), jax.process_count()
 
     def __call__(self, batch) -> Dict[str, jax.Array]:
-        images, labels = (np.asarray(t) for t in batch)
-        images, labels = self.global_batch_arrays(images, labels.astype(np.int32), local=self.stream_rows() is not None)
-        self._values, metrics = self._step(self._values, images, labels)
+        inputs, labels = batch  # inputs: images, or a tuple of arrays (images and caption ids)
+        leaves = [np.asarray(t) for t in (inputs if isinstance(inputs, (tuple, list)) else (inputs,))]
+        *leaves, labels = self.global_batch_arrays(
+            *leaves, np.asarray(labels).astype(np.int32), local=self.stream_rows() is not None
+        )
+        inputs = tuple(leaves) if isinstance(inputs, (tuple, list)) else leaves[0]
+        self._values, metrics = self._step(self._values, inputs, labels)
         return metrics
 
     def evaluate(self, dataset) -> float:

@@ -109,4 +109,7 @@ def _train(
         replicas=replicas,
         final_train=history[-1] if history else None,
     )
-    return common.finish(config, model, outdir, writer, summary, eval_input, steps_total)
+    class_names = source.class_names if source else ()
+    return common.finish(
+        config, model, outdir, writer, summary, eval_input, steps_total, net=net, class_names=class_names
+    )

@@ -1,0 +1,160 @@
+"""Contrastive image-text training in the recipes: LiT ("Locked-image Tuning", Zhai et al., CVPR 2022) and full
+two-tower tuning, from a labelled image dataset whose captions are made from its class names.
+
+The run's image model (pre-trained, from `config.init_weights`) becomes the image tower: its pre-logits features
+are the image embedding, locked (`config.contrastive.lock_image`, LiT's recipe: the tower runs in inference mode
+and nothing in it trains) or tuned with the rest. A new text tower (`keras_vit.TextTransformer`, CLIP's BPE
+vocabulary shipped with keras_vit) projects into the image embedding's width, and the two are trained with CLIP's
+softmax loss or SigLIP's sigmoid loss (`config.contrastive.loss`) and a learned temperature (and bias).
+
+Captions: each class's word (`config.contrastive.class_words`, else the dataset's class names) in each of
+`config.contrastive.templates`; an example's template is chosen by its position in the batch (batches are
+shuffled, so the choice is independent of the image, and a resumed run sees the captions an uninterrupted one
+would). Two examples of one class are both matches of each other's caption: a caption made from a class name
+describes every image of that class (`keras_vit.contrastive_losses`' positives).
+
+The evaluation is zero-shot: each class's text embedding averaged over the templates, every held-out image
+classified by its nearest class (`keras_vit.ZeroShotClassifier`); no label is read at test time but to score.
+The run saves the two-tower `keras_vit.ImageTextModel` as `model.keras` (the image tower a `VisionTransformer`
+without its head, the tokenizer recorded), which `keras.models.load_model` reads back.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Tuple
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_vit.vit.clip_tokenizer import ClipTokenizer
+from keras_vit.vit.contrastive import contrastive_losses
+from keras_vit.vit.image_text import ImageTextModel
+from keras_vit.vit.model import VisionTransformer
+from keras_vit.vit.text_model import TextTransformer
+from keras_vit.vit.text_tower import TextTower
+from keras_vit.vit.zero_shot import ZeroShotClassifier, prompt_templates
+
+LOSS_KINDS = {"clip": "clip", "siglip": "sigmoid"}
+TOKENIZER = {"kind": "clip", "clean": "lower"}  # CLIP's BPE as open_clip cleans it (shipped with keras_vit)
+
+
+def class_words(cfg, class_names: Sequence[str], num_classes: int = 0) -> Tuple[str, ...]:
+    """The word each class is captioned with: `cfg.class_words` (comma-separated, one per class) or the dataset's
+    class names; refused when their count is not the dataset's (`num_classes`, or its class names')."""
+    words = tuple(w.strip() for w in cfg.class_words.split(",")) if cfg.class_words else tuple(class_names)
+    if not words or not all(words):
+        raise ValueError(
+            "config.contrastive needs a word per class: set --config.contrastive.class_words=word,word,... "
+            "(the dataset names no classes)."
+        )
+    classes = num_classes or len(class_names)
+    if classes and len(words) != classes:
+        raise ValueError(
+            f"config.contrastive.class_words has {len(words)} words, but the dataset has {classes} classes."
+        )
+    return words
+
+
+def caption_table(cfg, words: Sequence[str]) -> np.ndarray:
+    """(classes * templates, context length) int32: row `c * templates + t` is class c's caption in template t."""
+    templates = prompt_templates(list(cfg.templates))
+    tokenizer = ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"])
+    return tokenizer([t.format(w) for w in words for t in templates]).astype("int32")
+
+
+def with_captions(dataset, table: np.ndarray, templates: int):
+    """A tf.data stream of (images, labels) batches -> ((images, caption ids), labels)."""
+    import tensorflow as tf
+
+    table = tf.constant(table)
+
+    def add(images, labels):
+        position = tf.range(tf.shape(labels)[0], dtype=tf.int32) % templates
+        return (images, tf.gather(table, tf.cast(labels, tf.int32) * templates + position)), labels
+
+    return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def build(model: keras.Model, cfg) -> Tuple[ImageTextModel, Callable]:
+    """The two-tower network sharing `model`'s layers (its pre-logits the image embedding) and its loss
+    `loss_fn(outputs, (images, ids), labels)` for either engine's train step (keras.ops only)."""
+    if cfg.loss not in LOSS_KINDS:
+        raise ValueError(f"config.contrastive.loss={cfg.loss!r}: one of {sorted(LOSS_KINDS)}.")
+    features = model.feature_model(None)
+    image = keras.Model(features.inputs[0], features.outputs[0], name="image_model")  # one tensor in, as called
+    if cfg.lock_image:
+        image.trainable = False
+    t = cfg.text
+    tower = TextTower(
+        context_length=t.context_length,
+        width=t.width,
+        num_heads=t.num_heads,
+        num_layers=t.num_layers,
+        mlp_dim=t.mlp_dim,
+        output_dim=int(image.output_shape[-1]),
+        causal=t.causal,
+        pooling="argmax",  # CLIP's end-of-text token holds the highest id of its vocabulary
+    )
+    sigmoid = LOSS_KINDS[cfg.loss] == "sigmoid"
+    net = ImageTextModel(
+        image,
+        TextTransformer(tower, name="text_model"),
+        logit_scale=cfg.logit_scale,
+        logit_bias=cfg.logit_bias if sigmoid else None,
+        tokenizer=dict(TOKENIZER),
+        name=f"{model.name}_image_text",
+    )
+
+    def loss_fn(outputs, inputs, labels):
+        del inputs
+        positives = ops.equal(labels[:, None], labels[None, :])  # captions of one class match its every image
+        per_example = contrastive_losses(outputs, LOSS_KINDS[cfg.loss], positives)
+        # "correct": the image's best-scoring caption in the batch is one of its class's
+        best_match = ops.argmax(ops.where(positives, ops.cast(outputs, "float32"), -1e30), axis=-1)
+        return per_example, outputs, best_match
+
+    return net, loss_fn
+
+
+def standalone(net: ImageTextModel, model: keras.Model) -> ImageTextModel:
+    """The trained two towers as a model of their own to save: the image tower a `VisionTransformer` of `model`'s
+    architecture without its head (pre-logits out), its weights copied by path; the text tower, temperature and
+    bias the trained ones."""
+    config = {**model.get_config(), "include_top": False, "pooling": None, "name": "image_model"}
+    image = VisionTransformer.from_config(config)
+    trained = {v.path: v for v in model.weights}
+    missing = [v.path for v in image.weights if v.path not in trained]
+    if missing:
+        raise ValueError(f"the image tower's weights {missing[:3]} are not the trained model's.")
+    for v in image.weights:
+        v.assign(trained[v.path])
+    out = ImageTextModel(
+        image,
+        net.text_model,
+        logit_scale=float(ops.convert_to_numpy(net.logit_scale)),
+        logit_bias=None if net.logit_bias is None else float(ops.convert_to_numpy(net.logit_bias)),
+        tokenizer=dict(TOKENIZER),
+        name="image_text_model",
+    )
+    return out
+
+
+def zero_shot_evaluator(net: ImageTextModel, cfg, words: Sequence[str]) -> Callable:
+    """`evaluate(dataset) -> accuracy`: zero-shot classification of (images, labels) batches from the class words
+    and the run's templates (labels only score)."""
+
+    def evaluate(dataset) -> float:
+        classifier = ZeroShotClassifier(
+            net, ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"]), words, list(cfg.templates)
+        )
+        correct = count = 0
+        for images, labels in dataset:
+            scores = classifier(np.asarray(images))
+            correct += int(np.sum(scores.argmax(-1) == np.asarray(labels)))
+            count += len(labels)
+        if not count:
+            raise ValueError("The evaluation dataset is empty.")
+        return correct / count
+
+    return evaluate

@@ -1,0 +1,152 @@
+"""Contrastive image-text training in the recipes (`recipes.contrastive`): LiT on the bundled digits with
+captions made from their names, on TensorFlow and JAX. The locked tower stays bit-equal to its source, the text
+tower learns (zero-shot above chance on held-out digits), the saved two-tower model reloads and its zero-shot
+accuracy, recomputed here in numpy from its towers' embeddings, is the run's; a stopped run resumes to the
+uninterrupted run's weights; bad settings are refused before the workdir is touched."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_vit
+from conftest import ROOT, python_run
+from recipes import train
+from recipes.configs import demo
+
+TOWER = dict(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
+WORDS = "zero,one,two,three,four,five,six,seven,eight,nine"
+
+
+@pytest.fixture(scope="module")
+def init_model(tmp_path_factory):
+    """A random image tower of the config's architecture, saved as a .keras file (the run's init source)."""
+    keras.utils.set_random_seed(1)
+    model = keras_vit.VisionTransformer(**TOWER, input_shape=(32, 32, 3), classes=10, name="tower")
+    path = str(tmp_path_factory.mktemp("init") / "tower.keras")
+    model.save(path)
+    return path
+
+
+def _config(init, steps, **contrastive):
+    c = demo.get_config("lit")
+    c.model.update(**TOWER)
+    c.update(init_weights=init, total_steps=steps, log_every=steps, checkpoint_every=steps)
+    c.contrastive.text.update(width=32, num_heads=2, num_layers=1, mlp_dim=64)
+    c.contrastive.update(**contrastive)
+    return c
+
+
+def _test_digits():
+    from recipes import demo as demo_run
+
+    _, _, images, labels = demo_run._digits(32)  # as the recipes' evaluation prepares them: [-1, 1]
+    return images, labels
+
+
+def _zero_shot_in_numpy(model, words, templates, images):
+    """Each class's caption embeddings averaged over the templates and normalised; the nearest class by cosine."""
+    tokenizer = keras_vit.ClipTokenizer(model.text_model.context_length)
+    texts = [t.format(w) for w in words for t in templates]
+    text = keras.ops.convert_to_numpy(model.text_model(tokenizer(texts))).astype("float64")
+    text /= np.linalg.norm(text, axis=1, keepdims=True)
+    classes = text.reshape(len(words), len(templates), -1).mean(axis=1)
+    classes /= np.linalg.norm(classes, axis=1, keepdims=True)
+    image = keras.ops.convert_to_numpy(model.image_model(images)).astype("float64")
+    return (image @ classes.T).argmax(axis=1)
+
+
+def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init_model):
+    config = _config(init_model, 150, class_words=WORDS)
+    summary = train.train_and_evaluate(config, str(tmp_path / "lit"))
+    assert summary["zero_shot_accuracy"] >= 0.15, summary  # 10 classes: chance is 0.10 (measured 0.2-0.3)
+    model = keras.models.load_model(summary["model"], compile=False)
+    assert isinstance(model, keras_vit.ImageTextModel) and model.logit_bias is None
+    source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+    for v in model.image_model.weights:  # locked: every image weight is the source's, bit for bit
+        np.testing.assert_array_equal(np.asarray(v), source[v.path])
+    images, labels = _test_digits()
+    predicted = _zero_shot_in_numpy(model, WORDS.split(","), list(config.contrastive.templates), images)
+    assert abs(float(np.mean(predicted == labels)) - summary["zero_shot_accuracy"]) <= 1e-3
+    ids = model.text_preprocessor()(["a handwritten seven."])
+    assert ids.shape == (1, config.contrastive.text.context_length)
+    assert summary["trainable_parameters"] == sum(int(np.prod(v.shape)) for v in model.text_model.weights) + 1
+
+
+def test_sigmoid_loss_with_both_towers_trained(tmp_path, init_model):
+    config = _config(init_model, 20, class_words=WORDS, loss="siglip", lock_image=False)
+    summary = train.train_and_evaluate(config, str(tmp_path / "siglip"))
+    model = keras.models.load_model(summary["model"], compile=False)
+    assert model.logit_bias is not None and np.isfinite(summary["final_train"]["loss"])
+    source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+    changed = [v.path for v in model.image_model.weights if not np.array_equal(np.asarray(v), source[v.path])]
+    assert len(changed) >= len(model.image_model.weights) // 2  # the image tower trained too
+
+
+class _StopAfter(keras.callbacks.Callback):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 >= self.step:
+            raise KeyboardInterrupt("stopped as a killed run stops")
+
+
+def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, init_model):
+    config = _config(init_model, 40, class_words=WORDS)
+    config.checkpoint_every = 20
+    full = train.train_and_evaluate(config, str(tmp_path / "full"))
+    with pytest.raises(KeyboardInterrupt):
+        train.train_and_evaluate(config, str(tmp_path / "stopped"), callbacks=[_StopAfter(30)])
+    resumed = train.train_and_evaluate(config, str(tmp_path / "stopped"))
+    assert resumed["resumed_from"] == 20
+    a = keras.models.load_model(full["model"], compile=False)
+    b = keras.models.load_model(resumed["model"], compile=False)
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5, rtol=0, err_msg=x.path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(loss="softmax"), "contrastive.loss"),
+        (dict(class_words="zero,one"), "2 words, but the dataset has 10 classes"),
+        (dict(init_weights=""), "lock_image"),
+    ],
+)
+def test_bad_contrastive_settings_are_refused_before_the_workdir_is_touched(tmp_path, init_model, change, message):
+    config = _config(init_model, 2, class_words=WORDS)
+    if "init_weights" in change:
+        config.init_weights = change.pop("init_weights")
+    config.contrastive.update(**change)
+    with pytest.raises(ValueError, match=message):
+        train.train_and_evaluate(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_lit_on_jax_learns_and_saves_two_towers(tmp_path, init_model):
+    flags = [f"--config.model.{k}={v}" for k, v in TOWER.items()] + [
+        "--config=recipes/configs/demo.py:lit",
+        f"--config.init_weights={init_model}",
+        "--config.total_steps=150",
+        "--config.log_every=150",
+        "--config.contrastive.text.width=32",
+        "--config.contrastive.text.num_heads=2",
+        "--config.contrastive.text.num_layers=1",
+        "--config.contrastive.text.mlp_dim=64",
+    ]
+    flags = flags[len(TOWER) :] + flags[: len(TOWER)]  # the config file first, its overrides after
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = python_run(
+        ["-m", "recipes.train", "--backend=jax", f"--workdir={tmp_path / 'jax'}", *flags], cwd=ROOT, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "jax" / "summary.json").read_text())
+    assert summary["zero_shot_accuracy"] >= 0.15, summary
+    model = keras.models.load_model(summary["model"], compile=False)
+    images, labels = _test_digits()
+    predicted = _zero_shot_in_numpy(model, WORDS.split(","), list(demo.get_config("lit").contrastive.templates), images)
+    assert abs(float(np.mean(predicted == labels)) - summary["zero_shot_accuracy"]) <= 1e-3
