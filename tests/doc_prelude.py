@@ -98,6 +98,12 @@ from safetensors.numpy import load_file as _load_file, save_file as _save_file  
 _sd = _load_file(os.path.join(_FIXTURES, "open_clip", "clip_tiny", "open_clip_model.safetensors"))
 _sd["token_embedding.weight"] = np.random.default_rng(1).standard_normal((49408, 32)).astype("float32")
 _save_file(_sd, os.path.join(_CLIP_REPO, "snapshots", "0" * 40, "open_clip_model.safetensors"))
+# a transformers CLIP repository: the tiny CLIPModel transformers wrote (tests/fixtures/transformers_clip/clip_eos)
+_HF_CLIP = os.path.join("hub_cache", "models--openai--clip-vit-base-patch32")
+os.makedirs(os.path.join(_HF_CLIP, "refs"))
+with open(os.path.join(_HF_CLIP, "refs", "main"), "w") as _f:
+    _f.write("0" * 40)
+shutil.copytree(os.path.join(_FIXTURES, "transformers_clip", "clip_eos"), os.path.join(_HF_CLIP, "snapshots", "0" * 40))
 os.environ.update(HF_HUB_CACHE=os.path.abspath("hub_cache"), HF_HUB_OFFLINE="1")
 
 _rng = np.random.default_rng(0)

@@ -163,12 +163,14 @@ def test_one_table_tells_weight_sources_apart():
             if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == predicate
         }
         # load parses a handle before the table is asked (a malformed one fails first); safetensors_files writes;
-        # open_clip resolves the handles of two-tower models, which the table (image models) sends to it
+        # open_clip and image_text_sources resolve the handles of two-tower models, which the table (image models)
+        # sends there
         allowed = {
             table,
             "keras_vit.weights.load",
             "keras_vit.weights.safetensors_files",
             "keras_vit.weights.open_clip",
+            "keras_vit.weights.image_text_sources",
         }
         assert callers <= allowed, (predicate, callers)
     kinds = set(sources.BY_KIND)

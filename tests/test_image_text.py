@@ -390,9 +390,12 @@ def test_open_clips_names_are_listed_apart_from_the_image_models_and_a_typo_is_a
         keras_vit.load_open_clip("ViT-B-16-SigLP2:webli")
 
 
-def test_load_model_sends_an_open_clip_folder_to_load_open_clip():
-    with pytest.raises(ValueError, match="image-text model in open_clip's layout .* keras_vit.load_open_clip"):
+def test_load_model_sends_two_tower_folders_to_load_image_text():
+    with pytest.raises(ValueError, match="image-text model in open_clip's layout .* keras_vit.load_image_text"):
         keras_vit.load_model(os.path.join(FIXTURES, "clip_tiny"))
+    clip = os.path.join(ROOT, "tests", "fixtures", "transformers_clip", "clip_eos")
+    with pytest.raises(ValueError, match="'clip' model, not a transformers 'vit': both towers .*load_image_text"):
+        keras_vit.load_model(clip)
 
 
 @pytest.mark.parametrize("name", KINDS)

@@ -197,7 +197,7 @@ def test_tpu_branch_calls_the_resolver_and_fails_clearly(monkeypatch):
     [
         (
             ["--config=recipes/configs/demo.py:nope"],
-            "Unknown variant 'nope' for demo.py; known variants: finetune, pretrain",
+            "Unknown variant 'nope' for demo.py; known variants: finetune, lit, pretrain",
         ),
         (["--config.batch_size=abc"], "batch_size"),
         (["--config.dataset.name=no_such_dataset_xyz"], "Unknown TFDS dataset 'no_such_dataset_xyz'"),

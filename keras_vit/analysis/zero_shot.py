@@ -54,11 +54,15 @@ def main(argv=None) -> int:
     import numpy as np
 
     from keras_vit.vit.zero_shot import ZeroShotClassifier
-    from keras_vit.weights.open_clip import load_open_clip
+    from keras_vit.weights.image_text_sources import load_image_text
 
     p = argparse.ArgumentParser(prog=commands.prog("python -m keras_vit.zero_shot"), description=__doc__)
     p.add_argument("inputs", nargs="+", help="image files or folders of them")
-    p.add_argument("--weights", required=True, help="an open_clip folder, hf-hub: handle or pretrained name")
+    p.add_argument(
+        "--weights",
+        required=True,
+        help="open_clip's or a transformers CLIP folder, hf-hub: handle, or open_clip's pretrained name",
+    )
     p.add_argument("--classes", required=True, help="class names, comma-separated, or a file of one per line")
     p.add_argument("--templates", default="openai_imagenet", help="openai_imagenet, simple_imagenet, or a file")
     p.add_argument("--top", type=int, default=5)
@@ -74,7 +78,7 @@ def main(argv=None) -> int:
                 templates = [line.rstrip("\n") for line in f if line.strip()]
         paths = _image_paths(args.inputs)
         pixels = [image_files.read_image(path) for path in paths]  # read before the model is loaded
-        model = load_open_clip(args.weights)
+        model = load_image_text(args.weights)
         classifier = ZeroShotClassifier(model, model.text_preprocessor(), classes, templates)
         preprocessing = model.image_model.preprocessor()
         batch = np.concatenate([keras.ops.convert_to_numpy(preprocessing(image)) for image in pixels])

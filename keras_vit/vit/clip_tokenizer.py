@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
-CLEANERS = ("lower", "whitespace", "canonicalize")
+CLEANERS = ("lower", "whitespace", "canonicalize", "none")
 VOCABULARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "bpe_simple_vocab_16e6.txt.gz")
 # CLIP's pre-tokenization pattern (open_clip's `SimpleTokenizer.pat`, compiled there with IGNORECASE)
 PATTERN = r"""(?i)'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
@@ -80,7 +80,10 @@ _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
 def clean(text: str, mode: str = "lower") -> str:
-    """open_clip's cleaning of one text for `mode` ("lower", "whitespace", "canonicalize")."""
+    """open_clip's cleaning of one text for `mode` ("lower", "whitespace", "canonicalize"); "none": the text as
+    given (a `transformers` repository's tokenizer, whose own normaliser is all `transformers` applies)."""
+    if mode == "none":
+        return text
     text = _basic_clean(text)
     if mode == "canonicalize":  # big_vision's: underscores as spaces, punctuation removed, lower case
         text = text.replace("_", " ").translate(_NO_PUNCTUATION).lower()

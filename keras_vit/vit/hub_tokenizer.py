@@ -30,7 +30,7 @@ class HubTokenizer:
       path: the repository folder (holding `tokenizer.json` and `tokenizer_config.json`) or the `tokenizer.json`.
       context_length: ids per text.
       clean: open_clip's cleaning before the tokenizer ("whitespace", open_clip's default for these; "lower",
-        "canonicalize": SigLIP's).
+        "canonicalize": SigLIP's); "none" for a `transformers` repository (the file's normaliser only).
     """
 
     def __init__(self, path, context_length: int, clean: str = "whitespace"):

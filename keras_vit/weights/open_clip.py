@@ -125,14 +125,7 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of an open_clip folder (`open_clip_config.json` +
     `open_clip_model.safetensors`), hub repository (`hf-hub:<org>/<name>`) or pretrained model by open_clip's name
     ("ViT-B-16-SigLIP2", "ViT-B-32:laion2b_s34b_b79k": `keras_vit.list_models("image-text")`)."""
-    from keras_vit.nn.initializers import weights_follow
-    from keras_vit.vit.image_text import ImageTextModel
-    from keras_vit.vit.model import VisionTransformer
-    from keras_vit.vit.text_model import TextTransformer
-    from keras_vit.weights import official, open_clip_text, open_clip_visual
-    from keras_vit.weights.keys import _Reader
-    from keras_vit.weights import open_clip_names
-    from keras_vit.weights.timm.reader import timm_to_official
+    from keras_vit.weights import open_clip_names, open_clip_text, open_clip_visual
 
     quick_gelu = open_clip_names.is_name(directory) and open_clip_names.pretrained(directory)[1]
     directory = resolve(directory)
@@ -148,10 +141,29 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
         cfg["quick_gelu"] = True  # open_clip's record of the weights (its own loader only warns); kept in the config
     if "embed_dim" not in cfg:
         raise ValueError(f"{source}: model_cfg has no embed_dim, the shared embedding's width.")
-    tower = open_clip_text.text_tower(cfg, source)
-    _, image_kw = open_clip_visual.image_tower(cfg, source)  # refusals before the weights are read
-    sd = _read_state(directory)
-    weights_path = os.path.join(directory, WEIGHTS)
+    open_clip_text.text_tower(cfg, source)
+    open_clip_visual.image_tower(cfg, source)  # refusals before the weights are read
+    return from_state(config, _read_state(directory), directory, source, os.path.join(directory, WEIGHTS))
+
+
+def from_state(config: dict, sd: Dict[str, np.ndarray], directory: str, source: str, weights_path: str, **fields):
+    """An `ImageTextModel` from an open_clip config and state dict (every tensor mapped, or refused naming it);
+    `fields`: fields of the text tower's record that the config cannot state (a `transformers` repository's
+    pooling), and `tokenizer`, the tokenizer to attach instead of the one open_clip would pick."""
+    import dataclasses
+
+    from keras_vit.nn.initializers import weights_follow
+    from keras_vit.vit.image_text import ImageTextModel
+    from keras_vit.vit.model import VisionTransformer
+    from keras_vit.vit.text_model import TextTransformer
+    from keras_vit.weights import official, open_clip_text, open_clip_visual
+    from keras_vit.weights.keys import _Reader
+    from keras_vit.weights.timm.reader import timm_to_official
+
+    cfg = config["model_cfg"]
+    given_tokenizer = fields.pop("tokenizer", None)
+    tower = dataclasses.replace(open_clip_text.text_tower(cfg, source), **fields)
+    _, image_kw = open_clip_visual.image_tower(cfg, source)
     g = _Reader(sd, weights_path)
     text_params = open_clip_text.read_text(g, tower, open_clip_text.text_prefix(sd))
     visual = open_clip_visual.timm_state({k: sd[k] for k in sd if k.startswith("visual.")})
@@ -173,7 +185,7 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     official.load_params(image_model, image_params, weights_path, reset_head=False)
     open_clip_text.assign(text_model, text_params, weights_path)
     text_cfg = cfg.get("text_cfg") or {}
-    tokenizer = _tokenizer(directory, tower, text_cfg)
+    tokenizer = given_tokenizer or _tokenizer(directory, tower, text_cfg)
     model = ImageTextModel(
         image_model, text_model, logit_scale=scale, logit_bias=bias, tokenizer=tokenizer, open_clip_config=config
     )

@@ -143,7 +143,7 @@ def _suffix(suffix: str) -> Callable[[str], bool]:
 def _read_two_towers(path, *args) -> Checkpoint:
     raise ValueError(
         f"{path!r} is an image-text model in open_clip's layout (both towers): load it with "
-        f"keras_vit.load_open_clip({path!r}), whose image_model is the image tower."
+        f"keras_vit.load_image_text({path!r}), whose image_model is the image tower."
     )
 
 

@@ -156,7 +156,14 @@ def _hf_config(directory: str) -> dict:
     if not isinstance(config, dict):
         raise ValueError(f"{directory!r}: {HF_CONFIG} holds a {type(config).__name__}, not a config object.")
     if config.get("model_type") != "vit":
-        raise ValueError(f"{directory!r} holds a {config.get('model_type')!r} model, not a transformers 'vit'.")
+        two_towers = (
+            f": both towers of an image-text model, which keras_vit.load_image_text({directory!r}) reads"
+            if config.get("model_type") == "clip"
+            else ""
+        )
+        raise ValueError(
+            f"{directory!r} holds a {config.get('model_type')!r} model, not a transformers 'vit'{two_towers}."
+        )
     missing = [k for k in ("num_attention_heads", "hidden_size", "num_hidden_layers") if k not in config]
     if missing:
         raise ValueError(

@@ -1,0 +1,295 @@
+"""`transformers`' CLIP repositories (`CLIPModel`: `config.json` with `model_type` "clip", `model.safetensors`,
+the tokenizer's `tokenizer.json` and `tokenizer_config.json`, the image processor's `preprocessor_config.json`)
+read into an `ImageTextModel`, as `transformers` runs them.
+
+The two towers are OpenAI CLIP's, which open_clip's layout also holds, so the repository is restated in that layout
+(its config as an open_clip `model_cfg`, its tensors under open_clip's names) and read by the open_clip reader:
+`vision_model.embeddings.{class_embedding, patch_embedding, position_embedding}` -> `visual.{class_embedding,
+conv1, positional_embedding}`, `vision_model.pre_layrnorm` -> `visual.ln_pre`, `*.encoder.layers.<i>.{layer_norm1,
+self_attn.{q,k,v}_proj, self_attn.out_proj, layer_norm2, mlp.fc1, mlp.fc2}` -> `*.transformer.resblocks.<i>.{ln_1,
+attn.in_proj (q, k, v stacked), attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj}`, `vision_model.post_layernorm` ->
+`visual.ln_post`, `text_model.embeddings.{token_embedding, position_embedding}` -> `{token_embedding,
+positional_embedding}`, `text_model.final_layer_norm` -> `ln_final`, and the projections `visual_projection`,
+`text_projection` (Linear weights, (embed, width)) -> `visual.proj`, `text_projection` ((width, embed)).
+
+What the config does not state takes `transformers`' own defaults (`CLIPConfig`, `CLIPTextConfig`,
+`CLIPVisionConfig` of transformers 5). The text is pooled as `transformers` pools it: at the first end-of-text
+token (`text_config.eos_token_id`), or, for a config that says `eos_token_id: 2` (written before transformers#24773),
+at the highest id. The tokenizer is the repository's `tokenizer.json` with nothing added (transformers applies only
+the file's normaliser), padded with its pad token to the context length. Images are prepared as its
+`CLIPImageProcessor` states (mean, std, resampling, shortest-edge resize and centre crop, or a resize to a fixed
+size); without the file, that processor's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Dict, Tuple
+
+import numpy as np
+
+CONFIG, WEIGHTS, PROCESSOR = "config.json", "model.safetensors", "preprocessor_config.json"
+PICKLE = "pytorch_model.bin"
+
+# transformers 5's defaults for what a CLIP config may leave out
+_TEXT_DEFAULTS = dict(
+    vocab_size=49408,
+    hidden_size=512,
+    intermediate_size=2048,
+    num_hidden_layers=12,
+    num_attention_heads=8,
+    max_position_embeddings=77,
+    hidden_act="quick_gelu",
+    layer_norm_eps=1e-5,
+    eos_token_id=49407,
+)
+_VISION_DEFAULTS = dict(
+    hidden_size=768,
+    intermediate_size=3072,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    image_size=224,
+    patch_size=32,
+    num_channels=3,
+    hidden_act="quick_gelu",
+    layer_norm_eps=1e-5,
+)
+_ACTIVATIONS = {"quick_gelu": "quick", "gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's codes, which the processor config holds
+
+
+def read_config(directory: str) -> dict:
+    path = os.path.join(directory, CONFIG)
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path!r} is not a readable transformers config: {e}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path!r} is not a transformers config (a JSON object).")
+    return config
+
+
+def is_transformers_clip_dir(path) -> bool:
+    """A folder holding a `transformers` config of `model_type` "clip"."""
+    if not (os.path.isdir(path) and os.path.exists(os.path.join(path, CONFIG))):
+        return False
+    try:
+        return read_config(path).get("model_type") == "clip"
+    except ValueError:
+        return False
+
+
+def _sub(config: dict, key: str, defaults: dict, source: str) -> dict:
+    given = config.get(key) or {}
+    if not isinstance(given, dict):
+        raise ValueError(f"{source}: {key} is not an object.")
+    return {**defaults, **{k: v for k, v in given.items() if k in defaults}}
+
+
+def _activation(text: dict, vision: dict, source: str) -> Tuple[bool, dict]:
+    """(open_clip's `quick_gelu`, the text tower's `act_kwargs`) for the towers' activations."""
+    kinds = {}
+    for tower, cfg in (("text_config", text), ("vision_config", vision)):
+        act = cfg["hidden_act"]
+        if act not in _ACTIVATIONS:
+            raise ValueError(f"{source}: {tower}.hidden_act={act!r}: keras_vit builds {sorted(_ACTIVATIONS)}.")
+        kinds[tower] = _ACTIVATIONS[act]
+    if kinds["vision_config"] == "tanh":
+        raise ValueError(
+            f"{source}: vision_config.hidden_act={vision['hidden_act']!r}: CLIP's image tower is built "
+            "with quick or exact GELU."
+        )
+    if (kinds["text_config"] == "quick") != (kinds["vision_config"] == "quick"):
+        raise ValueError(
+            f"{source}: text_config.hidden_act={text['hidden_act']!r} and vision_config.hidden_act="
+            f"{vision['hidden_act']!r}: one tower with quick GELU and one without is not built."
+        )
+    return kinds["vision_config"] == "quick", ({"approximate": "tanh"} if kinds["text_config"] == "tanh" else {})
+
+
+def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
+    """(an open_clip config equal to the repository's: `model_cfg` and `preprocess_cfg`, the text tower's pooling
+    as `TextTower` fields)."""
+    source = os.path.join(directory, CONFIG)
+    if config.get("model_type") != "clip":
+        raise ValueError(f"{source}: model_type={config.get('model_type')!r}, not 'clip'.")
+    architectures = config.get("architectures") or ["CLIPModel"]
+    if architectures != ["CLIPModel"]:
+        raise ValueError(f"{source}: architectures={architectures}: keras_vit reads CLIPModel's two towers.")
+    text = _sub(config, "text_config", _TEXT_DEFAULTS, source)
+    vision = _sub(config, "vision_config", _VISION_DEFAULTS, source)
+    if int(vision["num_channels"]) != 3:
+        raise ValueError(f"{source}: vision_config.num_channels={vision['num_channels']}: CLIP towers take RGB.")
+    quick, act_kwargs = _activation(text, vision, source)
+    width, heads = int(vision["hidden_size"]), int(vision["num_attention_heads"])
+    if width % heads:
+        raise ValueError(f"{source}: vision_config.hidden_size {width} is not a multiple of its {heads} heads.")
+    text_cfg = dict(
+        context_length=int(text["max_position_embeddings"]),
+        vocab_size=int(text["vocab_size"]),
+        width=int(text["hidden_size"]),
+        heads=int(text["num_attention_heads"]),
+        layers=int(text["num_hidden_layers"]),
+        mlp_ratio=int(text["intermediate_size"]) / int(text["hidden_size"]),
+        norm_kwargs={"eps": float(text["layer_norm_eps"])},
+    )
+    if act_kwargs:
+        text_cfg["act_kwargs"] = act_kwargs
+    model_cfg = dict(
+        embed_dim=int(config.get("projection_dim", 512)),
+        quick_gelu=quick,
+        vision_cfg=dict(
+            image_size=int(vision["image_size"]),
+            patch_size=int(vision["patch_size"]),
+            width=width,
+            layers=int(vision["num_hidden_layers"]),
+            head_width=width // heads,
+            mlp_ratio=int(vision["intermediate_size"]) / width,
+            norm_kwargs={"eps": float(vision["layer_norm_eps"])},
+        ),
+        text_cfg=text_cfg,
+    )
+    eos = text["eos_token_id"]
+    if isinstance(eos, list):
+        raise ValueError(f"{source}: text_config.eos_token_id={eos}: one end-of-text token is pooled, not several.")
+    pooling = dict(pooling="argmax") if int(eos) == 2 else dict(pooling="eos", eos_id=int(eos))
+    return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory)}, pooling
+
+
+def preprocess_cfg(directory: str) -> dict:
+    """open_clip's `preprocess_cfg` for the repository's `CLIPImageProcessor` settings."""
+    path = os.path.join(directory, PROCESSOR)
+    if not os.path.exists(path):
+        return dict(mean=_CLIP_MEAN, std=_CLIP_STD, interpolation="bicubic", resize_mode="shortest")
+    with open(path) as f:
+        p = json.load(f)
+    for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
+        if p.get(key, True) is not True:
+            raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
+    if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
+        raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
+    resample = p.get("resample", 3)
+    if resample not in _RESAMPLE:
+        raise ValueError(f"{path}: resample={resample!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
+    size, crop = p.get("size", {"shortest_edge": 224}), p.get("crop_size", {"height": 224, "width": 224})
+    if "shortest_edge" in size:
+        if not p.get("do_center_crop", True) or crop.get("height") != crop.get("width"):
+            raise ValueError(f"{path}: a shortest-edge resize without a square centre crop is not built.")
+        if int(size["shortest_edge"]) != int(crop["height"]):
+            raise ValueError(
+                f"{path}: resize to {size['shortest_edge']} then crop {crop['height']}: keras_vit crops the whole "
+                "shorter side (crop_pct 1)."
+            )
+        mode = "shortest"
+    elif set(size) == {"height", "width"} and not p.get("do_center_crop", False):
+        mode = "squash"
+    else:
+        raise ValueError(
+            f"{path}: size={size}, do_center_crop={p.get('do_center_crop')}: not a resize keras_vit builds."
+        )
+    return dict(
+        mean=tuple(p.get("image_mean", _CLIP_MEAN)),
+        std=tuple(p.get("image_std", _CLIP_STD)),
+        interpolation=_RESAMPLE[resample],
+        resize_mode=mode,
+    )
+
+
+_LAYER = re.compile(r"^(text_model|vision_model)\.encoder\.layers\.(\d+)\.(.+)$")
+_BLOCK = {
+    "layer_norm1": "ln_1",
+    "layer_norm2": "ln_2",
+    "self_attn.out_proj": "attn.out_proj",
+    "mlp.fc1": "mlp.c_fc",
+    "mlp.fc2": "mlp.c_proj",
+}
+_FIXED = {
+    "logit_scale": "logit_scale",
+    "text_model.embeddings.token_embedding.weight": "token_embedding.weight",
+    "text_model.final_layer_norm.weight": "ln_final.weight",
+    "text_model.final_layer_norm.bias": "ln_final.bias",
+    "vision_model.embeddings.class_embedding": "visual.class_embedding",
+    "vision_model.embeddings.patch_embedding.weight": "visual.conv1.weight",
+    "vision_model.pre_layrnorm.weight": "visual.ln_pre.weight",
+    "vision_model.pre_layrnorm.bias": "visual.ln_pre.bias",
+    "vision_model.post_layernorm.weight": "visual.ln_post.weight",
+    "vision_model.post_layernorm.bias": "visual.ln_post.bias",
+}
+_POSITION_IDS = ("text_model.embeddings.position_ids", "vision_model.embeddings.position_ids")
+
+
+def open_clip_state(sd: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
+    """The repository's tensors under open_clip's names; a tensor of no known place is refused naming it."""
+    out: Dict[str, np.ndarray] = {}
+    qkv: Dict[Tuple[str, str], Dict[str, np.ndarray]] = {}
+    for key, value in sd.items():
+        if key in _FIXED:
+            out[_FIXED[key]] = value
+        elif key == "text_model.embeddings.position_embedding.weight":
+            out["positional_embedding"] = value
+        elif key == "vision_model.embeddings.position_embedding.weight":
+            out["visual.positional_embedding"] = value
+        elif key == "text_projection.weight":
+            out["text_projection"] = value.T
+        elif key == "visual_projection.weight":
+            out["visual.proj"] = value.T
+        elif key in _POSITION_IDS:  # a buffer of 0..n-1 older versions saved; nothing to load
+            if not np.array_equal(np.asarray(value).reshape(-1), np.arange(np.asarray(value).size)):
+                raise ValueError(f"{source}: {key} is not 0..n-1, the positions transformers reads.")
+        else:
+            m = _LAYER.match(key)
+            if not m:
+                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's CLIP towers.")
+            tower, index, rest = m.groups()
+            prefix = ("" if tower == "text_model" else "visual.") + f"transformer.resblocks.{index}."
+            attention = re.match(r"^self_attn\.([qkv])_proj\.(weight|bias)$", rest)
+            if attention:
+                qkv.setdefault((prefix, attention.group(2)), {})[attention.group(1)] = value
+                continue
+            part, _, leaf = rest.rpartition(".")
+            if part not in _BLOCK:
+                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's CLIP towers.")
+            out[prefix + _BLOCK[part] + "." + leaf] = value
+    for (prefix, leaf), parts in qkv.items():
+        if set(parts) != {"q", "k", "v"}:
+            raise ValueError(f"{source}: {prefix} attention {leaf} lacks {sorted({'q', 'k', 'v'} - set(parts))}.")
+        out[f"{prefix}attn.in_proj_{leaf}"] = np.concatenate([parts["q"], parts["k"], parts["v"]], axis=0)
+    return out
+
+
+def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
+    """An `ImageTextModel` with both towers of a `transformers` CLIPModel folder; every tensor mapped or the load
+    refused naming it."""
+    from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
+    from keras_vit.weights import open_clip
+    from keras_vit.weights.safetensors_read import mapped_tensors
+
+    config, pooling = open_clip_config(read_config(directory), directory)
+    source = os.path.join(directory, CONFIG)
+    path = os.path.join(directory, WEIGHTS)
+    if not os.path.exists(path):
+        hint = (
+            f" It has {PICKLE}, a pickle keras_vit never loads."
+            if os.path.exists(os.path.join(directory, PICKLE))
+            else ""
+        )
+        raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
+    with mapped_tensors(path) as (tensors, _):
+        sd = {k: np.array(v, dtype="float32") for k, v in tensors.items()}
+    state = open_clip_state(sd, source)
+    context = config["model_cfg"]["text_cfg"]["context_length"]
+    tokenizer = (
+        HubTokenizer(directory, context, clean="none")
+        if os.path.exists(os.path.join(directory, TOKENIZER_FILE))
+        else None
+    )
+    model = open_clip.from_state(config, state, directory, source, path, tokenizer=tokenizer, **pooling)
+    model.open_clip_config = None  # not read from open_clip's files: save_open_clip does not claim to write them
+    if tokenizer is None:  # not CLIP's BPE by default: the repository's vocabulary may be another
+        model._tokenizer = None
+        model.no_tokenizer = f"{directory!r} holds no {TOKENIZER_FILE}"
+    return model

@@ -1,0 +1,155 @@
+"""`transformers`' CLIP repositories read into two towers (`keras_vit.load_image_text`): tiny `CLIPModel`s written
+by transformers (tests/fixtures/transformers_clip, tools/make_transformers_clip_fixtures.py) load with
+transformers' embeddings and logits, on each backend; their tokenizer gives transformers' ids; both of transformers'
+text poolings are followed; a repository in a hub cache loads by handle offline; what the reader cannot place is
+refused by name."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import keras_vit
+from conftest import ROOT, python_run, run_on_backend
+from keras_vit.weights import transformers_clip
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "transformers_clip")
+KINDS = ("clip_eos", "clip_legacy_eos")
+
+
+def _errors(model, folder) -> dict:
+    ref = np.load(os.path.join(folder, "reference.npz"))
+    images, ids = ref["images"], ref["token_ids"]
+    return {
+        "image": float(np.abs(np.asarray(model.encode_image(images)) - ref["image_embeds"]).max()),
+        "text": float(np.abs(np.asarray(model.encode_text(ids)) - ref["text_embeds"]).max()),
+        "logits": float(np.abs(np.asarray(model((images, ids))) - ref["logits_per_image"]).max()),
+    }
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_clipmodel_repositories_load_with_transformers_embeddings_and_logits(name):
+    folder = os.path.join(FIXTURES, name)
+    model = keras_vit.load_image_text(folder)
+    assert max(_errors(model, folder).values()) <= 1e-5
+    tower = model.text_model.tower
+    assert tower.causal and tower.activation == "quick_gelu" and model.logit_bias is None
+    # transformers pools at the first end-of-text token, or at the highest id for a config saying eos_token_id 2
+    assert (tower.pooling, tower.eos_id) == (("eos", 1) if name == "clip_eos" else ("argmax", None))
+    assert model.image_model.data_config.crop_mode == "center"  # its CLIPImageProcessor: shortest edge, centre crop
+
+
+def test_the_two_poolings_give_different_texts_in_transformers_too():
+    """The fixtures' end-of-text id is not the highest id, so the two poolings disagree (the test above tells
+    them apart)."""
+    a, b = (np.load(os.path.join(FIXTURES, name, "reference.npz"))["text_embeds"] for name in KINDS)
+    assert np.abs(a - b).max() > 1e-2
+
+
+def test_the_repositorys_tokenizer_gives_transformers_ids():
+    folder = os.path.join(FIXTURES, "clip_eos")
+    battery = json.load(open(os.path.join(folder, "tokenizer_battery.json")))
+    ids = keras_vit.load_image_text(folder).text_preprocessor()(battery["texts"])
+    assert ids.tolist() == battery["ids"]  # accents, emoji, HTML entities as written, CJK, empty, cut to 12
+
+
+_ON_BACKEND = r"""
+import json, sys, numpy as np, keras, keras_vit
+np_ = keras.ops.convert_to_numpy
+out = {}
+for name in ("clip_eos", "clip_legacy_eos"):
+    folder = f"{sys.argv[1]}/{name}"
+    ref = np.load(f"{folder}/reference.npz")
+    m = keras_vit.load_image_text(folder)
+    out[name] = max(
+        float(np.abs(np_(m.encode_image(ref["images"])) - ref["image_embeds"]).max()),
+        float(np.abs(np_(m.encode_text(ref["token_ids"])) - ref["text_embeds"]).max()),
+        float(np.abs(np_(m((ref["images"], ref["token_ids"]))) - ref["logits_per_image"]).max()),
+    )
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_clipmodel_repositories_load_on_jax_and_torch(backend):
+    out = run_on_backend(_ON_BACKEND, backend, FIXTURES)
+    assert max(out.values()) <= 1e-5, out
+
+
+def _copy(tmp_path, name="clip_eos"):
+    folder = tmp_path / name
+    shutil.copytree(os.path.join(FIXTURES, name), folder)
+    return folder
+
+
+def _edit_config(folder, edit):
+    config = json.loads((folder / "config.json").read_text())
+    edit(config)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_what_the_reader_cannot_place_is_refused_by_name(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    extra = _copy(tmp_path)
+    tensors = load_file(str(extra / "model.safetensors"))
+    save_file({**tensors, "text_model.extra.weight": np.zeros(3, "float32")}, str(extra / "model.safetensors"))
+    with pytest.raises(ValueError, match="'text_model.extra.weight' has no place"):
+        keras_vit.load_image_text(extra)
+    vision_only = _copy(tmp_path / "v")
+    _edit_config(vision_only, lambda c: c.update(architectures=["CLIPVisionModelWithProjection"]))
+    with pytest.raises(ValueError, match="CLIPModel's two towers"):
+        keras_vit.load_image_text(vision_only)
+    mixed = _copy(tmp_path / "m")
+    _edit_config(mixed, lambda c: c["text_config"].update(hidden_act="gelu"))
+    with pytest.raises(ValueError, match="one tower with quick GELU and one without"):
+        keras_vit.load_image_text(mixed)
+    pickled = _copy(tmp_path / "p")
+    (pickled / "model.safetensors").rename(pickled / transformers_clip.PICKLE)
+    with pytest.raises(FileNotFoundError, match="pytorch_model.bin, a pickle"):
+        keras_vit.load_image_text(pickled)
+    cropped = _copy(tmp_path / "c")
+    processor = json.loads((cropped / "preprocessor_config.json").read_text())
+    processor["crop_size"] = {"height": 28, "width": 28}
+    (cropped / "preprocessor_config.json").write_text(json.dumps(processor))
+    with pytest.raises(ValueError, match="resize to 32 then crop 28"):
+        keras_vit.load_image_text(cropped)
+    with pytest.raises(ValueError, match="neither open_clip's open_clip_config.json nor a transformers"):
+        keras_vit.load_image_text(tmp_path)
+
+
+_HUB_RUN = r"""
+import json, sys, numpy as np, keras_vit
+out = {}
+for handle in sys.argv[2:]:
+    try:
+        m = keras_vit.load_image_text(handle)
+        ref = np.load(sys.argv[1])
+        out[handle] = float(np.abs(np.asarray(m((ref["images"], ref["token_ids"]))) - ref["logits_per_image"]).max())
+    except (ValueError, FileNotFoundError) as e:
+        out[handle] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_a_transformers_repository_loads_by_handle_from_the_hub_cache_offline(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    cache = tmp_path / "hub"
+    files = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json")
+    for repo, names in (("openai/clip-tiny", files), ("openai/clip-no-weights", files[:1])):
+        folder = cache / f"models--{repo.replace('/', '--')}"
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text("c" * 40)
+        snapshot = folder / "snapshots" / ("c" * 40)
+        snapshot.mkdir(parents=True)
+        for name in names:
+            shutil.copy(os.path.join(FIXTURES, "clip_eos", name), snapshot / name)
+    env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    ref = os.path.join(FIXTURES, "clip_eos", "reference.npz")
+    done = python_run(["-c", _HUB_RUN, ref, "hf-hub:openai/clip-tiny", "hf-hub:openai/clip-no-weights"], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["hf-hub:openai/clip-tiny"] <= 1e-5, out
+    assert "model.safetensors" in out["hf-hub:openai/clip-no-weights"], out

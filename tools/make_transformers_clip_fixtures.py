@@ -1,0 +1,140 @@
+"""Writes tests/fixtures/transformers_clip/: tiny `CLIPModel` repositories written by `transformers` itself
+(`save_pretrained`: config.json, model.safetensors; the tokenizer's and image processor's files), with images,
+token ids and transformers' own outputs beside them (`reference.npz`, `tokenizer_battery.json`).
+
+Run with transformers and torch (CPU) installed (`make bench-setup`):
+    python tools/make_transformers_clip_fixtures.py
+
+The model has random weights with every parameter perturbed (a tensor mapped to the wrong place, or a bias
+dropped, changes the outputs). Its tokenizer is CLIP's byte-level BPE (`CLIPTokenizer`) over a vocabulary of the
+256 byte symbols, each also as a word end, a few merges and the two special tokens, written by transformers.
+Two repositories share the weights and differ in how the text is pooled, the two ways `transformers` pools a CLIP
+text tower: `clip_eos` states the end-of-text token's id (pooled at its first occurrence; here it is not the
+highest id), `clip_legacy_eos` states `eos_token_id: 2`, the value of configs written before transformers#24773,
+for which transformers pools at the highest id instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "transformers_clip")
+CONTEXT = 12
+TEXTS = [
+    "a photo of a cat.",
+    "the cat sat on the mat",
+    "Café crème brûlée",
+    "I ❤️ emoji 🐱🚀",
+    "&amp; &lt;b&gt; HTML stays as written",
+    "中文字符 日本語",
+    "It's, we're, I'VE",
+    "   spaces\t\nand  tabs ",
+    "",
+    "a text far longer than the context length of this tiny tower, cut by the tokenizer",
+]
+
+
+def _bytes_to_unicode() -> dict:
+    """GPT-2 / CLIP's reversible byte -> printable character table."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def _tokenizer(folder: str) -> CLIPTokenizer:
+    symbols = list(_bytes_to_unicode().values())
+    merges = ["t h", "th e</w>", "c a", "ca t</w>", "o n</w>", "p h", "ph o", "pho t", "phot o</w>"]
+    # the special tokens first: the end-of-text id is not the highest, so the two poolings differ
+    vocab = ["<|startoftext|>", "<|endoftext|>"] + symbols + [s + "</w>" for s in symbols]
+    vocab += [m.replace(" ", "") for m in merges]
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "vocab.json"), "w") as f:
+            json.dump({t: i for i, t in enumerate(vocab)}, f)
+        with open(os.path.join(tmp, "merges.txt"), "w") as f:
+            f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+        tokenizer = CLIPTokenizer(os.path.join(tmp, "vocab.json"), os.path.join(tmp, "merges.txt"))
+        tokenizer.model_max_length = CONTEXT
+        tokenizer.save_pretrained(folder)
+    return CLIPTokenizer.from_pretrained(folder)
+
+
+def _config(vocab_size: int, eos_token_id: int) -> CLIPConfig:
+    return CLIPConfig(
+        projection_dim=24,
+        text_config=dict(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=CONTEXT,
+            hidden_act="quick_gelu",
+            bos_token_id=0,
+            eos_token_id=eos_token_id,
+            pad_token_id=1,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+            hidden_act="quick_gelu",
+        ),
+    )
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    rng = np.random.default_rng(0)
+    images = rng.uniform(-2, 2, (3, 3, 32, 32)).astype("float32")  # what the image processor gives (NCHW)
+    state = None
+    for name, legacy in (("clip_eos", False), ("clip_legacy_eos", True)):
+        folder = os.path.join(OUT, name)
+        tokenizer = _tokenizer(folder)
+        eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        model = CLIPModel(_config(len(tokenizer), 2 if legacy else eos)).eval()
+        if state is None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * 0.05)
+            state = model.state_dict()
+        model.load_state_dict(state)
+        model.save_pretrained(folder)
+        CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+        batch = tokenizer(TEXTS[:4], padding="max_length", max_length=CONTEXT, truncation=True, return_tensors="pt")
+        with torch.no_grad():
+            out = model(input_ids=batch["input_ids"], pixel_values=torch.from_numpy(images))
+        np.savez(
+            os.path.join(folder, "reference.npz"),
+            images=images.transpose(0, 2, 3, 1),
+            token_ids=batch["input_ids"].numpy().astype("int32"),
+            image_embeds=out.image_embeds.numpy(),
+            text_embeds=out.text_embeds.numpy(),
+            logits_per_image=out.logits_per_image.numpy(),
+        )
+        ids = tokenizer(TEXTS, padding="max_length", max_length=CONTEXT, truncation=True)["input_ids"]
+        with open(os.path.join(folder, "tokenizer_battery.json"), "w") as f:
+            json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
