@@ -135,3 +135,27 @@ def test_backend_limit_smoke():
     counts = {line.split("params ")[1].split()[0] for line in out.splitlines() if "params " in line}
     assert len(counts) == 1, out  # the plain networks have keras_vit's parameter count
     assert out.count(" vs plain ") == 2, out
+
+
+def test_image_text_smoke(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("open_clip") is None:  # it imports only beside the torchvision stand-in the bench adds
+        pytest.skip("needs open_clip (make bench-setup)")
+    out = _run(
+        "bench/image_text.py",
+        "--texts",
+        "16",
+        "--batch",
+        "8",
+        "--iters",
+        "1",
+        "--images",
+        "4",
+        "--classes",
+        "2",
+        "--workdir",
+        str(tmp_path),
+    )
+    rows = [line.split()[0] for line in out.splitlines()[-3:]]
+    assert rows == ["open_clip", "tensorflow", "jax"], out

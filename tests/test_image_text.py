@@ -445,3 +445,20 @@ def test_open_clip_loads_what_save_open_clip_writes_strictly(name, tmp_path):
     out = keras_vit.save_open_clip(model, tmp_path / "out")
     done = run_with_torch(["-c", _OPEN_CLIP_READS_OURS, out, os.path.join(FIXTURES, name, "reference.npz")])
     assert json.loads(done.stdout.strip().splitlines()[-1])["text"] <= 1e-5
+
+
+def test_a_causal_tower_reads_only_up_to_the_batchs_last_pooled_token():
+    """Host ids are cut after the last token a causal tower's pooling picks: the outputs equal the whole
+    sequence's (a tensor input is not cut); a bidirectional tower reads every token."""
+    import keras
+
+    from keras_vit.vit.text_model import tokens_read
+
+    clip, siglip = (keras_vit.load_open_clip(os.path.join(FIXTURES, n)) for n in ("clip_tiny", "siglip_text_tiny"))
+    ids = _reference("clip_tiny")["ids"][[0, 2]]  # their highest ids (the end-of-text token here) at 4 and 1
+    assert tokens_read(ids, clip.text_model.tower) == 5
+    whole = keras.ops.convert_to_numpy(clip.text_model(keras.ops.convert_to_tensor(ids)))
+    np.testing.assert_allclose(np.asarray(clip.text_model(ids)), whole, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(clip.text_model.predict(ids, verbose=0), whole, atol=1e-6, rtol=0)
+    siglip_ids = _reference("siglip_text_tiny")["ids"]
+    assert tokens_read(siglip_ids, siglip.text_model.tower) == siglip_ids.shape[1]

@@ -70,6 +70,11 @@ def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init
     images, labels = _test_digits()
     predicted = _zero_shot_in_numpy(model, WORDS.split(","), list(config.contrastive.templates), images)
     assert abs(float(np.mean(predicted == labels)) - summary["zero_shot_accuracy"]) <= 1e-3
+    import tensorflow as tf  # the run's checkpoint holds the text tower and temperature (what a resume restores)
+
+    saved = {n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path / "lit" / "checkpoints")))}
+    trained = [v.path for v in model.text_model.weights] + ["logit_scale"]
+    assert all(any(n.startswith("model/") and p.replace("/", ".S") in n for n in saved) for p in trained)
     ids = model.text_preprocessor()(["a handwritten seven."])
     assert ids.shape == (1, config.contrastive.text.context_length)
     assert summary["trainable_parameters"] == sum(int(np.prod(v.shape)) for v in model.text_model.weights) + 1
@@ -95,6 +100,8 @@ class _StopAfter(keras.callbacks.Callback):
             raise KeyboardInterrupt("stopped as a killed run stops")
 
 
+@pytest.mark.slow  # the default suite resumes the TF engine in test_folder_resume.py; the test above checks the
+# checkpoint holds the text tower
 def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, init_model):
     config = _config(init_model, 40, class_words=WORDS)
     config.checkpoint_every = 20

@@ -2,8 +2,8 @@
 --weights=FOLDER --classes=cat,dog [--templates=openai_imagenet] [--top=5]`.
 
 `--weights` is an image-text model in open_clip's layout (`open_clip_config.json` + `open_clip_model.safetensors`,
-and its tokenizer where the config names one): a folder, an `hf-hub:` handle, or open_clip's pretrained name
-("ViT-B-16-SigLIP2", `keras_vit.list_models("image-text")`). Each class name is put into every
+and its tokenizer where the config names one) or a `transformers` CLIPModel repository: a folder, an `hf-hub:`
+handle, or open_clip's pretrained name ("ViT-B-16-SigLIP2", `keras_vit.list_models("image-text")`). Each class name is put into every
 prompt template ("a photo of a {}.": OpenAI's 80 ImageNet templates by default, `simple_imagenet` for open_clip's
 7, or a file of one template per line), the texts encoded and averaged per class; each image (read at its bit
 depth, prepared per the image tower's data config) is scored against every class: softmax probabilities over the

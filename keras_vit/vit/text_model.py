@@ -84,9 +84,18 @@ class TextTransformer(ArraySpecs, keras.Model):
         self.embedding, self.encoder, self.pooling, self.projection = embedding, encoder, pooling, projection
 
     def __call__(self, ids, *args, **kwargs):
-        if isinstance(ids, (np.ndarray, list, tuple)):  # host input: the text input contract
-            ids = check_token_ids(ids, self.tower.vocab_size, self.tower.context_length)
+        if isinstance(ids, (np.ndarray, list, tuple)):  # host input: the text input contract, the tail not read cut
+            ids = self._host_ids(ids)
         return super().__call__(ids, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        if isinstance(x, (np.ndarray, list, tuple)):
+            x = self._host_ids(x)
+        return super().predict(x, *args, **kwargs)
+
+    def _host_ids(self, ids) -> np.ndarray:
+        ids = check_token_ids(ids, self.tower.vocab_size, self.tower.context_length)
+        return ids[:, : tokens_read(ids, self.tower)]
 
     @property
     def context_length(self) -> int:
@@ -124,3 +133,17 @@ def check_token_ids(ids, vocab_size: int, context_length: int) -> np.ndarray:
             "vocabulary made these ids."
         )
     return array.astype("int32")
+
+
+def tokens_read(ids: np.ndarray, tower: TextTower) -> int:
+    """How many leading tokens of a batch of ids the tower's outputs depend on. In a causal tower (CLIP's) a token
+    sees only the tokens before it, and the text is the token the pooling picks (the end-of-text token, at the
+    highest id or the first `eos_id`), so the padding after the batch's last picked token changes no output: it is
+    cut before the call (prompts are a few tokens of a 77-token context). A bidirectional tower, or one pooled at
+    the last position, reads every token."""
+    if not tower.causal or tower.pooling == "last" or not ids.size:
+        return ids.shape[1]
+    if tower.pooling == "first":
+        return 1
+    picked = np.argmax(ids if tower.pooling == "argmax" else ids == tower.eos_id, axis=1)  # as TextPooling picks
+    return int(picked.max()) + 1
