@@ -1,7 +1,7 @@
-"""`transformers`' CLIP repositories read into two towers (`keras_vit.load_image_text`): tiny `CLIPModel`s written
-by transformers (tests/fixtures/transformers_clip, tools/make_transformers_clip_fixtures.py) load with
-transformers' embeddings and logits, on each backend; their tokenizer gives transformers' ids; both of transformers'
-text poolings are followed; a repository in a hub cache loads by handle offline; what the reader cannot place is
+"""`transformers`' two-tower repositories read into two towers (`keras_vit.load_image_text`): tiny `CLIPModel`s and
+a `SiglipModel` written by transformers (tests/fixtures/transformers_clip, tools/make_transformers_clip_fixtures.py)
+load with transformers' embeddings and logits, on each backend; their tokenizers give transformers' ids; both of
+transformers' CLIP text poolings are followed; a repository in a hub cache loads by handle offline; what the reader cannot place is
 refused by name."""
 
 import json
@@ -16,7 +16,7 @@ from conftest import ROOT, python_run, run_on_backend
 from keras_vit.weights import transformers_clip
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "transformers_clip")
-KINDS = ("clip_eos", "clip_legacy_eos")
+KINDS = ("clip_eos", "clip_legacy_eos", "siglip")
 
 
 def _errors(model, folder) -> dict:
@@ -35,6 +35,14 @@ def test_clipmodel_repositories_load_with_transformers_embeddings_and_logits(nam
     model = keras_vit.load_image_text(folder)
     assert max(_errors(model, folder).values()) <= 1e-5
     tower = model.text_model.tower
+    if name == "siglip":  # bidirectional, the last token, a projection with a bias, the tanh GELU in both towers
+        assert not tower.causal and tower.pooling == "last" and tower.projection_bias
+        assert (
+            tower.activation == "gelu_tanh"
+            and model.image_model.get_config()["variant"]["mlp"]["activation"] == "gelu_tanh"
+        )
+        assert model.logit_bias is not None and model.image_model.data_config.crop_mode == "squash"
+        return
     assert tower.causal and tower.activation == "quick_gelu" and model.logit_bias is None
     # transformers pools at the first end-of-text token, or at the highest id for a config saying eos_token_id 2
     assert (tower.pooling, tower.eos_id) == (("eos", 1) if name == "clip_eos" else ("argmax", None))
@@ -44,22 +52,34 @@ def test_clipmodel_repositories_load_with_transformers_embeddings_and_logits(nam
 def test_the_two_poolings_give_different_texts_in_transformers_too():
     """The fixtures' end-of-text id is not the highest id, so the two poolings disagree (the test above tells
     them apart)."""
-    a, b = (np.load(os.path.join(FIXTURES, name, "reference.npz"))["text_embeds"] for name in KINDS)
+    a, b = (np.load(os.path.join(FIXTURES, name, "reference.npz"))["text_embeds"] for name in KINDS[:2])
     assert np.abs(a - b).max() > 1e-2
 
 
-def test_the_repositorys_tokenizer_gives_transformers_ids():
-    folder = os.path.join(FIXTURES, "clip_eos")
+@pytest.mark.parametrize("name", ["clip_eos", "siglip"])
+def test_the_repositorys_tokenizer_gives_transformers_ids(name):
+    folder = os.path.join(FIXTURES, name)
     battery = json.load(open(os.path.join(folder, "tokenizer_battery.json")))
     ids = keras_vit.load_image_text(folder).text_preprocessor()(battery["texts"])
-    assert ids.tolist() == battery["ids"]  # accents, emoji, HTML entities as written, CJK, empty, cut to 12
+    assert ids.tolist() == battery["ids"]  # accents, emoji, HTML entities as written, CJK, empty, cut to the context
+
+
+def test_a_sentencepiece_only_siglip_loads_and_says_why_it_has_no_tokenizer(tmp_path):
+    folder = _copy(tmp_path, "siglip")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink()
+    (folder / "spiece.model").write_bytes(b"a SentencePiece model")
+    model = keras_vit.load_image_text(folder)
+    assert max(_errors(model, folder).values()) <= 1e-5
+    with pytest.raises(ValueError, match="spiece.model is a SentencePiece vocabulary"):
+        model.text_preprocessor()
 
 
 _ON_BACKEND = r"""
 import json, sys, numpy as np, keras, keras_vit
 np_ = keras.ops.convert_to_numpy
 out = {}
-for name in ("clip_eos", "clip_legacy_eos"):
+for name in ("clip_eos", "clip_legacy_eos", "siglip"):
     folder = f"{sys.argv[1]}/{name}"
     ref = np.load(f"{folder}/reference.npz")
     m = keras_vit.load_image_text(folder)

@@ -1,4 +1,4 @@
-"""Writes tests/fixtures/transformers_clip/: tiny `CLIPModel` repositories written by `transformers` itself
+"""Writes tests/fixtures/transformers_clip/: tiny `CLIPModel` and `SiglipModel` repositories written by `transformers` itself
 (`save_pretrained`: config.json, model.safetensors; the tokenizer's and image processor's files), with images,
 token ids and transformers' own outputs beside them (`reference.npz`, `tokenizer_battery.json`).
 
@@ -24,7 +24,16 @@ import tempfile
 import numpy as np
 import torch
 import transformers
-from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer
+from transformers import (
+    CLIPConfig,
+    CLIPImageProcessor,
+    CLIPModel,
+    CLIPTokenizer,
+    PreTrainedTokenizerFast,
+    SiglipConfig,
+    SiglipImageProcessor,
+    SiglipModel,
+)
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "transformers_clip")
 CONTEXT = 12
@@ -99,6 +108,71 @@ def _config(vocab_size: int, eos_token_id: int) -> CLIPConfig:
     )
 
 
+def _siglip_tokenizer(folder: str) -> PreTrainedTokenizerFast:
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=90, special_tokens=["<pad>", "</s>", "<unk>"])
+    tokenizer.train_from_iterator(TEXTS * 20 + ["a photo of a dog", "two cats on a sofa"] * 20, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_max_length=SIGLIP_CONTEXT,
+    )
+    wrapped.save_pretrained(folder)
+    return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+SIGLIP_CONTEXT = 10
+
+
+def _siglip(images) -> None:
+    folder = os.path.join(OUT, "siglip")
+    tokenizer = _siglip_tokenizer(folder)
+    config = SiglipConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=SIGLIP_CONTEXT,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+    )
+    model = SiglipModel(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(folder)
+    SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    batch = tokenizer(TEXTS[:4], padding="max_length", max_length=SIGLIP_CONTEXT, truncation=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(input_ids=batch["input_ids"], pixel_values=torch.from_numpy(images))
+    np.savez(
+        os.path.join(folder, "reference.npz"),
+        images=images.transpose(0, 2, 3, 1),
+        token_ids=batch["input_ids"].numpy().astype("int32"),
+        image_embeds=out.image_embeds.numpy(),
+        text_embeds=out.text_embeds.numpy(),
+        logits_per_image=out.logits_per_image.numpy(),
+    )
+    ids = tokenizer(TEXTS, padding="max_length", max_length=SIGLIP_CONTEXT, truncation=True)["input_ids"]
+    with open(os.path.join(folder, "tokenizer_battery.json"), "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
+
+
 def main() -> None:
     torch.manual_seed(0)
     shutil.rmtree(OUT, ignore_errors=True)
@@ -133,6 +207,7 @@ def main() -> None:
         ids = tokenizer(TEXTS, padding="max_length", max_length=CONTEXT, truncation=True)["input_ids"]
         with open(os.path.join(folder, "tokenizer_battery.json"), "w") as f:
             json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
+    _siglip(images)
     print("wrote", OUT)
 
 

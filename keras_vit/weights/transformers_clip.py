@@ -1,6 +1,7 @@
-"""`transformers`' CLIP repositories (`CLIPModel`: `config.json` with `model_type` "clip", `model.safetensors`,
-the tokenizer's `tokenizer.json` and `tokenizer_config.json`, the image processor's `preprocessor_config.json`)
-read into an `ImageTextModel`, as `transformers` runs them.
+"""`transformers`' two-tower repositories, CLIP's (`CLIPModel`: `config.json` with `model_type` "clip") and SigLIP's
+(`SiglipModel`, "siglip": SigLIP, and SigLIP 2's fixed-size checkpoints, which transformers publishes as SiglipModel
+with a Gemma vocabulary), with `model.safetensors`, the tokenizer's `tokenizer.json` and `tokenizer_config.json`
+and the image processor's `preprocessor_config.json`, read into an `ImageTextModel` as `transformers` runs them.
 
 The two towers are OpenAI CLIP's, which open_clip's layout also holds, so the repository is restated in that layout
 (its config as an open_clip `model_cfg`, its tensors under open_clip's names) and read by the open_clip reader:
@@ -11,6 +12,14 @@ attn.in_proj (q, k, v stacked), attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj}`, `vi
 `visual.ln_post`, `text_model.embeddings.{token_embedding, position_embedding}` -> `{token_embedding,
 positional_embedding}`, `text_model.final_layer_norm` -> `ln_final`, and the projections `visual_projection`,
 `text_projection` (Linear weights, (embed, width)) -> `visual.proj`, `text_projection` ((width, embed)).
+
+SigLIP's image tower is timm's `vit_*_siglip_*` form (no class token, LayerNorm epsilon 1e-6, a multi-head
+attention pool) with the tanh GELU transformers runs (timm builds those architectures with the exact one), which open_clip holds as a timm trunk: `vision_model.embeddings.patch_embedding` ->
+`visual.trunk.patch_embed.proj`, `position_embedding` -> `pos_embed`, the blocks as timm names them,
+`post_layernorm` -> `norm`, `head.{probe, attention (q | k, v), layernorm, mlp}` -> `attn_pool.{latent, q | kv,
+proj, norm, mlp}`; its text tower is bidirectional, pooled at the last token, with a projection `text_model.head`
+(a Linear with a bias) -> `text.text_projection`. A SigLIP repository with only `spiece.model` (SentencePiece, the
+first SigLIP's) loads without a tokenizer (its text_preprocessor says why).
 
 What the config does not state takes `transformers`' own defaults (`CLIPConfig`, `CLIPTextConfig`,
 `CLIPVisionConfig` of transformers 5). The text is pooled as `transformers` pools it: at the first end-of-text
@@ -56,6 +65,30 @@ _VISION_DEFAULTS = dict(
     hidden_act="quick_gelu",
     layer_norm_eps=1e-5,
 )
+_SIGLIP_TEXT_DEFAULTS = dict(
+    vocab_size=32000,
+    hidden_size=768,
+    intermediate_size=3072,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    max_position_embeddings=64,
+    hidden_act="gelu_pytorch_tanh",
+    layer_norm_eps=1e-6,
+    projection_size=None,
+)
+_SIGLIP_VISION_DEFAULTS = dict(
+    hidden_size=768,
+    intermediate_size=3072,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    image_size=224,
+    patch_size=16,
+    num_channels=3,
+    hidden_act="gelu_pytorch_tanh",
+    layer_norm_eps=1e-6,
+    vision_use_head=True,
+)
+KINDS = {"clip": "CLIPModel", "siglip": "SiglipModel"}
 _ACTIVATIONS = {"quick_gelu": "quick", "gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 _CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 _RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's codes, which the processor config holds
@@ -74,11 +107,11 @@ def read_config(directory: str) -> dict:
 
 
 def is_transformers_clip_dir(path) -> bool:
-    """A folder holding a `transformers` config of `model_type` "clip"."""
+    """A folder holding a `transformers` config of `model_type` "clip" or "siglip"."""
     if not (os.path.isdir(path) and os.path.exists(os.path.join(path, CONFIG))):
         return False
     try:
-        return read_config(path).get("model_type") == "clip"
+        return read_config(path).get("model_type") in KINDS
     except ValueError:
         return False
 
@@ -115,11 +148,14 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
     """(an open_clip config equal to the repository's: `model_cfg` and `preprocess_cfg`, the text tower's pooling
     as `TextTower` fields)."""
     source = os.path.join(directory, CONFIG)
-    if config.get("model_type") != "clip":
-        raise ValueError(f"{source}: model_type={config.get('model_type')!r}, not 'clip'.")
-    architectures = config.get("architectures") or ["CLIPModel"]
-    if architectures != ["CLIPModel"]:
-        raise ValueError(f"{source}: architectures={architectures}: keras_vit reads CLIPModel's two towers.")
+    kind = config.get("model_type")
+    if kind not in KINDS:
+        raise ValueError(f"{source}: model_type={kind!r}, not one of {sorted(KINDS)}.")
+    architectures = config.get("architectures") or [KINDS[kind]]
+    if architectures != [KINDS[kind]]:
+        raise ValueError(f"{source}: architectures={architectures}: keras_vit reads {KINDS[kind]}'s two towers.")
+    if kind == "siglip":
+        return _siglip_config(config, directory, source)
     text = _sub(config, "text_config", _TEXT_DEFAULTS, source)
     vision = _sub(config, "vision_config", _VISION_DEFAULTS, source)
     if int(vision["num_channels"]) != 3:
@@ -160,24 +196,32 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
     return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory)}, pooling
 
 
-def preprocess_cfg(directory: str) -> dict:
-    """open_clip's `preprocess_cfg` for the repository's `CLIPImageProcessor` settings."""
+def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
+    """open_clip's `preprocess_cfg` for the repository's image processor settings (`CLIPImageProcessor`'s, or
+    `SiglipImageProcessor`'s: a bilinear resize to a fixed size, mean and std 0.5, its defaults)."""
     path = os.path.join(directory, PROCESSOR)
-    if not os.path.exists(path):
-        return dict(mean=_CLIP_MEAN, std=_CLIP_STD, interpolation="bicubic", resize_mode="shortest")
-    with open(path) as f:
-        p = json.load(f)
+    defaults = dict(
+        image_mean=(0.5, 0.5, 0.5) if siglip else _CLIP_MEAN,
+        image_std=(0.5, 0.5, 0.5) if siglip else _CLIP_STD,
+        resample=2 if siglip else 3,
+        size={"height": 224, "width": 224} if siglip else {"shortest_edge": 224},
+        do_center_crop=not siglip,
+    )
+    p = dict(defaults)
+    if os.path.exists(path):
+        with open(path) as f:
+            p.update(json.load(f))
     for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
         if p.get(key, True) is not True:
             raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
     if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
         raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
-    resample = p.get("resample", 3)
+    resample = p["resample"]
     if resample not in _RESAMPLE:
         raise ValueError(f"{path}: resample={resample!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
-    size, crop = p.get("size", {"shortest_edge": 224}), p.get("crop_size", {"height": 224, "width": 224})
+    size, crop = p["size"], p.get("crop_size", {"height": 224, "width": 224})
     if "shortest_edge" in size:
-        if not p.get("do_center_crop", True) or crop.get("height") != crop.get("width"):
+        if not p["do_center_crop"] or crop.get("height") != crop.get("width"):
             raise ValueError(f"{path}: a shortest-edge resize without a square centre crop is not built.")
         if int(size["shortest_edge"]) != int(crop["height"]):
             raise ValueError(
@@ -185,18 +229,74 @@ def preprocess_cfg(directory: str) -> dict:
                 "shorter side (crop_pct 1)."
             )
         mode = "shortest"
-    elif set(size) == {"height", "width"} and not p.get("do_center_crop", False):
+    elif set(size) == {"height", "width"} and not p["do_center_crop"]:
         mode = "squash"
     else:
         raise ValueError(
             f"{path}: size={size}, do_center_crop={p.get('do_center_crop')}: not a resize keras_vit builds."
         )
     return dict(
-        mean=tuple(p.get("image_mean", _CLIP_MEAN)),
-        std=tuple(p.get("image_std", _CLIP_STD)),
+        mean=tuple(p["image_mean"]),
+        std=tuple(p["image_std"]),
         interpolation=_RESAMPLE[resample],
         resize_mode=mode,
     )
+
+
+def _siglip_config(config: dict, directory: str, source: str) -> Tuple[dict, dict]:
+    text = _sub(config, "text_config", _SIGLIP_TEXT_DEFAULTS, source)
+    vision = _sub(config, "vision_config", _SIGLIP_VISION_DEFAULTS, source)
+    for tower, cfg in (("text_config", text), ("vision_config", vision)):
+        if cfg["hidden_act"] != "gelu_pytorch_tanh" or float(cfg["layer_norm_eps"]) != 1e-6:
+            raise ValueError(
+                f"{source}: {tower}.hidden_act={cfg['hidden_act']!r}, layer_norm_eps={cfg['layer_norm_eps']}: "
+                "keras_vit builds SigLIP's towers with the tanh GELU and LayerNorm epsilon 1e-6."
+            )
+    if not vision["vision_use_head"] or int(vision["num_channels"]) != 3:
+        raise ValueError(f"{source}: vision_config without its attention-pool head, or not RGB: not built.")
+    width = int(vision["hidden_size"])
+    projected = int(text["projection_size"] or text["hidden_size"])
+    if projected != width:
+        raise ValueError(
+            f"{source}: the text projection gives {projected} features and the image tower {width}: the two "
+            "embeddings must share a width."
+        )
+    text_cfg = dict(
+        context_length=int(text["max_position_embeddings"]),
+        vocab_size=int(text["vocab_size"]),
+        width=int(text["hidden_size"]),
+        heads=int(text["num_attention_heads"]),
+        layers=int(text["num_hidden_layers"]),
+        mlp_ratio=int(text["intermediate_size"]) / int(text["hidden_size"]),
+        no_causal_mask=True,
+        proj_bias=True,
+        pool_type="last",
+        act_kwargs={"approximate": "tanh"},
+        norm_kwargs={"eps": 1e-6},
+    )
+    size = int(vision["image_size"])
+    model_cfg = dict(
+        embed_dim=width,
+        custom_text=True,
+        vision_cfg=dict(
+            image_size=size,
+            timm_model_name="vit_base_patch16_siglip_224",  # the form; the sizes below replace the base's
+            timm_model_pretrained=False,
+            timm_pool="map",
+            timm_proj="none",
+            timm_model_args=dict(
+                embed_dim=width,
+                depth=int(vision["num_hidden_layers"]),
+                num_heads=int(vision["num_attention_heads"]),
+                patch_size=int(vision["patch_size"]),
+                img_size=size,
+                mlp_ratio=int(vision["intermediate_size"]) / width,
+                act_layer="gelu_tanh",  # transformers' gelu_pytorch_tanh; timm's siglip architectures take exact GELU
+            ),
+        ),
+        text_cfg=text_cfg,
+    )
+    return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory, siglip=True)}, {}
 
 
 _LAYER = re.compile(r"^(text_model|vision_model)\.encoder\.layers\.(\d+)\.(.+)$")
@@ -261,14 +361,94 @@ def open_clip_state(sd: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndar
     return out
 
 
+_SIGLIP_FIXED = {
+    "logit_scale": "logit_scale",
+    "logit_bias": "logit_bias",
+    "text_model.embeddings.token_embedding.weight": "text.token_embedding.weight",
+    "text_model.embeddings.position_embedding.weight": "text.positional_embedding",
+    "text_model.final_layer_norm.weight": "text.ln_final.weight",
+    "text_model.final_layer_norm.bias": "text.ln_final.bias",
+    "text_model.head.weight": "text.text_projection.weight",
+    "text_model.head.bias": "text.text_projection.bias",
+    "vision_model.embeddings.patch_embedding.weight": "visual.trunk.patch_embed.proj.weight",
+    "vision_model.embeddings.patch_embedding.bias": "visual.trunk.patch_embed.proj.bias",
+    "vision_model.post_layernorm.weight": "visual.trunk.norm.weight",
+    "vision_model.post_layernorm.bias": "visual.trunk.norm.bias",
+    "vision_model.head.probe": "visual.trunk.attn_pool.latent",
+    "vision_model.head.attention.out_proj.weight": "visual.trunk.attn_pool.proj.weight",
+    "vision_model.head.attention.out_proj.bias": "visual.trunk.attn_pool.proj.bias",
+    "vision_model.head.layernorm.weight": "visual.trunk.attn_pool.norm.weight",
+    "vision_model.head.layernorm.bias": "visual.trunk.attn_pool.norm.bias",
+    "vision_model.head.mlp.fc1.weight": "visual.trunk.attn_pool.mlp.fc1.weight",
+    "vision_model.head.mlp.fc1.bias": "visual.trunk.attn_pool.mlp.fc1.bias",
+    "vision_model.head.mlp.fc2.weight": "visual.trunk.attn_pool.mlp.fc2.weight",
+    "vision_model.head.mlp.fc2.bias": "visual.trunk.attn_pool.mlp.fc2.bias",
+}
+# timm's block names for the image trunk (the text tower keeps open_clip's `_BLOCK` names)
+_TIMM_BLOCK = {
+    "layer_norm1": "norm1",
+    "layer_norm2": "norm2",
+    "self_attn.out_proj": "attn.proj",
+    "mlp.fc1": "mlp.fc1",
+    "mlp.fc2": "mlp.fc2",
+}
+
+
+def siglip_open_clip_state(sd: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
+    """A SiglipModel's tensors under open_clip's names (its image tower as a timm trunk); a tensor of no known
+    place is refused naming it."""
+    out: Dict[str, np.ndarray] = {}
+    qkv: Dict[Tuple[str, str], Dict[str, np.ndarray]] = {}
+    for key, value in sd.items():
+        if key in ("logit_scale", "logit_bias"):  # (1,) in a SiglipModel
+            if np.asarray(value).size != 1:
+                raise ValueError(f"{source}: {key} has {np.asarray(value).size} values, not one.")
+            out[key] = np.asarray(value).reshape(())
+        elif key in _SIGLIP_FIXED:
+            out[_SIGLIP_FIXED[key]] = value
+        elif key == "vision_model.embeddings.position_embedding.weight":
+            out["visual.trunk.pos_embed"] = np.asarray(value)[None]
+        elif key in ("vision_model.head.attention.in_proj_weight", "vision_model.head.attention.in_proj_bias"):
+            leaf, width = key.rsplit("_", 1)[1], np.asarray(value).shape[0] // 3
+            out[f"visual.trunk.attn_pool.q.{leaf}"] = value[:width]
+            out[f"visual.trunk.attn_pool.kv.{leaf}"] = value[width:]
+        elif key in _POSITION_IDS:
+            if not np.array_equal(np.asarray(value).reshape(-1), np.arange(np.asarray(value).size)):
+                raise ValueError(f"{source}: {key} is not 0..n-1, the positions transformers reads.")
+        else:
+            m = _LAYER.match(key)
+            if not m:
+                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's SigLIP towers.")
+            tower, index, rest = m.groups()
+            text = tower == "text_model"
+            prefix = f"text.transformer.resblocks.{index}." if text else f"visual.trunk.blocks.{index}."
+            attention = re.match(r"^self_attn\.([qkv])_proj\.(weight|bias)$", rest)
+            if attention:
+                qkv.setdefault((prefix, attention.group(2)), {})[attention.group(1)] = value
+                continue
+            part, _, leaf = rest.rpartition(".")
+            names = _BLOCK if text else _TIMM_BLOCK
+            if part not in names:
+                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's SigLIP towers.")
+            out[prefix + names[part] + "." + leaf] = value
+    for (prefix, leaf), parts in qkv.items():
+        if set(parts) != {"q", "k", "v"}:
+            raise ValueError(f"{source}: {prefix} attention {leaf} lacks {sorted({'q', 'k', 'v'} - set(parts))}.")
+        name = "attn.in_proj_" + leaf if prefix.startswith("text.") else "attn.qkv." + leaf
+        out[prefix + name] = np.concatenate([parts["q"], parts["k"], parts["v"]], axis=0)
+    return out
+
+
 def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
-    """An `ImageTextModel` with both towers of a `transformers` CLIPModel folder; every tensor mapped or the load
-    refused naming it."""
+    """An `ImageTextModel` with both towers of a `transformers` CLIPModel or SiglipModel folder; every tensor mapped
+    or the load refused naming it."""
     from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
     from keras_vit.weights import open_clip
     from keras_vit.weights.safetensors_read import mapped_tensors
 
-    config, pooling = open_clip_config(read_config(directory), directory)
+    hf_config = read_config(directory)
+    config, pooling = open_clip_config(hf_config, directory)
+    siglip = hf_config.get("model_type") == "siglip"
     source = os.path.join(directory, CONFIG)
     path = os.path.join(directory, WEIGHTS)
     if not os.path.exists(path):
@@ -280,7 +460,7 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     with mapped_tensors(path) as (tensors, _):
         sd = {k: np.array(v, dtype="float32") for k, v in tensors.items()}
-    state = open_clip_state(sd, source)
+    state = siglip_open_clip_state(sd, source) if siglip else open_clip_state(sd, source)
     context = config["model_cfg"]["text_cfg"]["context_length"]
     tokenizer = (
         HubTokenizer(directory, context, clean="none")
@@ -291,5 +471,8 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
     model.open_clip_config = None  # not read from open_clip's files: save_open_clip does not claim to write them
     if tokenizer is None:  # not CLIP's BPE by default: the repository's vocabulary may be another
         model._tokenizer = None
-        model.no_tokenizer = f"{directory!r} holds no {TOKENIZER_FILE}"
+        spiece = os.path.exists(os.path.join(directory, "spiece.model"))
+        model.no_tokenizer = f"{directory!r} holds no {TOKENIZER_FILE}" + (
+            " (its spiece.model is a SentencePiece vocabulary, which keras_vit does not read yet)" if spiece else ""
+        )
     return model
