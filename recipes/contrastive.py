@@ -56,11 +56,15 @@ def class_words(cfg, class_names: Sequence[str], num_classes: int = 0) -> Tuple[
     return words
 
 
+def tokenizer(cfg) -> ClipTokenizer:
+    """The text tower's tokenizer: CLIP's BPE, to the run's context length."""
+    return ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"])
+
+
 def caption_table(cfg, words: Sequence[str]) -> np.ndarray:
     """(classes * templates, context length) int32: row `c * templates + t` is class c's caption in template t."""
     templates = prompt_templates(list(cfg.templates))
-    tokenizer = ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"])
-    return tokenizer([t.format(w) for w in words for t in templates]).astype("int32")
+    return tokenizer(cfg)([t.format(w) for w in words for t in templates]).astype("int32")
 
 
 def with_captions(dataset, table: np.ndarray, templates: int):
@@ -129,7 +133,7 @@ def standalone(net: ImageTextModel, model: keras.Model) -> ImageTextModel:
         raise ValueError(f"the image tower's weights {missing[:3]} are not the trained model's.")
     for v in image.weights:
         v.assign(trained[v.path])
-    out = ImageTextModel(
+    return ImageTextModel(
         image,
         net.text_model,
         logit_scale=float(ops.convert_to_numpy(net.logit_scale)),
@@ -137,7 +141,6 @@ def standalone(net: ImageTextModel, model: keras.Model) -> ImageTextModel:
         tokenizer=dict(TOKENIZER),
         name="image_text_model",
     )
-    return out
 
 
 def zero_shot_evaluator(net: ImageTextModel, cfg, words: Sequence[str]) -> Callable:
@@ -145,9 +148,7 @@ def zero_shot_evaluator(net: ImageTextModel, cfg, words: Sequence[str]) -> Calla
     and the run's templates (labels only score)."""
 
     def evaluate(dataset) -> float:
-        classifier = ZeroShotClassifier(
-            net, ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"]), words, list(cfg.templates)
-        )
+        classifier = ZeroShotClassifier(net, tokenizer(cfg), words, list(cfg.templates))
         correct = count = 0
         for images, labels in dataset:
             scores = classifier(np.asarray(images))

@@ -334,6 +334,8 @@ def test_hub_handles_and_open_clips_names_resolve_offline_through_the_cache(tmp_
     pytest.importorskip("huggingface_hub")
     from conftest import python_run
 
+    from test_timm_hub import _hub_cache
+
     cache = tmp_path / "hub"
     without_quick_gelu = json.load(open(os.path.join(FIXTURES, "clip_tiny", open_clip.CONFIG)))
     del without_quick_gelu["model_cfg"]["quick_gelu"]
@@ -343,13 +345,7 @@ def test_hub_handles_and_open_clips_names_resolve_offline_through_the_cache(tmp_
         ("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", (open_clip.CONFIG, open_clip.WEIGHTS)),
         ("timm/vit_base_patch32_clip_224.laion400m_e31", (open_clip.WEIGHTS,)),
     ):
-        folder = cache / f"models--{repo.replace('/', '--')}"
-        (folder / "refs").mkdir(parents=True)
-        (folder / "refs" / "main").write_text("c" * 40)
-        snapshot = folder / "snapshots" / ("c" * 40)
-        snapshot.mkdir(parents=True)
-        for name in names:
-            shutil.copy(os.path.join(FIXTURES, "clip_tiny", name), snapshot / name)
+        _hub_cache(cache, repo, "main", "c" * 40, {n: os.path.join(FIXTURES, "clip_tiny", n) for n in names})
     (cache / "models--laion--pickled" / "snapshots" / ("c" * 40) / open_clip.PICKLE).write_bytes(b"pickle")
     quick = cache / "models--timm--vit_base_patch32_clip_224.laion400m_e31" / "snapshots" / ("c" * 40)
     (quick / open_clip.CONFIG).write_text(json.dumps(without_quick_gelu))

@@ -156,16 +156,12 @@ print(json.dumps(out))
 
 def test_a_transformers_repository_loads_by_handle_from_the_hub_cache_offline(tmp_path):
     pytest.importorskip("huggingface_hub")
+    from test_timm_hub import _hub_cache
+
     cache = tmp_path / "hub"
     files = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json")
     for repo, names in (("openai/clip-tiny", files), ("openai/clip-no-weights", files[:1])):
-        folder = cache / f"models--{repo.replace('/', '--')}"
-        (folder / "refs").mkdir(parents=True)
-        (folder / "refs" / "main").write_text("c" * 40)
-        snapshot = folder / "snapshots" / ("c" * 40)
-        snapshot.mkdir(parents=True)
-        for name in names:
-            shutil.copy(os.path.join(FIXTURES, "clip_eos", name), snapshot / name)
+        _hub_cache(cache, repo, "main", "c" * 40, {n: os.path.join(FIXTURES, "clip_eos", n) for n in names})
     env = dict(os.environ, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     ref = os.path.join(FIXTURES, "clip_eos", "reference.npz")
     done = python_run(["-c", _HUB_RUN, ref, "hf-hub:openai/clip-tiny", "hf-hub:openai/clip-no-weights"], env=env)

@@ -152,12 +152,22 @@ def _siglip(images) -> None:
         ),
     )
     model = SiglipModel(config).eval()
+    _perturb(model)
+    model.save_pretrained(folder)
+    SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    _write_reference(folder, model, tokenizer, images, SIGLIP_CONTEXT)
+
+
+def _perturb(model) -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    model.save_pretrained(folder)
-    SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
-    batch = tokenizer(TEXTS[:4], padding="max_length", max_length=SIGLIP_CONTEXT, truncation=True, return_tensors="pt")
+
+
+def _write_reference(folder: str, model, tokenizer, images, context: int) -> None:
+    """transformers' outputs on the images and four texts (`reference.npz`), and its tokenizer's ids for every text
+    of the battery (`tokenizer_battery.json`), padded and cut to `context` as its processors do."""
+    batch = tokenizer(TEXTS[:4], padding="max_length", max_length=context, truncation=True, return_tensors="pt")
     with torch.no_grad():
         out = model(input_ids=batch["input_ids"], pixel_values=torch.from_numpy(images))
     np.savez(
@@ -168,7 +178,7 @@ def _siglip(images) -> None:
         text_embeds=out.text_embeds.numpy(),
         logits_per_image=out.logits_per_image.numpy(),
     )
-    ids = tokenizer(TEXTS, padding="max_length", max_length=SIGLIP_CONTEXT, truncation=True)["input_ids"]
+    ids = tokenizer(TEXTS, padding="max_length", max_length=context, truncation=True)["input_ids"]
     with open(os.path.join(folder, "tokenizer_battery.json"), "w") as f:
         json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
 
@@ -186,27 +196,12 @@ def main() -> None:
         eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         model = CLIPModel(_config(len(tokenizer), 2 if legacy else eos)).eval()
         if state is None:
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.add_(torch.randn_like(p) * 0.05)
+            _perturb(model)
             state = model.state_dict()
         model.load_state_dict(state)
         model.save_pretrained(folder)
         CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
-        batch = tokenizer(TEXTS[:4], padding="max_length", max_length=CONTEXT, truncation=True, return_tensors="pt")
-        with torch.no_grad():
-            out = model(input_ids=batch["input_ids"], pixel_values=torch.from_numpy(images))
-        np.savez(
-            os.path.join(folder, "reference.npz"),
-            images=images.transpose(0, 2, 3, 1),
-            token_ids=batch["input_ids"].numpy().astype("int32"),
-            image_embeds=out.image_embeds.numpy(),
-            text_embeds=out.text_embeds.numpy(),
-            logits_per_image=out.logits_per_image.numpy(),
-        )
-        ids = tokenizer(TEXTS, padding="max_length", max_length=CONTEXT, truncation=True)["input_ids"]
-        with open(os.path.join(folder, "tokenizer_battery.json"), "w") as f:
-            json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
+        _write_reference(folder, model, tokenizer, images, CONTEXT)
     _siglip(images)
     print("wrote", OUT)
 

@@ -146,10 +146,25 @@ def load_open_clip(directory) -> "keras.Model":  # noqa: F821
     return from_state(config, _read_state(directory), directory, source, os.path.join(directory, WEIGHTS))
 
 
-def from_state(config: dict, sd: Dict[str, np.ndarray], directory: str, source: str, weights_path: str, **fields):
-    """An `ImageTextModel` from an open_clip config and state dict (every tensor mapped, or refused naming it);
+_OPEN_CLIPS = object()  # from_state's default tokenizer: the one open_clip picks for the folder
+
+
+def from_state(
+    config: dict,
+    sd: Dict[str, np.ndarray],
+    directory: str,
+    source: str,
+    weights_path: str,
+    *,
+    tokenizer=_OPEN_CLIPS,
+    no_tokenizer: str = "",
+    open_clip_files: bool = True,
+    **fields,
+):
+    """An `ImageTextModel` from an open_clip config and state dict (every tensor mapped, or refused naming it).
     `fields`: fields of the text tower's record that the config cannot state (a `transformers` repository's
-    pooling), and `tokenizer`, the tokenizer to attach instead of the one open_clip would pick."""
+    pooling); `tokenizer`: the one to attach instead of open_clip's pick (None: none, `no_tokenizer` saying why);
+    `open_clip_files`: the config is open_clip's own file (kept for `save_open_clip`), not a restatement."""
     import dataclasses
 
     from keras_vit.nn.initializers import weights_follow
@@ -161,7 +176,6 @@ def from_state(config: dict, sd: Dict[str, np.ndarray], directory: str, source: 
     from keras_vit.weights.timm.reader import timm_to_official
 
     cfg = config["model_cfg"]
-    given_tokenizer = fields.pop("tokenizer", None)
     tower = dataclasses.replace(open_clip_text.text_tower(cfg, source), **fields)
     _, image_kw = open_clip_visual.image_tower(cfg, source)
     g = _Reader(sd, weights_path)
@@ -185,15 +199,22 @@ def from_state(config: dict, sd: Dict[str, np.ndarray], directory: str, source: 
     official.load_params(image_model, image_params, weights_path, reset_head=False)
     open_clip_text.assign(text_model, text_params, weights_path)
     text_cfg = cfg.get("text_cfg") or {}
-    tokenizer = given_tokenizer or _tokenizer(directory, tower, text_cfg)
+    if tokenizer is _OPEN_CLIPS:
+        tokenizer = _tokenizer(directory, tower, text_cfg)
+        no_tokenizer = (
+            f"{source} names the Hugging Face tokenizer {text_cfg.get('hf_tokenizer_name')!r}, and {directory!r} "
+            "holds no tokenizer.json of it"
+        )
     model = ImageTextModel(
-        image_model, text_model, logit_scale=scale, logit_bias=bias, tokenizer=tokenizer, open_clip_config=config
+        image_model,
+        text_model,
+        logit_scale=scale,
+        logit_bias=bias,
+        tokenizer=tokenizer,
+        open_clip_config=config if open_clip_files else None,
     )
     if tokenizer is None:
-        model.no_tokenizer = (
-            f"{source} names the Hugging Face tokenizer {text_cfg['hf_tokenizer_name']!r}, and {directory!r} holds no "
-            "tokenizer.json of it"
-        )
+        model.no_tokenizer = no_tokenizer
     return model
 
 

@@ -65,32 +65,24 @@ _VISION_DEFAULTS = dict(
     hidden_act="quick_gelu",
     layer_norm_eps=1e-5,
 )
+# transformers 5's SiglipTextConfig / SiglipVisionConfig defaults, where they differ from CLIP's
 _SIGLIP_TEXT_DEFAULTS = dict(
+    _TEXT_DEFAULTS,
     vocab_size=32000,
     hidden_size=768,
     intermediate_size=3072,
-    num_hidden_layers=12,
     num_attention_heads=12,
     max_position_embeddings=64,
     hidden_act="gelu_pytorch_tanh",
     layer_norm_eps=1e-6,
     projection_size=None,
 )
+del _SIGLIP_TEXT_DEFAULTS["eos_token_id"]  # SigLIP pools at the last position, whatever the token
 _SIGLIP_VISION_DEFAULTS = dict(
-    hidden_size=768,
-    intermediate_size=3072,
-    num_hidden_layers=12,
-    num_attention_heads=12,
-    image_size=224,
-    patch_size=16,
-    num_channels=3,
-    hidden_act="gelu_pytorch_tanh",
-    layer_norm_eps=1e-6,
-    vision_use_head=True,
+    _VISION_DEFAULTS, patch_size=16, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True
 )
 KINDS = {"clip": "CLIPModel", "siglip": "SiglipModel"}
 _ACTIVATIONS = {"quick_gelu": "quick", "gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
-_CLIP_MEAN, _CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 _RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's codes, which the processor config holds
 
 
@@ -199,10 +191,12 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
 def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
     """open_clip's `preprocess_cfg` for the repository's image processor settings (`CLIPImageProcessor`'s, or
     `SiglipImageProcessor`'s: a bilinear resize to a fixed size, mean and std 0.5, its defaults)."""
+    from keras_vit.weights.open_clip import OPENAI_MEAN, OPENAI_STD
+
     path = os.path.join(directory, PROCESSOR)
     defaults = dict(
-        image_mean=(0.5, 0.5, 0.5) if siglip else _CLIP_MEAN,
-        image_std=(0.5, 0.5, 0.5) if siglip else _CLIP_STD,
+        image_mean=(0.5, 0.5, 0.5) if siglip else OPENAI_MEAN,
+        image_std=(0.5, 0.5, 0.5) if siglip else OPENAI_STD,
         resample=2 if siglip else 3,
         size={"height": 224, "width": 224} if siglip else {"shortest_edge": 224},
         do_center_crop=not siglip,
@@ -300,6 +294,8 @@ def _siglip_config(config: dict, directory: str, source: str) -> Tuple[dict, dic
 
 
 _LAYER = re.compile(r"^(text_model|vision_model)\.encoder\.layers\.(\d+)\.(.+)$")
+_ATTENTION = re.compile(r"^self_attn\.([qkv])_proj\.(weight|bias)$")
+# a block's parts under open_clip's names (its own towers) and timm's (SigLIP's image trunk)
 _BLOCK = {
     "layer_norm1": "ln_1",
     "layer_norm2": "ln_2",
@@ -307,84 +303,6 @@ _BLOCK = {
     "mlp.fc1": "mlp.c_fc",
     "mlp.fc2": "mlp.c_proj",
 }
-_FIXED = {
-    "logit_scale": "logit_scale",
-    "text_model.embeddings.token_embedding.weight": "token_embedding.weight",
-    "text_model.final_layer_norm.weight": "ln_final.weight",
-    "text_model.final_layer_norm.bias": "ln_final.bias",
-    "vision_model.embeddings.class_embedding": "visual.class_embedding",
-    "vision_model.embeddings.patch_embedding.weight": "visual.conv1.weight",
-    "vision_model.pre_layrnorm.weight": "visual.ln_pre.weight",
-    "vision_model.pre_layrnorm.bias": "visual.ln_pre.bias",
-    "vision_model.post_layernorm.weight": "visual.ln_post.weight",
-    "vision_model.post_layernorm.bias": "visual.ln_post.bias",
-}
-_POSITION_IDS = ("text_model.embeddings.position_ids", "vision_model.embeddings.position_ids")
-
-
-def open_clip_state(sd: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
-    """The repository's tensors under open_clip's names; a tensor of no known place is refused naming it."""
-    out: Dict[str, np.ndarray] = {}
-    qkv: Dict[Tuple[str, str], Dict[str, np.ndarray]] = {}
-    for key, value in sd.items():
-        if key in _FIXED:
-            out[_FIXED[key]] = value
-        elif key == "text_model.embeddings.position_embedding.weight":
-            out["positional_embedding"] = value
-        elif key == "vision_model.embeddings.position_embedding.weight":
-            out["visual.positional_embedding"] = value
-        elif key == "text_projection.weight":
-            out["text_projection"] = value.T
-        elif key == "visual_projection.weight":
-            out["visual.proj"] = value.T
-        elif key in _POSITION_IDS:  # a buffer of 0..n-1 older versions saved; nothing to load
-            if not np.array_equal(np.asarray(value).reshape(-1), np.arange(np.asarray(value).size)):
-                raise ValueError(f"{source}: {key} is not 0..n-1, the positions transformers reads.")
-        else:
-            m = _LAYER.match(key)
-            if not m:
-                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's CLIP towers.")
-            tower, index, rest = m.groups()
-            prefix = ("" if tower == "text_model" else "visual.") + f"transformer.resblocks.{index}."
-            attention = re.match(r"^self_attn\.([qkv])_proj\.(weight|bias)$", rest)
-            if attention:
-                qkv.setdefault((prefix, attention.group(2)), {})[attention.group(1)] = value
-                continue
-            part, _, leaf = rest.rpartition(".")
-            if part not in _BLOCK:
-                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's CLIP towers.")
-            out[prefix + _BLOCK[part] + "." + leaf] = value
-    for (prefix, leaf), parts in qkv.items():
-        if set(parts) != {"q", "k", "v"}:
-            raise ValueError(f"{source}: {prefix} attention {leaf} lacks {sorted({'q', 'k', 'v'} - set(parts))}.")
-        out[f"{prefix}attn.in_proj_{leaf}"] = np.concatenate([parts["q"], parts["k"], parts["v"]], axis=0)
-    return out
-
-
-_SIGLIP_FIXED = {
-    "logit_scale": "logit_scale",
-    "logit_bias": "logit_bias",
-    "text_model.embeddings.token_embedding.weight": "text.token_embedding.weight",
-    "text_model.embeddings.position_embedding.weight": "text.positional_embedding",
-    "text_model.final_layer_norm.weight": "text.ln_final.weight",
-    "text_model.final_layer_norm.bias": "text.ln_final.bias",
-    "text_model.head.weight": "text.text_projection.weight",
-    "text_model.head.bias": "text.text_projection.bias",
-    "vision_model.embeddings.patch_embedding.weight": "visual.trunk.patch_embed.proj.weight",
-    "vision_model.embeddings.patch_embedding.bias": "visual.trunk.patch_embed.proj.bias",
-    "vision_model.post_layernorm.weight": "visual.trunk.norm.weight",
-    "vision_model.post_layernorm.bias": "visual.trunk.norm.bias",
-    "vision_model.head.probe": "visual.trunk.attn_pool.latent",
-    "vision_model.head.attention.out_proj.weight": "visual.trunk.attn_pool.proj.weight",
-    "vision_model.head.attention.out_proj.bias": "visual.trunk.attn_pool.proj.bias",
-    "vision_model.head.layernorm.weight": "visual.trunk.attn_pool.norm.weight",
-    "vision_model.head.layernorm.bias": "visual.trunk.attn_pool.norm.bias",
-    "vision_model.head.mlp.fc1.weight": "visual.trunk.attn_pool.mlp.fc1.weight",
-    "vision_model.head.mlp.fc1.bias": "visual.trunk.attn_pool.mlp.fc1.bias",
-    "vision_model.head.mlp.fc2.weight": "visual.trunk.attn_pool.mlp.fc2.weight",
-    "vision_model.head.mlp.fc2.bias": "visual.trunk.attn_pool.mlp.fc2.bias",
-}
-# timm's block names for the image trunk (the text tower keeps open_clip's `_BLOCK` names)
 _TIMM_BLOCK = {
     "layer_norm1": "norm1",
     "layer_norm2": "norm2",
@@ -394,48 +312,129 @@ _TIMM_BLOCK = {
 }
 
 
-def siglip_open_clip_state(sd: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
-    """A SiglipModel's tensors under open_clip's names (its image tower as a timm trunk); a tensor of no known
-    place is refused naming it."""
+def _to(name: str, change=None):
+    """A tensor read into open_clip's `name` (changed by `change` first)."""
+    return lambda value: {name: value if change is None else change(np.asarray(value))}
+
+
+def _scalar(name: str):
+    def read(value):
+        value = np.asarray(value)
+        if value.size != 1:
+            raise ValueError(f"{name} has {value.size} values, not one.")
+        return {name: value.reshape(())}  # () in CLIPModel, (1,) in SiglipModel
+
+    return read
+
+
+def _q_kv(prefix: str, leaf: str):
+    """nn.MultiheadAttention's packed q | k | v into timm's attention pool's q and kv."""
+
+    def read(value):
+        width = np.asarray(value).shape[0] // 3
+        return {f"{prefix}q.{leaf}": value[:width], f"{prefix}kv.{leaf}": value[width:]}
+
+    return read
+
+
+def _positions(key: str):
+    def check(value):  # a buffer of 0..n-1 older versions saved; nothing to load
+        if not np.array_equal(np.asarray(value).reshape(-1), np.arange(np.asarray(value).size)):
+            raise ValueError(f"{key} is not 0..n-1, the positions transformers reads.")
+        return {}
+
+    return check
+
+
+def _pairs(prefix: str, names: Tuple[str, ...], target: str) -> dict:
+    return {f"{prefix}.{leaf}": _to(f"{target}.{leaf}") for leaf in names}
+
+
+_COMMON = {
+    key: _positions(key) for key in ("text_model.embeddings.position_ids", "vision_model.embeddings.position_ids")
+}
+_WB = ("weight", "bias")
+# per model type: {transformers name: reader into open_clip's names}, and per tower the blocks' (prefix, part names,
+# fused q | k | v name)
+_LAYOUTS = {
+    "clip": (
+        {
+            **_COMMON,
+            "logit_scale": _scalar("logit_scale"),
+            "text_model.embeddings.token_embedding.weight": _to("token_embedding.weight"),
+            "text_model.embeddings.position_embedding.weight": _to("positional_embedding"),
+            **_pairs("text_model.final_layer_norm", _WB, "ln_final"),
+            "text_projection.weight": _to("text_projection", np.transpose),
+            "vision_model.embeddings.class_embedding": _to("visual.class_embedding"),
+            "vision_model.embeddings.patch_embedding.weight": _to("visual.conv1.weight"),
+            "vision_model.embeddings.position_embedding.weight": _to("visual.positional_embedding"),
+            **_pairs("vision_model.pre_layrnorm", _WB, "visual.ln_pre"),
+            **_pairs("vision_model.post_layernorm", _WB, "visual.ln_post"),
+            "visual_projection.weight": _to("visual.proj", np.transpose),
+        },
+        {
+            "text_model": ("transformer.resblocks.{}.", _BLOCK, "attn.in_proj_{}"),
+            "vision_model": ("visual.transformer.resblocks.{}.", _BLOCK, "attn.in_proj_{}"),
+        },
+    ),
+    "siglip": (
+        {
+            **_COMMON,
+            "logit_scale": _scalar("logit_scale"),
+            "logit_bias": _scalar("logit_bias"),
+            "text_model.embeddings.token_embedding.weight": _to("text.token_embedding.weight"),
+            "text_model.embeddings.position_embedding.weight": _to("text.positional_embedding"),
+            **_pairs("text_model.final_layer_norm", _WB, "text.ln_final"),
+            **_pairs("text_model.head", _WB, "text.text_projection"),
+            **_pairs("vision_model.embeddings.patch_embedding", _WB, "visual.trunk.patch_embed.proj"),
+            "vision_model.embeddings.position_embedding.weight": _to("visual.trunk.pos_embed", lambda v: v[None]),
+            **_pairs("vision_model.post_layernorm", _WB, "visual.trunk.norm"),
+            "vision_model.head.probe": _to("visual.trunk.attn_pool.latent"),
+            **{f"vision_model.head.attention.in_proj_{leaf}": _q_kv("visual.trunk.attn_pool.", leaf) for leaf in _WB},
+            **_pairs("vision_model.head.attention.out_proj", _WB, "visual.trunk.attn_pool.proj"),
+            **_pairs("vision_model.head.layernorm", _WB, "visual.trunk.attn_pool.norm"),
+            **_pairs("vision_model.head.mlp.fc1", _WB, "visual.trunk.attn_pool.mlp.fc1"),
+            **_pairs("vision_model.head.mlp.fc2", _WB, "visual.trunk.attn_pool.mlp.fc2"),
+        },
+        {
+            "text_model": ("text.transformer.resblocks.{}.", _BLOCK, "attn.in_proj_{}"),
+            "vision_model": ("visual.trunk.blocks.{}.", _TIMM_BLOCK, "attn.qkv.{}"),
+        },
+    ),
+}
+
+
+def open_clip_state(sd: Dict[str, np.ndarray], source: str, kind: str = "clip") -> Dict[str, np.ndarray]:
+    """The tensors of a repository of model type `kind` ("clip", "siglip") under open_clip's names; a tensor of no
+    known place is refused naming it."""
+    fixed, towers = _LAYOUTS[kind]
     out: Dict[str, np.ndarray] = {}
     qkv: Dict[Tuple[str, str], Dict[str, np.ndarray]] = {}
     for key, value in sd.items():
-        if key in ("logit_scale", "logit_bias"):  # (1,) in a SiglipModel
-            if np.asarray(value).size != 1:
-                raise ValueError(f"{source}: {key} has {np.asarray(value).size} values, not one.")
-            out[key] = np.asarray(value).reshape(())
-        elif key in _SIGLIP_FIXED:
-            out[_SIGLIP_FIXED[key]] = value
-        elif key == "vision_model.embeddings.position_embedding.weight":
-            out["visual.trunk.pos_embed"] = np.asarray(value)[None]
-        elif key in ("vision_model.head.attention.in_proj_weight", "vision_model.head.attention.in_proj_bias"):
-            leaf, width = key.rsplit("_", 1)[1], np.asarray(value).shape[0] // 3
-            out[f"visual.trunk.attn_pool.q.{leaf}"] = value[:width]
-            out[f"visual.trunk.attn_pool.kv.{leaf}"] = value[width:]
-        elif key in _POSITION_IDS:
-            if not np.array_equal(np.asarray(value).reshape(-1), np.arange(np.asarray(value).size)):
-                raise ValueError(f"{source}: {key} is not 0..n-1, the positions transformers reads.")
-        else:
-            m = _LAYER.match(key)
-            if not m:
-                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's SigLIP towers.")
-            tower, index, rest = m.groups()
-            text = tower == "text_model"
-            prefix = f"text.transformer.resblocks.{index}." if text else f"visual.trunk.blocks.{index}."
-            attention = re.match(r"^self_attn\.([qkv])_proj\.(weight|bias)$", rest)
-            if attention:
-                qkv.setdefault((prefix, attention.group(2)), {})[attention.group(1)] = value
-                continue
-            part, _, leaf = rest.rpartition(".")
-            names = _BLOCK if text else _TIMM_BLOCK
-            if part not in names:
-                raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's SigLIP towers.")
-            out[prefix + names[part] + "." + leaf] = value
-    for (prefix, leaf), parts in qkv.items():
+        if key in fixed:
+            try:
+                out.update(fixed[key](value))
+            except ValueError as e:
+                raise ValueError(f"{source}: {e}") from None
+            continue
+        m = _LAYER.match(key)
+        if not m:
+            raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's {KINDS[kind]} towers.")
+        tower, index, rest = m.groups()
+        prefix, names, fused = towers[tower]
+        prefix = prefix.format(index)
+        attention = _ATTENTION.match(rest)
+        if attention:
+            qkv.setdefault((prefix + fused.format(attention.group(2)), prefix), {})[attention.group(1)] = value
+            continue
+        part, _, leaf = rest.rpartition(".")
+        if part not in names:
+            raise ValueError(f"{source}: tensor {key!r} has no place in keras_vit's {KINDS[kind]} towers.")
+        out[prefix + names[part] + "." + leaf] = value
+    for (name, prefix), parts in qkv.items():
         if set(parts) != {"q", "k", "v"}:
-            raise ValueError(f"{source}: {prefix} attention {leaf} lacks {sorted({'q', 'k', 'v'} - set(parts))}.")
-        name = "attn.in_proj_" + leaf if prefix.startswith("text.") else "attn.qkv." + leaf
-        out[prefix + name] = np.concatenate([parts["q"], parts["k"], parts["v"]], axis=0)
+            raise ValueError(f"{source}: {prefix} attention lacks {sorted({'q', 'k', 'v'} - set(parts))}.")
+        out[name] = np.concatenate([parts["q"], parts["k"], parts["v"]], axis=0)
     return out
 
 
@@ -448,7 +447,6 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
 
     hf_config = read_config(directory)
     config, pooling = open_clip_config(hf_config, directory)
-    siglip = hf_config.get("model_type") == "siglip"
     source = os.path.join(directory, CONFIG)
     path = os.path.join(directory, WEIGHTS)
     if not os.path.exists(path):
@@ -460,19 +458,19 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
         raise FileNotFoundError(f"{directory!r} has no {WEIGHTS}.{hint}")
     with mapped_tensors(path) as (tensors, _):
         sd = {k: np.array(v, dtype="float32") for k, v in tensors.items()}
-    state = siglip_open_clip_state(sd, source) if siglip else open_clip_state(sd, source)
+    state = open_clip_state(sd, source, hf_config["model_type"])
     context = config["model_cfg"]["text_cfg"]["context_length"]
     tokenizer = (
         HubTokenizer(directory, context, clean="none")
         if os.path.exists(os.path.join(directory, TOKENIZER_FILE))
         else None
     )
-    model = open_clip.from_state(config, state, directory, source, path, tokenizer=tokenizer, **pooling)
-    model.open_clip_config = None  # not read from open_clip's files: save_open_clip does not claim to write them
-    if tokenizer is None:  # not CLIP's BPE by default: the repository's vocabulary may be another
-        model._tokenizer = None
-        spiece = os.path.exists(os.path.join(directory, "spiece.model"))
-        model.no_tokenizer = f"{directory!r} holds no {TOKENIZER_FILE}" + (
-            " (its spiece.model is a SentencePiece vocabulary, which keras_vit does not read yet)" if spiece else ""
-        )
-    return model
+    spiece = os.path.exists(os.path.join(directory, "spiece.model"))
+    why = f"{directory!r} holds no {TOKENIZER_FILE}" + (
+        " (its spiece.model is a SentencePiece vocabulary, which keras_vit does not read yet)" if spiece else ""
+    )
+    # not CLIP's BPE when the repository has no tokenizer.json: its vocabulary may be another; and its config is a
+    # restatement, which save_open_clip does not claim to write back
+    return open_clip.from_state(
+        config, state, directory, source, path, tokenizer=tokenizer, no_tokenizer=why, open_clip_files=False, **pooling
+    )
