@@ -75,6 +75,28 @@ def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init
     saved = {n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path / "lit" / "checkpoints")))}
     trained = [v.path for v in model.text_model.weights] + ["logit_scale"]
     assert all(any(n.startswith("model/") and p.replace("/", ".S") in n for n in saved) for p in trained)
+    # the next step of the journey: the zero-shot command on the saved two-tower model, photos as PNG files
+    from PIL import Image
+
+    from keras_vit.analysis import zero_shot
+
+    for i in range(2):
+        Image.fromarray(((images[i] + 1) * 127.5).astype("uint8")).save(tmp_path / f"digit{i}.png")
+    assert (
+        zero_shot.main(
+            [
+                str(tmp_path / "digit0.png"),
+                str(tmp_path / "digit1.png"),
+                f"--weights={summary['model']}",
+                f"--classes={WORDS}",
+                "--templates=a handwritten {}.",
+                "--top=1",
+            ]
+        )
+        == 0
+    )
+    with pytest.raises(ValueError, match="not an image-text model"):
+        keras_vit.load_image_text(init_model)
     ids = model.text_preprocessor()(["a handwritten seven."])
     assert ids.shape == (1, config.contrastive.text.context_length)
     assert summary["trainable_parameters"] == sum(int(np.prod(v.shape)) for v in model.text_model.weights) + 1

@@ -6,6 +6,7 @@ config file; a hub repository by the files it holds (or, offline, the hub cache 
 from __future__ import annotations
 
 import os
+from typing import Union
 
 from keras_vit.weights import hub, open_clip, transformers_clip
 
@@ -13,12 +14,25 @@ from keras_vit.weights import hub, open_clip, transformers_clip
 _TRANSFORMERS_FILES = ("tokenizer.json", "tokenizer_config.json", transformers_clip.PROCESSOR)
 
 
-def load_image_text(source) -> "keras.Model":  # noqa: F821
-    """An `ImageTextModel` from open_clip's files or a `transformers` CLIP repository.
+def load_image_text(source: Union[str, os.PathLike]) -> "keras.Model":  # noqa: F821
+    """An `ImageTextModel` from open_clip's files, a `transformers` CLIP or SigLIP repository, or a `.keras` file
+    of one (what the recipes' image-text training saves).
 
-    `source`: a folder, an `hf-hub:<org>/<name>[@revision]` handle, or open_clip's pretrained name
-    ("ViT-B-32:laion2b_s34b_b79k", `keras_vit.list_models("image-text")`).
+    `source`: a folder, an `hf-hub:<org>/<name>[@revision]` handle, open_clip's pretrained name
+    ("ViT-B-32:laion2b_s34b_b79k", `keras_vit.list_models("image-text")`), or a `.keras` file.
     """
+    if os.fspath(source).endswith(".keras") and os.path.isfile(source):
+        import keras
+
+        from keras_vit.vit.image_text import ImageTextModel
+
+        model = keras.saving.load_model(source, compile=False)
+        if not isinstance(model, ImageTextModel):
+            raise ValueError(
+                f"{os.fspath(source)!r} holds a {type(model).__name__}, not an image-text model: an image model "
+                "loads with keras_vit.load_model."
+            )
+        return model
     if isinstance(source, os.PathLike) or (isinstance(source, str) and os.path.isdir(source)):
         folder = os.fspath(source)
         if open_clip.is_open_clip_dir(folder):
