@@ -97,6 +97,9 @@ def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init
     )
     with pytest.raises(ValueError, match="not an image-text model"):
         keras_vit.load_image_text(init_model)
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ValueError, match="an image-text model is a .keras file, a folder"):
+        keras_vit.load_image_text(tmp_path / "notes.txt")
     ids = model.text_preprocessor()(["a handwritten seven."])
     assert ids.shape == (1, config.contrastive.text.context_length)
     assert summary["trainable_parameters"] == sum(int(np.prod(v.shape)) for v in model.text_model.weights) + 1

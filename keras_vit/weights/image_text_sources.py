@@ -21,12 +21,18 @@ def load_image_text(source: Union[str, os.PathLike]) -> "keras.Model":  # noqa: 
     `source`: a folder, an `hf-hub:<org>/<name>[@revision]` handle, open_clip's pretrained name
     ("ViT-B-32:laion2b_s34b_b79k", `keras_vit.list_models("image-text")`), or a `.keras` file.
     """
-    if os.fspath(source).endswith(".keras") and os.path.isfile(source):
+    if isinstance(source, (str, os.PathLike)) and os.path.isfile(source):  # a saved model: Keras tells its format
         import keras
 
         from keras_vit.vit.image_text import ImageTextModel
 
-        model = keras.saving.load_model(source, compile=False)
+        try:
+            model = keras.saving.load_model(source, compile=False)
+        except ValueError as e:
+            raise ValueError(
+                f"{os.fspath(source)!r}: an image-text model is a .keras file, a folder, an hf-hub: handle or open_clip's "
+                f"name ({e})"
+            ) from None
         if not isinstance(model, ImageTextModel):
             raise ValueError(
                 f"{os.fspath(source)!r} holds a {type(model).__name__}, not an image-text model: an image model "
