@@ -1,5 +1,5 @@
-"""`keras_vit.enable_compilation_cache` and the predict CLI on JAX: a second process takes the compiled
-prediction from the cache (JAX's own cache-hit event counts it) instead of compiling it again."""
+"""`keras_vit.enable_compilation_cache` and the predict and batch-inference CLIs on JAX: a second process takes
+the compiled prediction from the cache (JAX's own cache-hit event counts it) instead of compiling it again."""
 
 import json
 import os
@@ -13,17 +13,18 @@ import keras_vit
 from conftest import ROOT
 
 _RUN = """
-import json, sys
+import importlib, json, sys
 import jax
 hits = []
 jax.monitoring.register_event_listener(lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None)
-from keras_vit.analysis.predict import main
-code = main(sys.argv[1:])
+main = importlib.import_module(sys.argv[1]).main
+code = main(sys.argv[2:])
 print(json.dumps({"code": code, "hits": len(hits)}))
 """
 
 
-def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
+@pytest.mark.parametrize("command", ["predict", "inference"])
+def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
     model = keras_vit.VisionTransformer(
         patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 32, 3), classes=5
     )
@@ -32,6 +33,8 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
     from skimage import data
 
     Image.fromarray(data.chelsea()).save(tmp_path / "cat.png")
+    (tmp_path / "photos").mkdir()
+    Image.fromarray(data.chelsea()).save(tmp_path / "photos" / "cat.png")
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",
@@ -41,15 +44,21 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
         CUDA_VISIBLE_DEVICES="",
     )
 
+    # the inference command writes a fresh output folder each run (one it finished would be left as it is)
+    runs = iter(range(3))
+    where = {"predict": lambda: ["--json"], "inference": lambda: [f"--output={tmp_path / f'out{next(runs)}'}"]}
+
     def run(*flags):
+        source = str(tmp_path / "cat.png") if command == "predict" else str(tmp_path / "photos")
         done = subprocess.run(
             [
                 sys.executable,
                 "-c",
                 _RUN,
-                str(tmp_path / "cat.png"),
+                f"keras_vit.analysis.{command}",
+                source,
                 f"--weights={tmp_path / 'tiny.keras'}",
-                "--json",
+                *where[command](),
                 *flags,
             ],
             env=env,
@@ -65,6 +74,7 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path):
     assert any(name.startswith("jit_vit_forward") for name in os.listdir(cache))  # the CLI's jitted call
     again = run()
     assert again["code"] == 0 and again["hits"] >= 1
+    assert run("--no-compilation_cache")["hits"] == 0  # the flag turns it off
 
 
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="the other backends' answer")

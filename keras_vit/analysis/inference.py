@@ -32,7 +32,7 @@ import numpy as np
 from keras_vit.analysis import shards
 from keras_vit.analysis.image_sources import ImageSource, open_source, read_pixels, tfds_images
 from keras_vit.analysis.images import preprocess_image
-from keras_vit.utils import commands, records
+from keras_vit.utils import commands, compilation_cache, records
 from keras_vit.utils.progress import Progress
 
 FEATURES = ("pooled", "patches")
@@ -372,9 +372,11 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None, help="image-reading threads (default: CPU count)")
     p.add_argument("--exif_transpose", action="store_true", help="apply EXIF orientation (timm does not)")
     p.add_argument("--data_dir", default=None, help="TFDS data_dir")
+    compilation_cache.add_flag(p)
     args = p.parse_args(argv)
     try:
         source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
+        compilation_cache.enable_for_command(args.compilation_cache)
         model = load(args.weights, args.model)
         labels = read_labels(args.labels, model.classes) if args.labels and not args.features else None
         manifest = run_inference(

@@ -19,8 +19,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from keras_vit.analysis import images as image_files
-from keras_vit.utils import commands
-from keras_vit.utils.compilation_cache import enable_compilation_cache
+from keras_vit.utils import commands, compilation_cache
 from keras_vit.utils.xla_cpu import jit_without_ynn
 from keras_vit.vit.labels import LABEL_SETS, decode_predictions, label_set_for
 
@@ -114,22 +113,13 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--labels", default=None, help=f"{' or '.join(LABEL_SETS)}, or a file of one name per line")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument(
-        "--compilation_cache",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="JAX: keep XLA's compiled prediction for the next run (keras_vit.enable_compilation_cache)",
-    )
+    compilation_cache.add_flag(p)
     args = p.parse_args(argv)
     try:
         if args.top < 1:
             raise ValueError(f"--top must be >= 1, got {args.top}.")
         pixels = [image_files.read_image(path) for path in args.images]  # read before the model is loaded
-        if args.compilation_cache:
-            try:
-                enable_compilation_cache()
-            except OSError as e:  # a speed-up only: an unwritable cache directory must not stop the prediction
-                print(f"warning: no compilation cache ({e})", file=sys.stderr)
+        compilation_cache.enable_for_command(args.compilation_cache)
         model = load_model(args.weights, model=args.model or None)
         labels = (
             read_labels(args.labels, model.classes)

@@ -19,7 +19,7 @@ import sys
 from typing import List
 
 from keras_vit.analysis import images as image_files
-from keras_vit.utils import commands
+from keras_vit.utils import commands, compilation_cache
 
 
 def _image_paths(inputs: List[str]) -> List[str]:
@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--templates", default="openai_imagenet", help="openai_imagenet, simple_imagenet, or a file")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    compilation_cache.add_flag(p)
     args = p.parse_args(argv)
     try:
         if args.top < 1:
@@ -78,6 +79,7 @@ def main(argv=None) -> int:
                 templates = [line.rstrip("\n") for line in f if line.strip()]
         paths = _image_paths(args.inputs)
         pixels = [image_files.read_image(path) for path in paths]  # read before the model is loaded
+        compilation_cache.enable_for_command(args.compilation_cache)
         model = load_image_text(args.weights)
         classifier = ZeroShotClassifier(model, model.text_preprocessor(), classes, templates)
         preprocessing = model.image_model.preprocessor()

@@ -49,3 +49,28 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
     compilation_cache.reset_cache()  # a process that already compiled has set its cache up without a directory
     logger.info("XLA compilation cache in %s", directory)
     return directory
+
+
+def add_flag(parser) -> None:
+    """`--compilation_cache` / `--no-compilation_cache` on a command's parser (on by default)."""
+    import argparse
+
+    parser.add_argument(
+        "--compilation_cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="JAX: keep XLA's compiled programs for the next run (keras_vit.enable_compilation_cache)",
+    )
+
+
+def enable_for_command(wanted: bool) -> None:
+    """A command's cache, when `wanted`: a speed-up only, so a directory that cannot be written is a warning on
+    stderr and the command goes on without a cache."""
+    import sys
+
+    if not wanted:
+        return
+    try:
+        enable_compilation_cache()
+    except OSError as e:
+        print(f"warning: no compilation cache ({e})", file=sys.stderr)
