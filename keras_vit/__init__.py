@@ -42,6 +42,7 @@ from keras_vit.vit.table import get_config  # deprecated alias of vit_config
 from keras_vit.vit.clip_tokenizer import ClipTokenizer
 from keras_vit.vit.contrastive import clip_loss, contrastive_losses, siglip_loss
 from keras_vit.vit.hub_tokenizer import HubTokenizer
+from keras_vit.vit.sentencepiece_tokenizer import SentencePieceTokenizer
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.text_model import TextTransformer
 from keras_vit.vit.text_tower import TextTower
@@ -93,6 +94,7 @@ __all__ = [
     "ClipTokenizer",
     "DataConfig",
     "HubTokenizer",
+    "SentencePieceTokenizer",
     "ImagePreprocessing",
     "ImageTextModel",
     "DropPath",

@@ -1,6 +1,7 @@
 """`transformers`' two-tower repositories read into two towers (`keras_vit.load_image_text`): tiny `CLIPModel`s and
-a `SiglipModel` written by transformers (tests/fixtures/transformers_clip, tools/make_transformers_clip_fixtures.py)
-load with transformers' embeddings and logits, on each backend; their tokenizers give transformers' ids; both of
+`SiglipModel`s written by transformers (tests/fixtures/transformers_clip, tools/make_transformers_clip_fixtures.py)
+load with transformers' embeddings and logits, on each backend; their tokenizers (a `tokenizer.json`, or the first
+SigLIP's SentencePiece `spiece.model`) give transformers' ids; both of
 transformers' CLIP text poolings are followed; a repository in a hub cache loads by handle offline; what the reader cannot place is
 refused by name."""
 
@@ -16,7 +17,7 @@ from conftest import ROOT, python_run, run_on_backend
 from keras_vit.weights import transformers_clip
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "transformers_clip")
-KINDS = ("clip_eos", "clip_legacy_eos", "siglip")
+KINDS = ("clip_eos", "clip_legacy_eos", "siglip", "siglip_spiece")
 
 
 def _errors(model, folder) -> dict:
@@ -35,7 +36,9 @@ def test_clipmodel_repositories_load_with_transformers_embeddings_and_logits(nam
     model = keras_vit.load_image_text(folder)
     assert max(_errors(model, folder).values()) <= 1e-5
     tower = model.text_model.tower
-    if name == "siglip":  # bidirectional, the last token, a projection with a bias, the tanh GELU in both towers
+    if name.startswith(
+        "siglip"
+    ):  # bidirectional, the last token, a projection with a bias, the tanh GELU in both towers
         assert not tower.causal and tower.pooling == "last" and tower.projection_bias
         assert (
             tower.activation == "gelu_tanh"
@@ -56,7 +59,7 @@ def test_the_two_poolings_give_different_texts_in_transformers_too():
     assert np.abs(a - b).max() > 1e-2
 
 
-@pytest.mark.parametrize("name", ["clip_eos", "siglip"])
+@pytest.mark.parametrize("name", ["clip_eos", "siglip", "siglip_spiece"])
 def test_the_repositorys_tokenizer_gives_transformers_ids(name):
     folder = os.path.join(FIXTURES, name)
     battery = json.load(open(os.path.join(folder, "tokenizer_battery.json")))
@@ -64,14 +67,44 @@ def test_the_repositorys_tokenizer_gives_transformers_ids(name):
     assert ids.tolist() == battery["ids"]  # accents, emoji, HTML entities as written, CJK, empty, cut to the context
 
 
-def test_a_sentencepiece_only_siglip_loads_and_says_why_it_has_no_tokenizer(tmp_path):
+@pytest.mark.parametrize(
+    "key, settings",
+    [("ids_64", {}), ("ids_64_not_legacy", {"legacy": False}), ("ids_64_cased", {"do_lower_case": False})],
+)
+def test_a_sentencepiece_vocabulary_gives_siglip_tokenizers_ids(tmp_path, key, settings):
+    """transformers' SiglipTokenizer's ids at SigLIP's context of 64 (nothing cut: a text ending with its end
+    token keeps one, a text starting with it, the word marker "▁" written in a text, punctuation, upper case),
+    under the settings its tokenizer_config.json may change; refusals of what it cannot apply."""
+    folder = _copy(tmp_path, "siglip_spiece")
+    battery = json.loads((folder / "tokenizer_battery.json").read_text())
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, **settings}))
+    tokenizer = keras_vit.SentencePieceTokenizer(folder, 64)
+    assert tokenizer(battery["texts"]).tolist() == battery[key]
+    assert tokenizer("a photo of a cat", 4).tolist() == [battery["ids"][0][:3] + [tokenizer.eos_id]]
+    with pytest.raises(TypeError, match="must be a str"):
+        tokenizer(["a cat", None])
+    for edit, message in (
+        ({"pad_token": "<nowhere>"}, "not in spiece.model's vocabulary"),
+        ({"padding_side": "left"}, "right-padded"),
+        ({"sp_model_kwargs": {"enable_sampling": True}}, "does not apply"),
+    ):
+        (folder / "tokenizer_config.json").write_text(json.dumps({**config, **edit}))
+        with pytest.raises(ValueError, match=message):
+            keras_vit.SentencePieceTokenizer(folder, 64)
+    (folder / "spiece.model").write_bytes(b"not a SentencePiece model")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="is not a SentencePiece model"):
+        keras_vit.SentencePieceTokenizer(folder, 64)
+
+
+def test_a_siglip_without_a_tokenizer_file_loads_and_says_why_it_has_no_tokenizer(tmp_path):
     folder = _copy(tmp_path, "siglip")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (folder / name).unlink()
-    (folder / "spiece.model").write_bytes(b"a SentencePiece model")
     model = keras_vit.load_image_text(folder)
     assert max(_errors(model, folder).values()) <= 1e-5
-    with pytest.raises(ValueError, match="spiece.model is a SentencePiece vocabulary"):
+    with pytest.raises(ValueError, match="holds neither tokenizer.json nor spiece.model"):
         model.text_preprocessor()
 
 
@@ -79,7 +112,7 @@ _ON_BACKEND = r"""
 import json, sys, numpy as np, keras, keras_vit
 np_ = keras.ops.convert_to_numpy
 out = {}
-for name in ("clip_eos", "clip_legacy_eos", "siglip"):
+for name in ("clip_eos", "clip_legacy_eos", "siglip", "siglip_spiece"):
     folder = f"{sys.argv[1]}/{name}"
     ref = np.load(f"{folder}/reference.npz")
     m = keras_vit.load_image_text(folder)

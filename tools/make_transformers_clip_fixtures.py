@@ -11,7 +11,10 @@ dropped, changes the outputs). Its tokenizer is CLIP's byte-level BPE (`CLIPToke
 Two repositories share the weights and differ in how the text is pooled, the two ways `transformers` pools a CLIP
 text tower: `clip_eos` states the end-of-text token's id (pooled at its first occurrence; here it is not the
 highest id), `clip_legacy_eos` states `eos_token_id: 2`, the value of configs written before transformers#24773,
-for which transformers pools at the highest id instead.
+for which transformers pools at the highest id instead. `siglip` has a `tokenizer.json` (SigLIP 2's form);
+`siglip_spiece` is the first SigLIP's form: the same weights with a SentencePiece `spiece.model` (a unigram model
+trained here, with the T5 / C4 ids SigLIP's vocabulary has: pad 0, end of text 1, unknown 2) written by
+transformers' `SiglipTokenizer`, which its battery's ids come from.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from transformers import (
     SiglipConfig,
     SiglipImageProcessor,
     SiglipModel,
+    SiglipTokenizer,
 )
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "transformers_clip")
@@ -48,6 +52,11 @@ TEXTS = [
     "   spaces\t\nand  tabs ",
     "",
     "a text far longer than the context length of this tiny tower, cut by the tokenizer",
+    "Ünïcödé ﬁ ligature Ã© mojibake",
+    "ends with its end token </s>",
+    "</s> starts with it",
+    "a\u2581metaspace\u2581inside",
+    "UPPER case, punctuation!?;: (all of it)",
 ]
 
 
@@ -183,6 +192,51 @@ def _write_reference(folder: str, model, tokenizer, images, context: int) -> Non
         json.dump({"transformers_version": transformers.__version__, "texts": TEXTS, "ids": ids}, f, indent=0)
 
 
+def _siglip_spiece(images) -> None:
+    """`siglip`'s model with a SentencePiece vocabulary of its size, as the first SigLIP's repositories ship."""
+    import sentencepiece
+
+    folder = os.path.join(OUT, "siglip_spiece")
+    os.makedirs(folder)
+    model = SiglipModel.from_pretrained(os.path.join(OUT, "siglip")).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.txt")
+        with open(corpus, "w") as f:
+            f.write("\n".join((TEXTS + ["a photo of a dog", "two cats on a sofa"]) * 20))
+        sentencepiece.SentencePieceTrainer.train(
+            input=corpus,
+            model_prefix=os.path.join(tmp, "spiece"),
+            model_type="unigram",
+            vocab_size=model.config.text_config.vocab_size,
+            pad_id=0,
+            eos_id=1,
+            unk_id=2,
+            bos_id=-1,
+            hard_vocab_limit=False,
+            character_coverage=0.98,  # some characters of the battery stay unknown
+            minloglevel=2,
+        )
+        SiglipTokenizer(os.path.join(tmp, "spiece.model"), model_max_length=SIGLIP_CONTEXT).save_pretrained(folder)
+    tokenizer = SiglipTokenizer.from_pretrained(folder)
+    assert len(tokenizer) <= model.config.text_config.vocab_size, len(tokenizer)
+    model.save_pretrained(folder)
+    SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    _write_reference(folder, model, tokenizer, images, SIGLIP_CONTEXT)
+    # the battery at SigLIP's own context (64: nothing cut), and with the settings a tokenizer_config.json may change
+    battery_file = os.path.join(folder, "tokenizer_battery.json")
+    with open(battery_file) as f:
+        battery = json.load(f)
+    for key, settings in (
+        ("ids_64", {}),
+        ("ids_64_not_legacy", {"legacy": False}),
+        ("ids_64_cased", {"do_lower_case": False}),
+    ):
+        variant = SiglipTokenizer.from_pretrained(folder, **settings)
+        battery[key] = variant(TEXTS, padding="max_length", max_length=64, truncation=True)["input_ids"]
+    with open(battery_file, "w") as f:
+        json.dump(battery, f, indent=0)
+
+
 def main() -> None:
     torch.manual_seed(0)
     shutil.rmtree(OUT, ignore_errors=True)
@@ -203,6 +257,7 @@ def main() -> None:
         CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
         _write_reference(folder, model, tokenizer, images, CONTEXT)
     _siglip(images)
+    _siglip_spiece(images)
     print("wrote", OUT)
 
 

@@ -18,13 +18,13 @@ attention pool) with the tanh GELU transformers runs (timm builds those architec
 `visual.trunk.patch_embed.proj`, `position_embedding` -> `pos_embed`, the blocks as timm names them,
 `post_layernorm` -> `norm`, `head.{probe, attention (q | k, v), layernorm, mlp}` -> `attn_pool.{latent, q | kv,
 proj, norm, mlp}`; its text tower is bidirectional, pooled at the last token, with a projection `text_model.head`
-(a Linear with a bias) -> `text.text_projection`. A SigLIP repository with only `spiece.model` (SentencePiece, the
-first SigLIP's) loads without a tokenizer (its text_preprocessor says why).
+(a Linear with a bias) -> `text.text_projection`. A SigLIP repository with `spiece.model` and no `tokenizer.json` (the
+first SigLIP's) is tokenized as its `SiglipTokenizer` does (`keras_vit.SentencePieceTokenizer`).
 
 What the config does not state takes `transformers`' own defaults (`CLIPConfig`, `CLIPTextConfig`,
 `CLIPVisionConfig` of transformers 5). The text is pooled as `transformers` pools it: at the first end-of-text
 token (`text_config.eos_token_id`), or, for a config that says `eos_token_id: 2` (written before transformers#24773),
-at the highest id. The tokenizer is the repository's `tokenizer.json` with nothing added (transformers applies only
+at the highest id. The tokenizer is the repository's `tokenizer.json` (else its `spiece.model`) with nothing added (transformers applies only
 the file's normaliser), padded with its pad token to the context length. Images are prepared as its
 `CLIPImageProcessor` states (mean, std, resampling, shortest-edge resize and centre crop, or a resize to a fixed
 size); without the file, that processor's defaults.
@@ -442,6 +442,8 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of a `transformers` CLIPModel or SiglipModel folder; every tensor mapped
     or the load refused naming it."""
     from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
+    from keras_vit.vit.sentencepiece_tokenizer import MODEL_FILE as SENTENCEPIECE_FILE
+    from keras_vit.vit.sentencepiece_tokenizer import SentencePieceTokenizer
     from keras_vit.weights import open_clip
     from keras_vit.weights.safetensors_read import mapped_tensors
 
@@ -460,15 +462,13 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
         sd = {k: np.array(v, dtype="float32") for k, v in tensors.items()}
     state = open_clip_state(sd, source, hf_config["model_type"])
     context = config["model_cfg"]["text_cfg"]["context_length"]
-    tokenizer = (
-        HubTokenizer(directory, context, clean="none")
-        if os.path.exists(os.path.join(directory, TOKENIZER_FILE))
-        else None
-    )
-    spiece = os.path.exists(os.path.join(directory, "spiece.model"))
-    why = f"{directory!r} holds no {TOKENIZER_FILE}" + (
-        " (its spiece.model is a SentencePiece vocabulary, which keras_vit does not read yet)" if spiece else ""
-    )
+    if os.path.exists(os.path.join(directory, TOKENIZER_FILE)):
+        tokenizer = HubTokenizer(directory, context, clean="none")
+    elif os.path.exists(os.path.join(directory, SENTENCEPIECE_FILE)):  # the first SigLIP's vocabulary
+        tokenizer = SentencePieceTokenizer(directory, context)
+    else:
+        tokenizer = None
+    why = f"{directory!r} holds neither {TOKENIZER_FILE} nor {SENTENCEPIECE_FILE}"
     # not CLIP's BPE when the repository has no tokenizer.json: its vocabulary may be another; and its config is a
     # restatement, which save_open_clip does not claim to write back
     return open_clip.from_state(
