@@ -2,7 +2,8 @@
 feature vector (pooled, or one per patch), written in shards (`keras_vit.analysis.shards`).
 
 `python -m keras_vit.inference SOURCE --weights=W --output=DIR [--features=pooled|patches] [--top=5]
-[--format=parquet|npy|csv] [--batch_size=32] [--shard_size=N] [--dtype=float16] [--l2_normalize]`
+[--format=parquet|npy|csv] [--batch_size=32] [--shard_size=N] [--dtype=float16] [--l2_normalize]`; with `--texts`,
+SOURCE is a file of texts and the output their text embeddings (`keras_vit.analysis.text_inference`).
 
 What timm's `inference.py` does for a folder, made for collections that take hours:
 - images are read and prepared in threads (PIL, as timm reads them; `keras_vit.analysis.image_sources`)
@@ -22,9 +23,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import hashlib
 import os
-import warnings
 from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 import numpy as np
@@ -36,16 +35,8 @@ from keras_vit.utils import commands, compilation_cache, records
 from keras_vit.utils.progress import Progress
 
 FEATURES = ("pooled", "patches")
-DTYPES = ("float32", "float16")
-
-
-def weights_digest(model) -> str:
-    """sha256 of every weight's bytes: which model made an output (a resumed run must be the same one)."""
-    digest = hashlib.sha256()
-    for weight in model.weights:
-        digest.update(weight.path.encode())
-        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
-    return digest.hexdigest()
+DTYPES = shards.DTYPES
+weights_digest = shards.weights_digest  # where it was defined before it moved to shards
 
 
 def _compiled(net) -> Callable[[np.ndarray], np.ndarray]:
@@ -117,9 +108,7 @@ def _loaded(
 def _results(outputs: np.ndarray, task: str, top: int, labels, dtype: str, l2: bool) -> Dict[str, np.ndarray]:
     """One shard's columns from the model's outputs."""
     if task == "features":
-        if l2:
-            outputs = outputs / np.maximum(np.linalg.norm(outputs, axis=-1, keepdims=True), 1e-12)
-        return {"embedding": outputs.astype(dtype)}
+        return shards.embedding_columns(outputs, dtype, l2)
     from keras_vit.vit.labels import decode_predictions
 
     k = min(top, outputs.shape[-1])
@@ -138,11 +127,7 @@ def _check_settings(features, dtype, top: int, batch_size: int, shard_size: Opti
     """A ValueError naming the first setting out of range."""
     if features not in (None, *FEATURES):
         raise ValueError(f"features must be None, {' or '.join(map(repr, FEATURES))}; got {features!r}.")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
-    for name, value in (("top", top), ("batch_size", batch_size), ("shard_size", shard_size)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+    shards.check_settings(dtype, batch_size, shard_size, top=top)
 
 
 def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, budget: int = 256 << 20) -> int:
@@ -168,35 +153,13 @@ def _settings(
         l2_normalize=bool(l2),
         shard_size=shard_size,
         weights=weights,
-        weights_sha256=weights_digest(model),
+        weights_sha256=shards.weights_digest(model),
         image_size=list(model.base_image_size),
         data_config=model.data_config.to_dict(),
         source=source.describe(),
         labels=list(labels) if isinstance(labels, (list, tuple)) else labels,
         exif_transpose=bool(exif),
     )
-
-
-def _open_output(output: str, settings: dict) -> dict:
-    """The manifest to continue: a new one for a new or empty folder, the recorded one when it was made with
-    the same settings; a folder of other files, or of another run, is refused naming the difference."""
-    manifest = shards.read_manifest(output) if os.path.isdir(output) else None
-    if manifest is None:
-        if os.path.isdir(output) and os.listdir(output):
-            raise ValueError(
-                f"--output={output!r} holds other files and no {shards.MANIFEST}: use a new or empty "
-                "folder (nothing there was changed)."
-            )
-        os.makedirs(output, exist_ok=True)
-        return dict(settings=settings, shards=[], complete=False)
-    records.check_same(os.path.join(output, shards.MANIFEST), "run", manifest["settings"], settings)
-    for i, shard in enumerate(manifest["shards"]):  # recorded shards deleted or changed since: redone from there
-        reason = records.changed(output, shard["files"])
-        if reason:
-            warnings.warn(f"--output={output!r}: {reason}; redoing shard {i} and those after it.", stacklevel=3)
-            manifest["shards"], manifest["complete"] = manifest["shards"][:i], False
-            break
-    return manifest
 
 
 def _batches(loaded, first: int, last: int, batch_size: int):
@@ -280,7 +243,7 @@ def run_inference(
     settings = _settings(
         model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose
     )
-    manifest = _open_output(output, settings)
+    manifest = shards.open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
 
@@ -372,8 +335,16 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None, help="image-reading threads (default: CPU count)")
     p.add_argument("--exif_transpose", action="store_true", help="apply EXIF orientation (timm does not)")
     p.add_argument("--data_dir", default=None, help="TFDS data_dir")
+    p.add_argument(
+        "--texts",
+        action="store_true",
+        help="SOURCE is a UTF-8 file of texts, one per line: write the text tower's embeddings of an image-text "
+        "model (--weights as keras_vit.load_image_text reads them)",
+    )
     compilation_cache.add_flag(p)
     args = p.parse_args(argv)
+    if args.texts:
+        return _texts_main(args)
     try:
         source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
         compilation_cache.enable_for_command(args.compilation_cache)
@@ -405,4 +376,40 @@ def main(argv=None) -> int:
         + (f" (e.g. {bad[0]['file']}: {bad[0]['error']})" if bad else "")
         + "."
     )
+    return 0
+
+
+def _texts_main(args) -> int:
+    """`--texts`: the text tower's embeddings of every line of SOURCE (`keras_vit.analysis.text_inference`)."""
+    import sys
+
+    from keras_vit.analysis.text_inference import read_texts, run_text_inference
+    from keras_vit.weights.image_text_sources import load_image_text
+
+    try:
+        unused = [f"--{k}" for k in ("features", "labels", "data_dir") if getattr(args, k)]
+        unused += ["--exif_transpose"] if args.exif_transpose else []
+        if unused:
+            raise ValueError(f"--texts writes text embeddings: {', '.join(unused)} do not apply to texts.")
+        if not os.path.isfile(args.source):
+            raise FileNotFoundError(f"{args.source!r} is not a file of texts (one per line).")
+        read_texts(args.source)  # a file that is not UTF-8 text is refused before the model is loaded
+        compilation_cache.enable_for_command(args.compilation_cache)
+        model = load_image_text(args.weights)
+        manifest = run_text_inference(
+            model,
+            args.source,
+            args.output,
+            fmt=args.format,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            dtype=args.dtype,
+            l2_normalize=args.l2_normalize,
+            weights=args.weights,
+        )
+    except (ValueError, FileNotFoundError, ImportError, TypeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = sum(s["rows"] for s in manifest["shards"])
+    print(f"{rows} text embedding(s) written to {args.output} in {len(manifest['shards'])} shard(s).")
     return 0

@@ -9,7 +9,7 @@ written twice, and a recorded shard deleted or changed since is redone by a resu
 `read_output`, naming it. The manifest is a `keras_vit.utils.records` record (kind `keras_vit.inference`).
 
 Formats (results of `--features` are one vector, or one per patch, per image; of top-k, k class ids, names
-and scores):
+and scores; of `--texts`, one vector per text, whose rows are keyed by a `text` column instead of `file`):
 - `parquet`: `part-00000.parquet`, columns `file` and `embedding` (fixed-size lists), or `file`,
   `class_index`, `class_id`, `class_name`, `score` (lists of k; the id is the label set's, e.g. a WordNet
   id). Needs pyarrow.
@@ -21,8 +21,10 @@ and scores):
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
+import warnings
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -31,12 +33,19 @@ from keras_vit.utils import records
 from keras_vit.utils.atomic import write_file
 
 FORMATS = ("parquet", "npy", "csv")
+DTYPES = ("float32", "float16")
 MANIFEST = "manifest.json"
 KIND, SCHEMA = "keras_vit.inference", 1
 _FIELDS = {"settings": dict, "shards": list, "complete": bool}
 SUFFIX = {"parquet": ".parquet", "npy": ".npy", "csv": ".csv"}
 TOP_COLUMNS = ("class_index", "class_id", "class_name", "score")
-_TEXT = ("file", "class_id", "class_name")
+_TEXT = ("file", "text", "class_id", "class_name")
+KEYS = {"text": "text"}  # a task's row-key column; `file` for the others
+
+
+def row_key(task: str) -> str:
+    """The column that names each row of a run of `task`: the image's file, or the text itself."""
+    return KEYS.get(task, "file")
 
 
 def check_format(fmt: str, task: str, per_patch: bool) -> None:
@@ -67,9 +76,9 @@ def shard_name(index: int, fmt: str) -> str:
     return f"part-{index:05d}{SUFFIX[fmt]}"
 
 
-def _parquet_bytes(files: List[str], values: Dict[str, np.ndarray]) -> bytes:
+def _parquet_bytes(files: List[str], values: Dict[str, np.ndarray], key: str) -> bytes:
     pa = _pyarrow()
-    columns = {"file": pa.array(files, pa.string())}
+    columns = {key: pa.array(files, pa.string())}
     for key, array in values.items():
         if array.dtype.kind in "OU":
             column = pa.array([list(row) for row in array], pa.list_(pa.string()))
@@ -83,12 +92,12 @@ def _parquet_bytes(files: List[str], values: Dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def _csv_text(files: List[str], values: Dict[str, np.ndarray]) -> str:
+def _csv_text(files: List[str], values: Dict[str, np.ndarray], key: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if "embedding" in values:
         array = values["embedding"]
-        writer.writerow(["file", *(f"f{i}" for i in range(array.shape[1]))])
+        writer.writerow([key, *(f"f{i}" for i in range(array.shape[1]))])
         for name, row in zip(files, array):
             writer.writerow([name, *(repr(float(v)) for v in row)])
         return out.getvalue()
@@ -112,14 +121,17 @@ def shard_files(name: str, fmt: str) -> List[str]:
     return [name, name[: -len(".npy")] + ".files.txt"] if fmt == "npy" else [name]
 
 
-def write_shard(directory: str, index: int, fmt: str, files: List[str], values: Dict[str, np.ndarray]) -> str:
-    """Writes shard `index` whole (temporary name, then rename); returns its file name."""
+def write_shard(
+    directory: str, index: int, fmt: str, files: List[str], values: Dict[str, np.ndarray], key: str = "file"
+) -> str:
+    """Writes shard `index` whole (temporary name, then rename); returns its file name. `files`: each row's name
+    (an image's file, or a text: `key` says which column holds them; no name may hold a line break)."""
     name = shard_name(index, fmt)
     path = os.path.join(directory, name)
     if fmt == "parquet":
-        write_file(path, _parquet_bytes(files, values))
+        write_file(path, _parquet_bytes(files, values, key))
     elif fmt == "csv":
-        write_file(path, _csv_text(files, values).encode("utf-8"))
+        write_file(path, _csv_text(files, values, key).encode("utf-8"))
     else:
         buffer = io.BytesIO()
         np.save(buffer, values["embedding"], allow_pickle=False)
@@ -149,12 +161,12 @@ def write_manifest(directory: str, manifest: dict) -> None:
     records.write_record(os.path.join(directory, MANIFEST), KIND, SCHEMA, body)
 
 
-def _read_shard(name: str, fmt: str, data: Dict[str, bytes]) -> Dict[str, np.ndarray]:
+def _read_shard(name: str, fmt: str, data: Dict[str, bytes], key: str) -> Dict[str, np.ndarray]:
     """The shard `name`'s arrays, parsed from `data` ({file name: bytes}, as checked against the manifest)."""
-    if fmt == "npy":
-        files = data[name[: -len(".npy")] + ".files.txt"].decode("utf-8").splitlines()
+    if fmt == "npy":  # one name per "\n" (not str.splitlines, which also breaks at \r, \x1c, \u2028, ...)
+        files = data[name[: -len(".npy")] + ".files.txt"].decode("utf-8").split("\n")[:-1]
         embedding = np.load(io.BytesIO(data[name]), allow_pickle=False)
-        return {"file": np.asarray(files, dtype=object), "embedding": embedding}
+        return {key: np.asarray(files, dtype=object), "embedding": embedding}
     if fmt == "parquet":
         pa = _pyarrow()
         table = pa.parquet.read_table(pa.BufferReader(data[name]))
@@ -167,7 +179,7 @@ def _read_shard(name: str, fmt: str, data: Dict[str, bytes]) -> Dict[str, np.nda
     header, body = rows[0], rows[1:]
     files = np.asarray([r[0] for r in body], dtype=object)
     if header[1] == "f0":
-        return {"file": files, "embedding": np.asarray([[float(v) for v in r[1:]] for r in body], "float32")}
+        return {key: files, "embedding": np.asarray([[float(v) for v in r[1:]] for r in body], "float32")}
     k, n = (len(header) - 1) // len(TOP_COLUMNS), len(TOP_COLUMNS)
     cell = lambda j: [[r[1 + n * i + j] for i in range(k)] for r in body]  # noqa: E731
     return {
@@ -181,10 +193,12 @@ def _read_shard(name: str, fmt: str, data: Dict[str, bytes]) -> Dict[str, np.nda
 
 def read_output(directory: str) -> Dict[str, np.ndarray]:
     """A run's results, every recorded shard in order, as arrays: `file` and `embedding`, or `file`,
-    `class_id`, `class_name`, `score`; plus `bad`: the images that could not be read, with their errors."""
+    `class_id`, `class_name`, `score` (a text run: `text` and `embedding`); plus `bad`: the images that could not
+    be read, with their errors."""
     manifest = read_manifest(directory)
     if manifest is None:
         raise ValueError(f"{directory!r} holds no {MANIFEST}: not a keras_vit inference output.")
+    key = row_key(manifest["settings"].get("task", ""))
     parts = []
     for s in manifest["shards"]:
         reason, data = records.read_vouched(directory, s["files"])
@@ -195,12 +209,59 @@ def read_output(directory: str) -> Dict[str, np.ndarray]:
             unvouched = [name for name in shard_files(s["file"], fmt) if name not in data]
             if unvouched:
                 raise ValueError(f"{directory!r}: {MANIFEST} records {unvouched[0]} without its hash.")
-            part = _read_shard(s["file"], fmt, data)
-            if len(part["file"]) != s["rows"]:
+            part = _read_shard(s["file"], fmt, data, key)
+            if len(part[key]) != s["rows"]:
                 raise ValueError(
-                    f"{directory!r}: {s['file']} holds {len(part['file'])} rows, its manifest entry {s['rows']}."
+                    f"{directory!r}: {s['file']} holds {len(part[key])} rows, its manifest entry {s['rows']}."
                 )
             parts.append(part)
     out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]} if parts else {}
     out["bad"] = [dict(b) for s in manifest["shards"] for b in s["bad"]]
     return out
+
+
+def check_settings(dtype: str, batch_size: int, shard_size: Optional[int], top: int = 1) -> None:
+    """A ValueError naming the first of a run's common settings out of range."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
+    for name, value in (("top", top), ("batch_size", batch_size), ("shard_size", shard_size)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}.")
+
+
+def embedding_columns(outputs: np.ndarray, dtype: str, l2: bool) -> Dict[str, np.ndarray]:
+    """One shard's `embedding` column, scaled to unit length when `l2`."""
+    if l2:
+        outputs = outputs / np.maximum(np.linalg.norm(outputs, axis=-1, keepdims=True), 1e-12)
+    return {"embedding": outputs.astype(dtype)}
+
+
+def weights_digest(model) -> str:
+    """sha256 of every weight's bytes: which model made an output (a resumed run must be the same one)."""
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(weight.path.encode())
+        digest.update(np.ascontiguousarray(np.asarray(weight.numpy())).tobytes())
+    return digest.hexdigest()
+
+
+def open_output(output: str, settings: dict) -> dict:
+    """The manifest to continue: a new one for a new or empty folder, the recorded one when it was made with
+    the same settings; a folder of other files, or of another run, is refused naming the difference."""
+    manifest = read_manifest(output) if os.path.isdir(output) else None
+    if manifest is None:
+        if os.path.isdir(output) and os.listdir(output):
+            raise ValueError(
+                f"--output={output!r} holds other files and no {MANIFEST}: use a new or empty "
+                "folder (nothing there was changed)."
+            )
+        os.makedirs(output, exist_ok=True)
+        return dict(settings=settings, shards=[], complete=False)
+    records.check_same(os.path.join(output, MANIFEST), "run", manifest["settings"], settings)
+    for i, shard in enumerate(manifest["shards"]):  # recorded shards deleted or changed since: redone from there
+        reason = records.changed(output, shard["files"])
+        if reason:
+            warnings.warn(f"--output={output!r}: {reason}; redoing shard {i} and those after it.", stacklevel=3)
+            manifest["shards"], manifest["complete"] = manifest["shards"][:i], False
+            break
+    return manifest
