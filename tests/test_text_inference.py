@@ -3,7 +3,8 @@
 (tests/fixtures/transformers_clip), the embeddings equal transformers' own `text_embeds`; every format reads back
 with its texts (commas, quotes, tabs, emoji, the empty text); a killed run resumed ends with the files an
 uninterrupted run writes; other texts or settings in the same output are refused by name and change nothing; bad
-input is refused before anything is written."""
+input is refused before anything is written; JAX and PyTorch, with TensorFlow made to fail to import, write the same
+embeddings."""
 
 import json
 import os
@@ -130,3 +131,26 @@ def test_the_command_writes_text_embeddings_and_refuses_image_flags(tmp_path, ca
     )
     assert code == 2 and "is not a file of texts" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+_ON_BACKEND = r"""
+import sys
+sys.modules["tensorflow"] = None  # import tensorflow fails: JAX and PyTorch users need none
+import json, numpy as np, keras_vit
+from keras_vit.analysis import shards, text_inference
+model = keras_vit.load_image_text(sys.argv[1])
+text_inference.run_text_inference(model, sys.argv[2], sys.argv[3], fmt="npy", shard_size=5, batch_size=4)
+got = shards.read_output(sys.argv[3])
+print(json.dumps({"texts": list(got["text"]), "embedding": got["embedding"].tolist()}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_jax_and_torch_write_the_same_embeddings_without_tensorflow(model, tmp_path, backend):
+    from conftest import run_on_backend
+
+    texts = _file(tmp_path, LINES)
+    out = run_on_backend(_ON_BACKEND, backend, FOLDER, texts, str(tmp_path / "out"))
+    want = np.asarray(model.encode_text(model.text_preprocessor()(LINES), normalize=False))
+    assert out["texts"] == LINES
+    np.testing.assert_allclose(np.asarray(out["embedding"]), want, atol=1e-5)
