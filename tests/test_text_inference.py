@@ -154,3 +154,40 @@ def test_jax_and_torch_write_the_same_embeddings_without_tensorflow(model, tmp_p
     want = np.asarray(model.encode_text(model.text_preprocessor()(LINES), normalize=False))
     assert out["texts"] == LINES
     np.testing.assert_allclose(np.asarray(out["embedding"]), want, atol=1e-5)
+
+
+def test_image_embeddings_of_a_folder_are_the_image_towers_and_the_modes_are_kept_apart(model, tmp_path, capsys):
+    """`--features=embedding`: an image-text model's image embeddings of a folder (what its text embeddings are
+    compared with), equal to `encode_image` on the images as the command reads them (8-bit, as timm does) and its
+    data config prepares them; an image model's
+    features asked of an image-text model, or the embedding of an image model, are refused by name."""
+    from PIL import Image
+    from skimage import data
+
+    from keras_vit.analysis.image_sources import read_pixels
+    from keras_vit.analysis.images import preprocess_image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("astronaut", "chelsea", "coffee"):
+        Image.fromarray(getattr(data, name)()).save(photos / f"{name}.png")
+    out = tmp_path / "out"
+    code = inference.main(
+        [str(photos), f"--weights={FOLDER}", f"--output={out}", "--features=embedding", "--format=npy"]
+    )
+    assert code == 0, capsys.readouterr().err
+    got = shards.read_output(str(out))
+    tower = model.image_model
+    pixels = np.stack(
+        [
+            preprocess_image(read_pixels(str(photos / name), False), tower.data_config, tuple(tower.base_image_size))
+            for name in got["file"]
+        ]
+    )
+    np.testing.assert_allclose(got["embedding"], np.asarray(model.encode_image(pixels, normalize=False)), atol=1e-5)
+    assert sorted(got["file"]) == ["astronaut.png", "chelsea.png", "coffee.png"]
+    with pytest.raises(ValueError, match="an image-text model writes its image embedding"):
+        inference.run_inference(model, str(photos), str(tmp_path / "x"), features="pooled")
+    with pytest.raises(ValueError, match="keras_vit.load_image_text"):
+        inference.run_inference(tower, str(photos), str(tmp_path / "x"), features="embedding")
+    assert not (tmp_path / "x").exists()

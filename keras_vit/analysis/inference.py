@@ -1,7 +1,7 @@
 """Batch inference over a folder, a file list or a TFDS split: the top-k classes of every image, or its
 feature vector (pooled, or one per patch), written in shards (`keras_vit.analysis.shards`).
 
-`python -m keras_vit.inference SOURCE --weights=W --output=DIR [--features=pooled|patches] [--top=5]
+`python -m keras_vit.inference SOURCE --weights=W --output=DIR [--features=pooled|patches|embedding] [--top=5]
 [--format=parquet|npy|csv] [--batch_size=32] [--shard_size=N] [--dtype=float16] [--l2_normalize]`; with `--texts`,
 SOURCE is a file of texts and the output their text embeddings (`keras_vit.analysis.text_inference`).
 
@@ -34,7 +34,7 @@ from keras_vit.analysis.images import preprocess_image
 from keras_vit.utils import commands, compilation_cache, records
 from keras_vit.utils.progress import Progress
 
-FEATURES = ("pooled", "patches")
+FEATURES = ("pooled", "patches", "embedding")  # embedding: an image-text model's image embedding
 DTYPES = shards.DTYPES
 weights_digest = shards.weights_digest  # where it was defined before it moved to shards
 
@@ -56,8 +56,31 @@ def _compiled(net) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x, net=net: np.asarray(forward(trainable, fixed, x), "float32")  # keeps `net` (held weakly)
 
 
+def _image_model(model, features: Optional[str]):
+    """The image model a run feeds: an image-text model's image tower for `features="embedding"` (which needs one),
+    else `model` itself (which must then be an image model)."""
+    from keras_vit.vit.image_text import ImageTextModel
+
+    if features == "embedding":
+        if not isinstance(model, ImageTextModel):
+            raise ValueError(
+                "features='embedding' is an image-text model's image embedding: load one with "
+                "keras_vit.load_image_text (an image model's features are 'pooled' or 'patches')."
+            )
+        return model.image_model
+    if isinstance(model, ImageTextModel):
+        raise ValueError(
+            f"an image-text model writes its image embedding (features='embedding') or, with --texts, its text "
+            f"embeddings; features={features!r} is an image model's."
+        )
+    return model
+
+
 def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], np.ndarray], str]:
-    """(batch -> outputs, task): softmax scores of the head, pre-logits features, or the patch tokens."""
+    """(batch -> outputs, task): softmax scores of the head, pre-logits features, the patch tokens, or (an
+    image-text model's image tower) the image embedding, its projected output."""
+    if features == "embedding":
+        return _compiled(model), "features"
     if features is None:
         if not getattr(model, "include_top", False):
             raise ValueError(
@@ -215,11 +238,13 @@ def run_inference(
     """Runs `model` over every image of `source` and writes the results to the folder `output`.
 
     Args:
-        model: a `keras_vit.VisionTransformer` (any weights `keras_vit` loads).
+        model: a `keras_vit.VisionTransformer` (any weights `keras_vit` loads), or for `features="embedding"` a
+            `keras_vit.ImageTextModel`.
         source: a folder, a text file listing images, `tfds:<name>:<split>`, or an `ImageSource`.
         output: the folder for the shards and `manifest.json`; an earlier run's there is continued.
         features: None for the top-k classes; "pooled" (the pre-logits vector) or "patches" (the patch
-            tokens, no prefix tokens) for features.
+            tokens, no prefix tokens) for features; "embedding" for an image-text model's image embedding (the
+            vector its text embeddings are compared with).
         top: how many classes per image (softmax scores, names from `labels` or the model's label set).
         fmt: "parquet", "npy" (features only) or "csv" (pooled features or classes).
         batch_size / shard_size: images per model call / per output file (default 10,000, fewer for
@@ -232,6 +257,7 @@ def run_inference(
         the manifest (`settings`, `shards`, each with its rows and unreadable images, `complete`).
     """
     _check_settings(features, dtype, top, batch_size, shard_size)
+    whole, model = model, _image_model(model, features)
     shard_size = _shard_size(model, features, dtype) if shard_size is None else shard_size
     shards.check_format(fmt, "features" if features else "top", features == "patches")
     source = open_source(source, data_dir) if isinstance(source, str) else source
@@ -243,6 +269,8 @@ def run_inference(
     settings = _settings(
         model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose
     )
+    if whole is not model:  # an image-text model: the digest covers its text tower too
+        settings["weights_sha256"] = shards.weights_digest(whole)
     manifest = shards.open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
@@ -319,7 +347,13 @@ def main(argv=None) -> int:
         "or a timm architecture name (for a bare timm file)",
     )
     p.add_argument("--output", required=True, help="folder for the shards and manifest.json (resumed if present)")
-    p.add_argument("--features", choices=FEATURES, default=None, help="write features instead of top-k classes")
+    p.add_argument(
+        "--features",
+        choices=FEATURES,
+        default=None,
+        help="write features instead of top-k classes (embedding: an image-text model's image embedding, --weights "
+        "as keras_vit.load_image_text reads them)",
+    )
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=shards.FORMATS, default="parquet")
     p.add_argument("--batch_size", type=int, default=32)
@@ -348,7 +382,12 @@ def main(argv=None) -> int:
     try:
         source = open_source(args.source, args.data_dir)  # a bad source fails before the model is loaded
         compilation_cache.enable_for_command(args.compilation_cache)
-        model = load(args.weights, args.model)
+        if args.features == "embedding":
+            from keras_vit.weights.image_text_sources import load_image_text
+
+            model = load_image_text(args.weights)
+        else:
+            model = load(args.weights, args.model)
         labels = read_labels(args.labels, model.classes) if args.labels and not args.features else None
         manifest = run_inference(
             model,
