@@ -1,4 +1,5 @@
-"""The float32 `model.onnx` of a Keras model on each backend, with a free batch dimension and one input, "images".
+"""The `model.onnx` of a Keras model on each backend, with a free batch dimension and one input: float32 "images"
+for an image model, int32 "token_ids" for a text tower.
 
 - TensorFlow: Keras' exporter (tf2onnx on the traced `tf.function`).
 - JAX: Keras' exporter, which converts the jitted call with jax2onnx; no TensorFlow is involved.
@@ -13,6 +14,8 @@ trace. Such a model is refused on JAX and PyTorch by name.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import keras
 
@@ -44,40 +47,43 @@ def check_size(net: keras.Model) -> None:
         )
 
 
-def write(net: keras.Model, path: str) -> None:
-    """Writes `net` (inputs NHWC float32) as ONNX at `path` on the running backend (`check_size` first)."""
-    shape = input_shape(net)
+def write(
+    net: keras.Model, path: str, dtype: str = "float32", name: str = INPUT, shape: Optional[tuple] = None
+) -> None:
+    """Writes `net` as ONNX at `path` on the running backend (`check_size` first): its one input, named `name`, of
+    `dtype` and `shape` (default `net`'s input shape with a free batch: NHWC float32 images by default)."""
+    shape = tuple(shape) if shape is not None else input_shape(net)
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        signature = [tf.TensorSpec(shape, tf.float32, name=INPUT)]
+        signature = [tf.TensorSpec(shape, tf.as_dtype(dtype), name=name)]
         net.export(path, format="onnx", input_signature=signature, verbose=False)
     elif backend == "jax":
-        signature = [keras.InputSpec(shape=shape, dtype="float32", name=INPUT)]
+        signature = [keras.InputSpec(shape=shape, dtype=dtype, name=name)]
         net.export(path, format="onnx", input_signature=signature, verbose=False)
     elif backend == "torch":
-        _torch(net, path, shape)
+        _torch(net, path, shape, dtype, name)
     else:
         raise ValueError(f"format='onnx' is not written on the {backend} backend.")
 
 
-def _torch(net: keras.Model, path: str, shape: tuple) -> None:
+def _torch(net: keras.Model, path: str, shape: tuple, dtype: str, name: str) -> None:
     import torch
 
-    class Images(torch.nn.Module):  # one named positional input, the form torch.export declares shapes for
+    class OneInput(torch.nn.Module):  # one named positional input, the form torch.export declares shapes for
         def __init__(self, model):
             super().__init__()
             self.model = model
 
-        def forward(self, images):
-            return self.model(images, training=False)
+        def forward(self, inputs):
+            return self.model(inputs, training=False)
 
-    sample = torch.zeros((2,) + tuple(shape[1:]), dtype=torch.float32)
+    sample = torch.zeros((2,) + tuple(shape[1:]), dtype=getattr(torch, dtype))
     program = torch.onnx.export(
-        Images(net).eval(),
+        OneInput(net).eval(),
         (sample,),
-        input_names=[INPUT],
+        input_names=[name],
         dynamo=True,
         verbose=False,
         dynamic_shapes=({0: torch.export.Dim("batch", min=1)},),

@@ -68,6 +68,7 @@ class HubTokenizer:
         if int(context_length) < 1:
             raise ValueError(f"context_length={context_length}: at least one id per text.")
         self.context_length, self.clean = int(context_length), clean
+        self.source_files = [f for f in (file, os.path.join(folder, CONFIG_FILE)) if os.path.exists(f)]
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     def __call__(self, texts: Union[str, Sequence[str]], context_length: Optional[int] = None) -> np.ndarray:

@@ -104,6 +104,7 @@ class SentencePieceTokenizer:
         if int(context_length) < 1:
             raise ValueError(f"context_length={context_length}: at least one id per text.")
         self.context_length = int(context_length)
+        self.source_files = [f for f in (file, os.path.join(folder, CONFIG_FILE)) if os.path.exists(f)]
         self.vocab_size = max([processor.get_piece_size()] + [i + 1 for i, _, _ in self._special.values()])
 
     def _special_tokens(self, config: dict, settings: dict, folder: str) -> Dict[str, tuple]:
