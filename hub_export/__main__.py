@@ -65,7 +65,18 @@ def main(argv=None) -> int:
     p.add_argument("--classes", type=int, default=0, help="head size (default: the checkpoint's)")
     p.add_argument("--representation_size", type=int, default=None, help="override (default: the checkpoint's)")
     p.add_argument("--classifier", default=None, choices=["token", "gap"], help="override (default: the checkpoint's)")
-    p.add_argument("--format", default="hub", help="hub, saved_model, litert, onnx, openvino or serving")
+    p.add_argument(
+        "--format",
+        default=None,
+        help="hub (the default), saved_model, litert, onnx, openvino or serving; with --image_text: onnx (the "
+        "default) or saved_model",
+    )
+    p.add_argument(
+        "--image_text",
+        action="store_true",
+        help="--weights is an image-text model (what keras_vit.load_image_text reads): export both towers "
+        "(hub_export.image_text)",
+    )
     p.add_argument(
         "--quantize",
         default=None,
@@ -79,6 +90,9 @@ def main(argv=None) -> int:
     )
     p.add_argument("--top_k", type=int, default=5, help="serving: classes returned per image")
     args = p.parse_args(argv)
+    if args.image_text:
+        return _image_text_main(args)
+    args.format = args.format or "hub"
     try:
         from hub_export.formats import FORMATS, check_backend
 
@@ -120,6 +134,44 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"exported {args.variant} ({args.format}) to {path}")
+    return 0
+
+
+def _image_text_main(args) -> int:
+    """`--image_text`: both towers of an image-text model (`hub_export.image_text.export_image_text`)."""
+    from hub_export.image_text import FORMATS, export_image_text
+
+    try:
+        image_flags = dict(
+            model=args.model,
+            image_size=args.image_size,
+            classes=args.classes,
+            representation_size=args.representation_size,
+            classifier=args.classifier,
+            quantize=args.quantize,
+            representative=args.representative,
+            labels=args.labels,
+        )
+        unused = [f"--{k}" for k, v in image_flags.items() if v]
+        unused += ["--variant"] if args.variant != "feature_vector" else []
+        if unused:
+            raise ValueError(f"--image_text exports both towers as they are: {', '.join(unused)} do not apply.")
+        fmt = args.format or "onnx"
+        if fmt not in FORMATS:
+            raise ValueError(f"--image_text writes --format {' or '.join(FORMATS)}, not {fmt!r}.")
+        from hub_export.formats import check_backend
+
+        check_backend(fmt)  # before the model is loaded
+        if os.path.lexists(args.out) and not args.overwrite:
+            raise FileExistsError(f"--out {args.out} already exists; pass --overwrite to replace it.")
+        from keras_vit.weights.image_text_sources import load_image_text
+
+        model = load_image_text(args.weights)
+        path = export_image_text(model, args.out, format=fmt, overwrite=args.overwrite, source=args.weights)
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"exported both towers ({fmt}) to {path}")
     return 0
 
 

@@ -108,3 +108,23 @@ def test_onnx_towers_are_written_on_jax_and_torch_without_tensorflow(backend):
         pytest.importorskip("jax2onnx")
     out = run_on_backend(_ON_BACKEND, backend, os.path.join(FIXTURES, "siglip_spiece"), timeout=600)
     assert max(out.values()) <= 1e-5, out
+
+
+def test_the_export_command_writes_both_towers_and_refuses_image_flags(tmp_path, capsys):
+    from hub_export.__main__ import main
+
+    folder = os.path.join(FIXTURES, "clip_eos")
+    out = tmp_path / "export"
+    assert main([f"--weights={folder}", "--image_text", f"--out={out}"]) == 0
+    meta = json.load(open(out / "metadata.json"))
+    assert meta["format"] == "onnx" and meta["source"] == folder and (out / "text" / "model.onnx").exists()
+    for flags, message in (
+        (["--format=litert"], "saved_model or onnx, not 'litert'"),
+        (["--variant=classification"], "--variant do not apply"),
+        (["--quantize=int8"], "--quantize do not apply"),
+    ):
+        assert main([f"--weights={folder}", "--image_text", f"--out={tmp_path / 'x'}", *flags]) == 2
+        assert message in capsys.readouterr().err
+    assert main([f"--weights={folder}", "--image_text", f"--out={out}"]) == 2  # exists, no --overwrite
+    assert "--overwrite" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
