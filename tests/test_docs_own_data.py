@@ -1,5 +1,7 @@
 """docs/own-data.md runs as written: the recipes command, the `model.fit` snippet and the LoRA snippets, on a
-generated image folder, with a tiny pretrained model standing in for the AugReg download."""
+generated image folder, with a tiny pretrained model standing in for the AugReg download; the batch-inference
+commands, and the image-text ones with a tiny CLIPModel written by transformers standing in for the SigLIP
+download."""
 
 import os
 import shlex
@@ -36,6 +38,7 @@ def test_the_page_has_the_blocks_this_test_runs():
         "python",
         "python",
         "python",
+        "bash",
         "bash",
     ]
 
@@ -122,3 +125,35 @@ def test_inference_commands_run(stand_ins):
     features = read_output(str(tmp / "embeddings"))["embedding"]
     assert features.dtype == np.float16 and features.shape == (3 * 15, 32)
     np.testing.assert_allclose(np.linalg.norm(features.astype("float32"), axis=1), 1.0, atol=2e-3)
+
+
+def test_image_text_inference_commands_run(stand_ins):
+    """Text embeddings of a captions file and image embeddings of the folder, comparable by a dot product."""
+    tmp, _ = stand_ins
+    code = [code for lang, code in blocks(DOC) if lang == "bash"][2]
+    captions = tmp / "captions.txt"
+    captions.write_text("a handwritten zero\na handwritten one\na handwritten two\n")
+    code = substitute(
+        code,
+        {
+            "python -m": f"{sys.executable} -m",
+            " captions.txt ": f" {captions} ",
+            " photos ": f" {tmp / 'photos'} ",
+            "hf-hub:timm/ViT-B-16-SigLIP": os.path.join(ROOT, "tests", "fixtures", "transformers_clip", "clip_eos"),
+            "--output=caption_index": f"--output={tmp / 'caption_index'}",
+            "--output=photo_index": f"--output={tmp / 'photo_index'}",
+        },
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    for command in code.replace("\\\n", " ").strip().splitlines():
+        args = shlex.split(command)
+        assert args[0] == sys.executable
+        done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    from keras_vit.analysis.shards import read_output
+
+    texts, images = read_output(str(tmp / "caption_index")), read_output(str(tmp / "photo_index"))
+    assert list(texts["text"]) == ["a handwritten zero", "a handwritten one", "a handwritten two"]
+    assert images["embedding"].shape == (3 * 15, texts["embedding"].shape[1])
+    cosines = images["embedding"] @ texts["embedding"].T  # unit vectors: cosine similarities
+    assert np.all(np.abs(cosines) <= 1 + 1e-5)
