@@ -75,11 +75,11 @@ class SentencePieceTokenizer:
             if not isinstance(config, dict):
                 raise ValueError(f"{os.path.join(folder, CONFIG_FILE)!r} is not a JSON object.")
         settings = {k: _token_name(config.get(k, v)) for k, v in _DEFAULTS.items()}
-        for key in ("sp_model_kwargs",):
-            if config.get(key):
-                raise ValueError(
-                    f"{folder!r}: {CONFIG_FILE} sets {key}={config[key]!r}, which keras_vit does not apply."
-                )
+        if config.get("sp_model_kwargs"):  # sampling or other encoder options: ids that vary from call to call
+            raise ValueError(
+                f"{folder!r}: {CONFIG_FILE} sets sp_model_kwargs={config['sp_model_kwargs']!r}, which keras_vit "
+                "does not apply."
+            )
         if config.get("padding_side", "right") != "right":
             raise ValueError(f"{folder!r}: padding_side={config['padding_side']!r}; text towers read right-padded ids.")
         processor = sentencepiece.SentencePieceProcessor()
