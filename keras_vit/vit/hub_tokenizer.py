@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -18,9 +18,58 @@ from keras_vit.vit.clip_tokenizer import CLEANERS, clean
 TOKENIZER_FILE, CONFIG_FILE = "tokenizer.json", "tokenizer_config.json"
 
 
-def _token_name(value) -> Optional[str]:
+def token_name(value) -> Optional[str]:
     """A special token as `tokenizer_config.json` states it: a string, or an object with its "content"."""
     return value.get("content") if isinstance(value, dict) else value
+
+
+class RepositoryFiles(NamedTuple):
+    """A repository tokenizer's files: its vocabulary `file`, the `folder` holding it and the folder's
+    `tokenizer_config.json` as a dict (empty without one)."""
+
+    file: str
+    folder: str
+    config: dict
+
+    @property
+    def read(self) -> List[str]:
+        """The files read: the vocabulary, and the config where there is one."""
+        return [f for f in (self.file, os.path.join(self.folder, CONFIG_FILE)) if os.path.exists(f)]
+
+
+def repository_files(path, vocabulary: str) -> RepositoryFiles:
+    """`path` (a repository folder, or its `vocabulary` file itself) located and its `tokenizer_config.json` read;
+    a missing vocabulary, a config that is not a JSON object or one asking for left padding refused by name."""
+    path = os.fspath(path)
+    file = os.path.join(path, vocabulary) if os.path.isdir(path) else path
+    folder = os.path.dirname(file)
+    if not os.path.exists(file):
+        raise FileNotFoundError(f"{path!r} has no {vocabulary}.")
+    config = {}
+    if os.path.exists(os.path.join(folder, CONFIG_FILE)):
+        with open(os.path.join(folder, CONFIG_FILE)) as f:
+            config = json.load(f)
+        if not isinstance(config, dict):
+            raise ValueError(f"{os.path.join(folder, CONFIG_FILE)!r} is not a JSON object.")
+    if config.get("padding_side", "right") != "right":
+        raise ValueError(f"{folder!r}: padding_side={config['padding_side']!r}; text towers read right-padded ids.")
+    return RepositoryFiles(file, folder, config)
+
+
+def context(context_length) -> int:
+    """The ids per text, at least one."""
+    if int(context_length) < 1:
+        raise ValueError(f"context_length={context_length}: at least one id per text.")
+    return int(context_length)
+
+
+def text_list(texts: Union[str, Sequence[str]]) -> List[str]:
+    """One text or several as a list; anything but a str refused naming its type."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    bad = [t for t in texts if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"a text must be a str, got {type(bad[0]).__name__}.")
+    return texts
 
 
 class HubTokenizer:
@@ -41,20 +90,13 @@ class HubTokenizer:
 
         if clean not in CLEANERS:
             raise ValueError(f"clean={clean!r}; expected one of {CLEANERS}.")
-        path = os.fspath(path)
-        file = os.path.join(path, TOKENIZER_FILE) if os.path.isdir(path) else path
-        folder = os.path.dirname(file)
-        if not os.path.exists(file):
-            raise FileNotFoundError(f"{path!r} has no {TOKENIZER_FILE}.")
+        files = repository_files(path, TOKENIZER_FILE)
+        file, folder, config = files
         try:
             self._tokenizer = Tokenizer.from_file(file)
         except Exception as e:  # tokenizers raises a bare Exception on a malformed file
             raise ValueError(f"{file!r} is not a tokenizer.json Hugging Face tokenizers reads: {e}") from None
-        config = {}
-        if os.path.exists(os.path.join(folder, CONFIG_FILE)):
-            with open(os.path.join(folder, CONFIG_FILE)) as f:
-                config = json.load(f)
-        pad = _token_name(config.get("pad_token"))
+        pad = token_name(config.get("pad_token"))
         if pad is None:
             raise ValueError(
                 f"{folder!r}: {CONFIG_FILE} names no pad_token, and padding to the context length needs one "
@@ -63,19 +105,12 @@ class HubTokenizer:
         self.pad_id = self._tokenizer.token_to_id(pad)
         if self.pad_id is None:
             raise ValueError(f"{folder!r}: the pad token {pad!r} is not in {TOKENIZER_FILE}'s vocabulary.")
-        if config.get("padding_side", "right") != "right":
-            raise ValueError(f"{folder!r}: padding_side={config['padding_side']!r}; text towers read right-padded ids.")
-        if int(context_length) < 1:
-            raise ValueError(f"context_length={context_length}: at least one id per text.")
-        self.context_length, self.clean = int(context_length), clean
-        self.source_files = [f for f in (file, os.path.join(folder, CONFIG_FILE)) if os.path.exists(f)]
+        self.context_length, self.clean = context(context_length), clean
+        self.source_files = files.read
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     def __call__(self, texts: Union[str, Sequence[str]], context_length: Optional[int] = None) -> np.ndarray:
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        bad = [t for t in texts if not isinstance(t, str)]
-        if bad:
-            raise TypeError(f"a text must be a str, got {type(bad[0]).__name__}.")
+        texts = text_list(texts)
         n = int(context_length or self.context_length)
         tokenizer = self._tokenizer
         tokenizer.enable_truncation(max_length=n)

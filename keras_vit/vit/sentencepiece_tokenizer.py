@@ -23,23 +23,19 @@ torch is needed.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import string
 from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
-MODEL_FILE, CONFIG_FILE = "spiece.model", "tokenizer_config.json"
+from keras_vit.vit.hub_tokenizer import CONFIG_FILE, context, repository_files, text_list, token_name
+
+MODEL_FILE = "spiece.model"
 WORD_MARKER = "\u2581"
 _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
 # SiglipTokenizer's defaults for what its tokenizer_config.json leaves out
 _DEFAULTS = dict(eos_token="</s>", unk_token="<unk>", pad_token="</s>", do_lower_case=True, legacy=True)
-
-
-def _token_name(value) -> Optional[str]:
-    return value.get("content") if isinstance(value, dict) else value
 
 
 def canonicalize(text: str, lower: bool = True) -> str:
@@ -63,25 +59,14 @@ class SentencePieceTokenizer:
         require(["sentencepiece"], "text", "a SentencePiece vocabulary (keras_vit.SentencePieceTokenizer)")
         import sentencepiece
 
-        path = os.fspath(path)
-        file = os.path.join(path, MODEL_FILE) if os.path.isdir(path) else path
-        folder = os.path.dirname(file)
-        if not os.path.exists(file):
-            raise FileNotFoundError(f"{path!r} has no {MODEL_FILE}.")
-        config = {}
-        if os.path.exists(os.path.join(folder, CONFIG_FILE)):
-            with open(os.path.join(folder, CONFIG_FILE)) as f:
-                config = json.load(f)
-            if not isinstance(config, dict):
-                raise ValueError(f"{os.path.join(folder, CONFIG_FILE)!r} is not a JSON object.")
-        settings = {k: _token_name(config.get(k, v)) for k, v in _DEFAULTS.items()}
+        files = repository_files(path, MODEL_FILE)
+        file, folder, config = files
+        settings = {k: token_name(config.get(k, v)) for k, v in _DEFAULTS.items()}
         if config.get("sp_model_kwargs"):  # sampling or other encoder options: ids that vary from call to call
             raise ValueError(
                 f"{folder!r}: {CONFIG_FILE} sets sp_model_kwargs={config['sp_model_kwargs']!r}, which keras_vit "
                 "does not apply."
             )
-        if config.get("padding_side", "right") != "right":
-            raise ValueError(f"{folder!r}: padding_side={config['padding_side']!r}; text towers read right-padded ids.")
         processor = sentencepiece.SentencePieceProcessor()
         try:
             processor.Load(file)
@@ -101,10 +86,8 @@ class SentencePieceTokenizer:
         self.eos_id, self.pad_id = (self._special[settings[k]][0] for k in ("eos_token", "pad_token"))
         self._unk_text = settings["unk_token"]
         self._unk_pieces = len(processor.encode(self._unk_text, out_type=str))
-        if int(context_length) < 1:
-            raise ValueError(f"context_length={context_length}: at least one id per text.")
-        self.context_length = int(context_length)
-        self.source_files = [f for f in (file, os.path.join(folder, CONFIG_FILE)) if os.path.exists(f)]
+        self.context_length = context(context_length)
+        self.source_files = files.read
         self.vocab_size = max([processor.get_piece_size()] + [i + 1 for i, _, _ in self._special.values()])
 
     def _special_tokens(self, config: dict, settings: dict, folder: str) -> Dict[str, tuple]:
@@ -161,10 +144,7 @@ class SentencePieceTokenizer:
         return [special[t][0] if t in special else processor.piece_to_id(t) for t in self.tokens(text)]
 
     def __call__(self, texts: Union[str, Sequence[str]], context_length: Optional[int] = None) -> np.ndarray:
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        bad = [t for t in texts if not isinstance(t, str)]
-        if bad:
-            raise TypeError(f"a text must be a str, got {type(bad[0]).__name__}.")
+        texts = text_list(texts)
         n = int(context_length or self.context_length)
         out = np.full((len(texts), n), self.pad_id, "int32")
         for row, text in enumerate(texts):
