@@ -164,9 +164,11 @@ def _shard_size(model, features: Optional[str], dtype: str, most: int = 10_000, 
 
 
 def _settings(
-    model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights, labels, exif
+    model, source: ImageSource, task: str, features, top, fmt, dtype, l2, shard_size, weights, labels, exif, whole
 ) -> dict:
-    """Every setting that changes the run's results (a resume under another one is refused by name)."""
+    """Every setting that changes the run's results (a resume under another one is refused by name); `whole`: the
+    model whose weights the digest covers (an image-text model's, text tower included, when `model` is its
+    image tower)."""
     return dict(
         task=task,
         features=features,
@@ -176,7 +178,7 @@ def _settings(
         l2_normalize=bool(l2),
         shard_size=shard_size,
         weights=weights,
-        weights_sha256=shards.weights_digest(model),
+        weights_sha256=shards.weights_digest(whole),
         image_size=list(model.base_image_size),
         data_config=model.data_config.to_dict(),
         source=source.describe(),
@@ -267,10 +269,8 @@ def run_inference(
 
         labels = model.data_config.labels or read_labels(None, model.classes)
     settings = _settings(
-        model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose
+        model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose, whole
     )
-    if whole is not model:  # an image-text model: the digest covers its text tower too
-        settings["weights_sha256"] = shards.weights_digest(whole)
     manifest = shards.open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
@@ -422,7 +422,7 @@ def _texts_main(args) -> int:
     """`--texts`: the text tower's embeddings of every line of SOURCE (`keras_vit.analysis.text_inference`)."""
     import sys
 
-    from keras_vit.analysis.text_inference import read_texts, run_text_inference
+    from keras_vit.analysis.text_inference import open_texts, run_text_inference
     from keras_vit.weights.image_text_sources import load_image_text
 
     try:
@@ -430,14 +430,12 @@ def _texts_main(args) -> int:
         unused += ["--exif_transpose"] if args.exif_transpose else []
         if unused:
             raise ValueError(f"--texts writes text embeddings: {', '.join(unused)} do not apply to texts.")
-        if not os.path.isfile(args.source):
-            raise FileNotFoundError(f"{args.source!r} is not a file of texts (one per line).")
-        read_texts(args.source)  # a file that is not UTF-8 text is refused before the model is loaded
+        texts = open_texts(args.source)  # read once, and refused before the model is loaded
         compilation_cache.enable_for_command(args.compilation_cache)
         model = load_image_text(args.weights)
         manifest = run_text_inference(
             model,
-            args.source,
+            texts,
             args.output,
             fmt=args.format,
             batch_size=args.batch_size,

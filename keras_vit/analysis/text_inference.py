@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -45,14 +45,23 @@ def read_texts(path: str) -> List[str]:
     return lines
 
 
-def _texts(texts: Union[str, os.PathLike, Sequence[str]]) -> tuple:
-    """(where the texts come from, the texts), checked: strings without line breaks (the output's `.npy` listing
-    and the file form hold one text per line)."""
+class TextSource(NamedTuple):
+    """Texts to embed and where they come from (a file's absolute path, or "<list>")."""
+
+    location: str
+    texts: List[str]
+
+
+def open_texts(texts: Union[str, os.PathLike, Sequence[str], TextSource]) -> TextSource:
+    """The texts of a file (one per line, `read_texts`) or of a list, checked: strings without line breaks (the
+    output's `.npy` listing and the file form hold one text per line)."""
+    if isinstance(texts, TextSource):
+        return texts
     if isinstance(texts, (str, os.PathLike)):
         path = os.fspath(texts)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path!r} is not a file of texts (one per line).")
-        return os.path.abspath(path), read_texts(path)
+        return TextSource(os.path.abspath(path), read_texts(path))
     texts = list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
@@ -61,7 +70,7 @@ def _texts(texts: Union[str, os.PathLike, Sequence[str]]) -> tuple:
             raise ValueError(f"text {i} holds a line break: one text is one line ({text[:40]!r}).")
     if not texts:
         raise ValueError("no texts to embed.")
-    return "<list>", texts
+    return TextSource("<list>", texts)
 
 
 def texts_digest(texts: Sequence[str]) -> str:
@@ -75,7 +84,7 @@ def texts_digest(texts: Sequence[str]) -> str:
 
 def run_text_inference(
     model,
-    texts: Union[str, os.PathLike, Sequence[str]],
+    texts: Union[str, os.PathLike, Sequence[str], TextSource],
     output: str,
     *,
     fmt: str = "parquet",
@@ -90,7 +99,7 @@ def run_text_inference(
 
     Args:
         model: a `keras_vit.ImageTextModel` whose `text_preprocessor()` knows its tokenizer.
-        texts: a UTF-8 file of one text per line, or a list of texts.
+        texts: a UTF-8 file of one text per line, a list of texts, or the `TextSource` `open_texts` made.
         output: the folder for the shards and `manifest.json`; an earlier run's there is continued.
         fmt: "parquet", "npy" or "csv".
         batch_size / shard_size: texts per model call / per output file (default 10,000).
@@ -107,7 +116,7 @@ def run_text_inference(
         )
     shards.check_settings(dtype, batch_size, shard_size)
     shards.check_format(fmt, "features", False)
-    location, texts = _texts(texts)
+    location, texts = open_texts(texts)
     tokenizer = model.text_preprocessor()  # a model without a tokenizer is refused before anything is written
     shard_size = shard_size or 10_000
     settings = dict(
