@@ -95,6 +95,16 @@ def test_fit_and_lora_snippets_run(stand_ins, monkeypatch):
     np.testing.assert_allclose(reloaded.predict(images, verbose=0), expected, atol=1e-5)
 
 
+def _run_commands(code: str) -> None:
+    """Runs each command of a bash block (lines joined at their backslashes) with this interpreter."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    for command in code.replace("\\\n", " ").strip().splitlines():
+        args = shlex.split(command)
+        assert args[0] == sys.executable
+        done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_inference_commands_run(stand_ins):
     tmp, npz = stand_ins
     code = [code for lang, code in blocks(DOC) if lang == "bash"][1]
@@ -112,12 +122,7 @@ def test_inference_commands_run(stand_ins):
             "--output=embeddings": f"--output={tmp / 'embeddings'}",
         },
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    for command in code.replace("\\\n", " ").strip().splitlines():
-        args = shlex.split(command)
-        assert args[0] == sys.executable
-        done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
+    _run_commands(code)
     from keras_vit.analysis.shards import read_output
 
     top = read_output(str(tmp / "runs" / "photos" / "predictions"))
@@ -144,12 +149,7 @@ def test_image_text_inference_commands_run(stand_ins):
             "--output=photo_index": f"--output={tmp / 'photo_index'}",
         },
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
-    for command in code.replace("\\\n", " ").strip().splitlines():
-        args = shlex.split(command)
-        assert args[0] == sys.executable
-        done = python_run(args[1:], cwd=ROOT, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
+    _run_commands(code)
     from keras_vit.analysis.shards import read_output
 
     texts, images = read_output(str(tmp / "caption_index")), read_output(str(tmp / "photo_index"))
