@@ -123,7 +123,7 @@ def test_the_command_writes_text_embeddings_and_refuses_image_flags(tmp_path, ca
     code = inference.main([texts, "--texts", f"--weights={FOLDER}", f"--output={out}", "--format=csv"])
     assert code == 0 and f"{len(LINES)} text embedding(s) written" in capsys.readouterr().out
     assert list(shards.read_output(str(out))["text"]) == LINES
-    for flag in ("--features=pooled", "--labels=imagenet", "--exif_transpose"):
+    for flag in ("--features=pooled", "--labels=imagenet", "--exif_transpose", "--model=ViT-B/16"):
         code = inference.main([texts, "--texts", f"--weights={FOLDER}", f"--output={tmp_path / 'x'}", flag])
         assert code == 2 and "do not apply to texts" in capsys.readouterr().err
     code = inference.main(
@@ -186,6 +186,10 @@ def test_image_embeddings_of_a_folder_are_the_image_towers_and_the_modes_are_kep
     )
     np.testing.assert_allclose(got["embedding"], np.asarray(model.encode_image(pixels, normalize=False)), atol=1e-5)
     assert sorted(got["file"]) == ["astronaut.png", "chelsea.png", "coffee.png"]
+    code = inference.main(
+        [str(photos), f"--weights={FOLDER}", f"--output={tmp_path / 'x'}", "--features=embedding", "--model=ViT-B/16"]
+    )
+    assert code == 2 and "--model does not apply" in capsys.readouterr().err
     with pytest.raises(ValueError, match="an image-text model writes its image embedding"):
         inference.run_inference(model, str(photos), str(tmp_path / "x"), features="pooled")
     with pytest.raises(ValueError, match="keras_vit.load_image_text"):

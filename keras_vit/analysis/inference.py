@@ -385,6 +385,8 @@ def main(argv=None) -> int:
         if args.features == "embedding":
             from keras_vit.weights.image_text_sources import load_image_text
 
+            if args.model:  # an image-text source says what it holds
+                raise ValueError("--features=embedding reads an image-text model as it is: --model does not apply.")
             model = load_image_text(args.weights)
         else:
             model = load(args.weights, args.model)
@@ -426,7 +428,7 @@ def _texts_main(args) -> int:
     from keras_vit.weights.image_text_sources import load_image_text
 
     try:
-        unused = [f"--{k}" for k in ("features", "labels", "data_dir") if getattr(args, k)]
+        unused = [f"--{k}" for k in ("features", "labels", "data_dir", "model") if getattr(args, k)]
         unused += ["--exif_transpose"] if args.exif_transpose else []
         if unused:
             raise ValueError(f"--texts writes text embeddings: {', '.join(unused)} do not apply to texts.")
