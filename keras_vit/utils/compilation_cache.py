@@ -8,6 +8,7 @@ function into a graph, which no cache keeps, so on other backends this does noth
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 from typing import Optional
@@ -51,10 +52,8 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
     return directory
 
 
-def add_flag(parser) -> None:
+def add_flag(parser: "argparse.ArgumentParser") -> None:
     """`--compilation_cache` / `--no-compilation_cache` on a command's parser (on by default)."""
-    import argparse
-
     parser.add_argument(
         "--compilation_cache",
         action=argparse.BooleanOptionalAction,
