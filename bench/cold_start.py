@@ -7,9 +7,10 @@ after the first ("next call": steady latency).
 
 Rows: timm (eager, `torch.no_grad`); keras_vit on each backend with `model.predict` and with the call
 `python -m keras_vit.predict` makes ("CLI call": `keras_vit.analysis.predict._outputs`, a direct call
-on TensorFlow, one jitted stateless call on JAX, `predict` on PyTorch); on JAX also a direct call `model(x)`, and
-`keras_vit.enable_compilation_cache` with a cache emptied before each run and with one a previous process
-filled; with `--random-init`, rows that build the model with random initial values before loading (what
+on TensorFlow, one jitted stateless call on JAX, `predict` on PyTorch); on JAX also a direct call `model(x)`. JAX rows run with
+the persistent compilation cache `import keras_vit` turns on by default, in a directory a previous process
+filled ("warm cache", what a user's second run gets), in one emptied before each run ("empty cache") and
+turned off (`KERAS_VIT_COMPILATION_CACHE=0`, "no cache"); with `--random-init`, rows that build the model with random initial values before loading (what
 keras_vit did before it skipped them). The checkpoint is a randomly initialised timm `vit_base_patch16_224`
 written once with torch (`--torch-python`); the PyTorch-backend rows run in that Python too, when it has Keras.
 """
@@ -64,8 +65,6 @@ _KERAS = """
 import time; t0 = time.perf_counter()
 {next}import contextlib, os, sys; sys.path.insert(0, {root!r})
 import numpy as np, keras_vit
-if {cache!r}:
-    keras_vit.enable_compilation_cache({cache!r})
 t1 = time.perf_counter()
 if {random_init}:  # what load_model did before: random initial values, then the checkpoint's
     import keras_vit.weights.load as load
@@ -97,24 +96,28 @@ def _rows(path: str, torch_python: str, cache: str, random_init: bool) -> dict:
         ).returncode
         == 0
     )
+    off = {"KERAS_VIT_COMPILATION_CACHE": "0"}
     for backend in ("tensorflow", "jax", "torch"):
-        cases = [("predict", "predict", False, "", None), ("CLI call", "classify", False, "", None)]
-        if backend == "jax":  # enable_compilation_cache: a cache emptied before each run, and one kept warm
-            cases += [
-                ("model(x)", "call", False, "", None),
-                ("CLI call, empty compilation cache", "classify", False, empty, empty),
-                ("CLI call, warm compilation cache", "classify", False, warm, None),
-                ("predict, warm compilation cache", "predict", False, warm, None),
+        cases = [("predict", "predict", False, {}, None), ("CLI call", "classify", False, {}, None)]
+        if backend == "jax":  # the default cache: kept warm, emptied before each run, turned off
+            at = {"warm": {"KERAS_VIT_CACHE_DIR": warm}, "empty": {"KERAS_VIT_CACHE_DIR": empty}}
+            cases = [
+                ("predict, warm cache", "predict", False, at["warm"], None),
+                ("predict, empty cache", "predict", False, at["empty"], empty),
+                ("predict, no cache", "predict", False, off, None),
+                ("CLI call, warm cache", "classify", False, at["warm"], None),
+                ("CLI call, empty cache", "classify", False, at["empty"], empty),
+                ("model(x), warm cache", "call", False, at["warm"], None),
             ]
         if random_init:
-            cases.append(("predict, random init", "predict", True, "", None))
+            cases.append(("predict, random init", "predict", True, off, None))
         if backend == "torch" and not torch_keras:
             print(f"no PyTorch-backend rows: {torch_python} has no Keras", file=sys.stderr)
             continue
         python = torch_python if backend == "torch" else sys.executable
-        for label, call, random, directory, emptied in cases:
-            code = _KERAS.format(root=ROOT, path=path, call=call, random_init=random, cache=directory, next=_NEXT)
-            rows[f"keras_vit {backend} {label}"] = ([python, "-c", code], {"KERAS_BACKEND": backend}, emptied)
+        for label, call, random, env, emptied in cases:
+            code = _KERAS.format(root=ROOT, path=path, call=call, random_init=random, next=_NEXT)
+            rows[f"keras_vit {backend} {label}"] = ([python, "-c", code], {"KERAS_BACKEND": backend, **env}, emptied)
     return rows
 
 
@@ -139,8 +142,8 @@ def main() -> None:
         subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
     with tempfile.TemporaryDirectory() as cache:
         rows = _rows(args.file, args.torch_python, cache, args.random_init)
-        _run(*rows["keras_vit jax CLI call, warm compilation cache"][:2])  # fills the warm cache (not counted)
-        _run(*rows["keras_vit jax predict, warm compilation cache"][:2])
+        for name in ("predict", "CLI call", "model(x)"):  # fills the warm cache (not counted)
+            _run(*rows[f"keras_vit jax {name}, warm cache"][:2])
         results = {name: [] for name in rows}
         for _ in range(args.rounds):  # interleaved: each round runs every row once, in a fresh process
             for name, (command, env, emptied) in rows.items():

@@ -11,6 +11,7 @@ Packages, layered one way (each imports only those before it): `utils` (atomic w
 
 # first, before anything imports Keras: a backend that cannot load is named in one line
 from keras_vit.utils.keras_backend import keras  # noqa: F401
+from keras_vit.utils.compilation_cache import enable_by_default as _enable_compilation_cache_by_default
 from keras_vit.utils.compilation_cache import enable_compilation_cache
 
 # the model
@@ -160,6 +161,9 @@ __all__ = [
     "vit_config",
     "zero_shot_weights",
 ]
+
+# JAX keeps compiled programs for the next process (keras_vit.utils.compilation_cache says when it does not)
+_enable_compilation_cache_by_default()
 
 _moved.install()
 

@@ -4,6 +4,8 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# no persistent XLA cache in the home directory: tests that check it turn it on in a directory of their own
+os.environ.setdefault("KERAS_VIT_COMPILATION_CACHE", "0")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)

@@ -1,5 +1,7 @@
-"""`keras_vit.enable_compilation_cache` and the predict and batch-inference CLIs on JAX: a second process takes
-the compiled prediction from the cache (JAX's own cache-hit event counts it) instead of compiling it again."""
+"""JAX's persistent compilation cache: on by default at `import keras_vit`, turned on by
+`keras_vit.enable_compilation_cache` and by the predict and batch-inference CLIs. A second process takes the
+compiled prediction from the cache (JAX's own cache-hit event counts it) instead of compiling it again; the switch
+(`KERAS_VIT_COMPILATION_CACHE=0`), a cache of the user's own and `--no-compilation_cache` are kept to."""
 
 import json
 import os
@@ -36,7 +38,7 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
     (tmp_path / "photos").mkdir()
     Image.fromarray(data.chelsea()).save(tmp_path / "photos" / "cat.png")
     env = dict(
-        os.environ,
+        _without_switch(),
         KERAS_BACKEND="jax",
         KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
         PYTHONPATH=ROOT,
@@ -75,6 +77,70 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
     again = run()
     assert again["code"] == 0 and again["hits"] >= 1
     assert run("--no-compilation_cache")["hits"] == 0  # the flag turns it off
+
+
+def _without_switch() -> dict:
+    """The environment with keras_vit's own cache left at its default (the test session turns it off)."""
+    return {k: v for k, v in os.environ.items() if k != "KERAS_VIT_COMPILATION_CACHE"}
+
+
+_LIBRARY = """
+import json, os, sys
+import jax
+hits = []
+jax.monitoring.register_event_listener(lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None)
+import numpy as np
+import keras_vit
+model = keras_vit.load_model(sys.argv[1])
+model.predict(np.zeros((2, 32, 48, 3), "float32"), verbose=0)
+print(json.dumps({"hits": len(hits), "dir": jax.config.jax_compilation_cache_dir}))
+"""
+
+
+def test_the_library_keeps_compiled_programs_by_default(tmp_path):
+    """`import keras_vit` turns JAX's cache on in the keras_vit cache directory: a second process's first
+    `predict` after `load_model` is served from it. `KERAS_VIT_COMPILATION_CACHE=0` leaves it off, and a
+    directory the user gave JAX is kept (ours is not even created)."""
+    keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 48, 3), classes=5
+    ).save(tmp_path / "tiny.keras")
+    base = dict(
+        _without_switch(),
+        KERAS_BACKEND="jax",
+        KERAS_VIT_CACHE_DIR=str(tmp_path / "home"),
+        PYTHONPATH=ROOT,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    # every program counts: a tiny model compiles faster than keras_vit's 0.2 s floor
+    base["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+
+    def run(**env):
+        done = subprocess.run(
+            [sys.executable, "-c", _LIBRARY, str(tmp_path / "tiny.keras")],
+            env=dict(base, **env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    ours = tmp_path / "home" / "keras_vit" / "xla_cache"
+    first = run()
+    assert first == {"hits": 0, "dir": str(ours)} and os.listdir(ours)
+    assert run()["hits"] >= 1  # the second process's predict, from the cache
+
+    off = run(KERAS_VIT_CACHE_DIR=str(tmp_path / "off"), KERAS_VIT_COMPILATION_CACHE="0")
+    assert off == {"hits": 0, "dir": None} and not (tmp_path / "off").exists()
+
+    own = run(KERAS_VIT_CACHE_DIR=str(tmp_path / "kept"), JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine"))
+    assert own == {"hits": 0, "dir": str(tmp_path / "mine")} and os.listdir(tmp_path / "mine")
+    assert not (tmp_path / "kept").exists()
+
+    # a cache directory that cannot be made: the process runs without one
+    (tmp_path / "file").write_text("not a directory")
+    assert run(KERAS_VIT_CACHE_DIR=str(tmp_path / "file")) == {"hits": 0, "dir": None}
 
 
 @pytest.mark.skipif(keras.backend.backend() == "jax", reason="the other backends' answer")

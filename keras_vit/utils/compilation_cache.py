@@ -1,9 +1,25 @@
 """A persistent XLA compilation cache, so that a second process skips the compilation of the first.
 
-On JAX every `predict`, `fit` step or `jax.jit` compiles with XLA the first time a shape is seen; JAX can keep the compiled programs on disk and reuse them in later
-processes (`jax_compilation_cache_dir`). `enable_compilation_cache()` turns that on for the JAX backend; the
-`python -m keras_vit.predict` CLI does so by default. TensorFlow's first `predict` is spent tracing the Python
-function into a graph, which no cache keeps, so on other backends this does nothing and returns None.
+On JAX every `predict`, `fit` step or `jax.jit` compiles with XLA the first time a shape is seen; JAX can keep the
+compiled programs on disk and reuse them in later processes (`jax_compilation_cache_dir`). JAX keys each entry by
+the program, the compile options, `XLA_FLAGS`, the jax / jaxlib versions and the devices, so an entry is only
+ever used for the program it was compiled from; anything else recompiles.
+
+On by default: `import keras_vit` on the JAX backend points JAX's cache at `default_directory()`
+(`enable_by_default`), unless
+
+- `KERAS_VIT_COMPILATION_CACHE=0` (or `false`, `no`, `off`) is set: keras_vit then turns no cache on by itself,
+  neither at import nor in its commands;
+- the process already has a cache directory (`JAX_COMPILATION_CACHE_DIR`, or `jax.config` set before the import):
+  that one is kept;
+- the directory cannot be written: the process runs without one.
+
+The cache keeps programs that took `MIN_COMPILE_SECONDS` or more to compile and, where `filelock` is installed
+(huggingface_hub's dependency), evicts the least recently used beyond `MAX_BYTES`; settings a user made before the
+import are kept. `enable_compilation_cache(directory)` turns it on explicitly (another directory, or after
+`KERAS_VIT_COMPILATION_CACHE=0`); the commands' `--no-compilation_cache` turns it off for their process.
+TensorFlow's first `predict` is spent tracing the Python function into a graph, which no cache keeps, so on other
+backends all of this does nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +36,15 @@ logger = logging.getLogger("keras_vit")
 # programs that compile faster than this are not worth a file (JAX's default is 1 s, which would miss some
 # ViT predictions on a fast machine)
 MIN_COMPILE_SECONDS = 0.2
+JAX_MIN_COMPILE_SECONDS = 1.0  # JAX's own default: a value the user did not change
+MAX_BYTES = 2 * 1024**3  # a ViT-B/16 prediction's entry is ~10 MB, its training step's ~20 MB
+SWITCH = "KERAS_VIT_COMPILATION_CACHE"
+_OFF = ("0", "false", "no", "off")
+
+
+def wanted_by_default() -> bool:
+    """False when `KERAS_VIT_COMPILATION_CACHE` turns keras_vit's own cache off."""
+    return os.environ.get(SWITCH, "").strip().lower() not in _OFF
 
 
 def default_directory() -> str:
@@ -45,6 +70,7 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
 
     directory = os.path.abspath(directory or default_directory())
     os.makedirs(directory, exist_ok=True)
+    jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_compilation_cache_dir", directory)
     compilation_cache.reset_cache()  # a process that already compiled has set its cache up without a directory
@@ -52,22 +78,75 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
     return directory
 
 
+def enable_by_default() -> Optional[str]:
+    """What `import keras_vit` does: JAX's cache in `default_directory()`, unless the module docstring's
+    exceptions apply. Nothing is written here: JAX creates the directory when it first stores a program.
+
+    Returns:
+      The directory when this call turned the cache on, else None.
+    """
+    if keras.backend.backend() != "jax" or not wanted_by_default():
+        return None
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:  # the user's own cache
+        return None
+    directory = os.path.abspath(default_directory())
+    if not _creatable(directory):
+        logger.debug("no XLA compilation cache: %s cannot be written", directory)
+        return None
+    if jax.config.jax_persistent_cache_min_compile_time_secs == JAX_MIN_COMPILE_SECONDS:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    if jax.config.jax_compilation_cache_max_size == -1 and _has_filelock():
+        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    jax.config.update("jax_compilation_cache_dir", directory)
+    return directory
+
+
+def disable_compilation_cache() -> None:
+    """No persistent cache for the rest of this process (JAX; nothing on the other backends)."""
+    if keras.backend.backend() != "jax":
+        return
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+
+
+def _creatable(directory: str) -> bool:
+    """Whether `directory` exists and can be written, or its nearest existing parent can (JAX makes the rest)."""
+    path = directory
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+def _has_filelock() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("filelock") is not None
+
+
 def add_flag(parser: "argparse.ArgumentParser") -> None:
     """`--compilation_cache` / `--no-compilation_cache` on a command's parser (on by default)."""
     parser.add_argument(
         "--compilation_cache",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="JAX: keep XLA's compiled programs for the next run (keras_vit.enable_compilation_cache)",
+        default=wanted_by_default(),
+        help="JAX: keep XLA's compiled programs for the next run (keras_vit.enable_compilation_cache; default on "
+        f"unless {SWITCH}=0)",
     )
 
 
 def enable_for_command(wanted: bool) -> None:
-    """A command's cache, when `wanted`: a speed-up only, so a directory that cannot be written is a warning on
-    stderr and the command goes on without a cache."""
+    """A command's cache, when `wanted` (else none, not even the import's default): a speed-up only, so a
+    directory that cannot be written is a warning on stderr and the command goes on without a cache."""
     import sys
 
     if not wanted:
+        disable_compilation_cache()
         return
     try:
         enable_compilation_cache()
