@@ -1,5 +1,6 @@
 """Contrastive image-text training in the recipes: LiT ("Locked-image Tuning", Zhai et al., CVPR 2022) and full
-two-tower tuning, from a labelled image dataset whose captions are made from its class names.
+two-tower tuning, from image-caption pairs (`recipes.captions`) or from a labelled image dataset whose captions
+are made from its class names.
 
 The run's image model (pre-trained, from `config.init_weights`) becomes the image tower: its pre-logits features
 are the image embedding, locked (`config.contrastive.lock_image`, LiT's recipe: the tower runs in inference mode
@@ -7,7 +8,10 @@ and nothing in it trains) or tuned with the rest. A new text tower (`keras_vit.T
 vocabulary shipped with keras_vit) projects into the image embedding's width, and the two are trained with CLIP's
 softmax loss or SigLIP's sigmoid loss (`config.contrastive.loss`) and a learned temperature (and bias).
 
-Captions: each class's word (`config.contrastive.class_words`, else the dataset's class names) in each of
+Captions of pairs: each image's own, its only positive in the batch (open_clip's targets); the evaluation is
+retrieval over the eval split's pairs (recall@1/5/10 both ways, `keras_vit.analysis.retrieval`).
+
+Captions of a labelled dataset: each class's word (`config.contrastive.class_words`, else the dataset's class names) in each of
 `config.contrastive.templates`; an example's template is chosen by its position in the batch (batches are
 shuffled, so the choice is independent of the image, and a resumed run sees the captions an uninterrupted one
 would). Two examples of one class are both matches of each other's caption: a caption made from a class name
@@ -26,6 +30,8 @@ from typing import Callable, Sequence, Tuple
 import keras
 import numpy as np
 from keras import ops
+
+from keras_vit.analysis.retrieval import retrieval_metrics
 
 from keras_vit.vit.clip_tokenizer import ClipTokenizer
 from keras_vit.vit.contrastive import contrastive_losses
@@ -59,6 +65,11 @@ def class_words(cfg, class_names: Sequence[str], num_classes: int = 0) -> Tuple[
 def tokenizer(cfg) -> ClipTokenizer:
     """The text tower's tokenizer: CLIP's BPE, to the run's context length."""
     return ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"])
+
+
+def tokenize(cfg, captions: Sequence[str]) -> np.ndarray:
+    """(len(captions), context length) int32 ids of each caption (a caption dataset's table, row i example i's)."""
+    return tokenizer(cfg)(list(captions)).astype("int32")
 
 
 def caption_table(cfg, words: Sequence[str]) -> np.ndarray:
@@ -157,5 +168,26 @@ def zero_shot_evaluator(net: ImageTextModel, cfg, words: Sequence[str]) -> Calla
         if not count:
             raise ValueError("The evaluation dataset is empty.")
         return correct / count
+
+    return evaluate
+
+
+def retrieval_evaluator(net: ImageTextModel, cfg, captions: Sequence[str], metrics: dict) -> Callable:
+    """`evaluate(dataset) -> image-to-text recall@1` over (images, labels) batches of a caption dataset's eval
+    split, label i the image of `captions[i]`; every metric of `retrieval_metrics` is put in `metrics`."""
+
+    def evaluate(dataset) -> float:
+        if not len(captions):
+            raise ValueError("A caption dataset is evaluated on its eval split (config.dataset.eval_split).")
+        images, labels = [], []
+        for batch, batch_labels in dataset:
+            images.append(ops.convert_to_numpy(net.encode_image(np.asarray(batch))))
+            labels.append(np.asarray(batch_labels))
+        ids = tokenize(cfg, captions)
+        texts = [ops.convert_to_numpy(net.encode_text(ids[i : i + 256])) for i in range(0, len(ids), 256)]
+        image_of_text = np.empty(len(captions), dtype=np.int64)
+        image_of_text[np.concatenate(labels)] = np.arange(sum(len(x) for x in labels))
+        metrics.update(retrieval_metrics(np.concatenate(images), np.concatenate(texts), image_of_text))
+        return metrics["image_to_text_R@1"]
 
     return evaluate

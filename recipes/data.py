@@ -1,5 +1,5 @@
-"""Input pipelines: TFDS datasets by name, the bundled digits or an image folder (`recipes.folder`), the
-paper's pre-processing.
+"""Input pipelines: TFDS datasets by name, the bundled digits, an image folder (`recipes.folder`) or image-caption
+pairs (`recipes.captions`), the paper's pre-processing.
 
 Train: inception crop (area 0.05-1), resize, random flip; eval: plain resize;
 pixels to [-1, 1]; grayscale tiled to RGB (docs/reference.md, "Pre-processing"). Augmentation randomness
@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_vit.vit.model import rescale_pixels
-from recipes import folder
+from recipes import captions, folder
 
 LOCAL_DATASETS = ("mnist5k", "digits")
 
@@ -37,6 +37,8 @@ class Source:
     records: Optional[tf.data.Dataset] = None  # an image folder's {"path", "label"}: decoded after shuffle and skip
     decode: Optional[Callable] = None  # record -> {"image", "label"} (`dataset` is `records` mapped by it)
     check: Optional[dict] = None  # an image folder's decode-check result (`folder.check_record`)
+    captions: Tuple[str, ...] = ()  # a caption dataset's: example i's label is i, its caption captions[i]
+    read: Optional[Callable] = None  # path -> image, where not `folder.decode` (caption shards' members)
 
 
 # ----------------------------------------------------------------------------- bundled real data
@@ -150,6 +152,38 @@ def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Sour
     )
 
 
+def _captions_source(name: str, split: str, workdir: Optional[str] = None) -> Source:
+    """A split of image-caption pairs (`recipes.captions`): rows in a fixed shuffle, sliced like TFDS splits,
+    undecodable images skipped (the decode check read back from `workdir`'s record when it has one); each
+    example's label is its row in the split."""
+    pairs = captions.scan(name)
+    read = captions.member_reader(pairs)
+    whole = pairs.split
+    bad_files = folder.check_decodable(whole, workdir, read)
+    bad = set(bad_files)
+    rows = captions.split_rows(pairs, split, name, _slice)
+    kept = [int(i) for i in rows if pairs.split.files[i] not in bad]
+    directory = pairs.split.directory
+    paths = [os.path.join(directory, pairs.split.files[i]) for i in kept]
+    records = tf.data.Dataset.from_tensor_slices({"path": paths, "label": np.arange(len(kept), dtype="int64")})
+    decode = lambda ex: {"image": read(ex["path"]), "label": ex["label"]}  # noqa: E731
+    ds = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return Source(
+        ds,
+        len(kept),
+        0,
+        (),
+        pairs.fingerprint(rows),
+        tuple(pairs.split.files[i] for i in rows if pairs.split.files[i] in bad),
+        tuple(pairs.split.files[i] for i in kept),
+        records,
+        decode,
+        folder.check_record(whole, bad_files),
+        tuple(pairs.captions[i] for i in kept),
+        None if pairs.shards is None else read,
+    )
+
+
 def input_error(source: Optional[Source], error: Exception) -> Exception:
     """What to raise when the training pipeline of `source` stopped with `error` (a tf.data op error): for an
     image folder whose files now fail to decode though the decode check passed them (their size and
@@ -157,7 +191,7 @@ def input_error(source: Optional[Source], error: Exception) -> Exception:
     if source is None or source.check is None:
         return error
     directory = source.check["directory"]
-    bad = folder.failing_now(directory, source.files)
+    bad = folder.failing_now(directory, source.files, source.read or folder.decode)
     if not bad:
         return error
     return ValueError(
@@ -176,12 +210,14 @@ def input_error(source: Optional[Source], error: Exception) -> Exception:
 def load_source(
     name: str, split: str, data_dir: Optional[str] = None, download: bool = False, workdir: Optional[str] = None
 ) -> Source:
-    """A dataset split by TFDS name (any builder, split slicing), a bundled one, or `folder:<path>` (whose
-    decode check is read back from `workdir`'s record when that holds the same files)."""
+    """A dataset split by TFDS name (any builder, split slicing), a bundled one, `folder:<path>` or
+    `captions:<path>` (whose decode check is read back from `workdir`'s record when that holds the same files)."""
     if name in LOCAL_DATASETS:
         return _local_source(name, split)
     if folder.is_folder(name):
         return _folder_source(name, split, workdir)
+    if captions.is_captions(name):
+        return _captions_source(name, split, workdir)
     import tensorflow_datasets as tfds
 
     try:

@@ -150,9 +150,13 @@ def _images_below(directory: str, name: str) -> List[Tuple[str, int, int]]:
 
 
 def decode(path) -> tf.Tensor:
-    """An image file as uint8 (H, W, 3): grayscale tiled, alpha dropped, a GIF's first frame. JPEGs use the
+    """An image file as uint8 (H, W, 3) (`decode_bytes`)."""
+    return decode_bytes(tf.io.read_file(path))
+
+
+def decode_bytes(contents) -> tf.Tensor:
+    """An image file's bytes as uint8 (H, W, 3): grayscale tiled, alpha dropped, a GIF's first frame. JPEGs use the
     accurate integer IDCT (libjpeg's default, what PIL gives) rather than TensorFlow's faster default."""
-    contents = tf.io.read_file(path)
     return tf.cond(
         tf.io.is_jpeg(contents),
         lambda: tf.io.decode_jpeg(contents, channels=3, dct_method="INTEGER_ACCURATE"),
@@ -160,10 +164,10 @@ def decode(path) -> tf.Tensor:
     )
 
 
-def _decodes(path: str) -> bool:
+def _decodes(path: str, read=decode) -> bool:
     """Whether TensorFlow's decoder reads `path` as an image of at least one pixel (one file, eagerly)."""
     try:
-        image = decode(path)
+        image = read(path)
         return bool(image.shape[0]) and bool(image.shape[1])
     except (tf.errors.OpError, ValueError):
         return False
@@ -172,17 +176,17 @@ def _decodes(path: str) -> bool:
 DECODE_PASSES = [0]  # decode passes run in this process (the tests count them)
 
 
-def undecodable(split: FolderSplit) -> List[str]:
+def undecodable(split: FolderSplit, read=decode) -> List[str]:
     """Relative paths of the files TensorFlow's decoder fails on: one pass of a parallel tf.data pipeline
     (each file decoded once, out of order, the failures dropped and found by their missing index), with a
-    progress line every few seconds."""
+    progress line every few seconds. `read`: path -> image (default: an image file's `decode`)."""
     DECODE_PASSES[0] += 1
     paths = [os.path.join(split.directory, f) for f in split.files]
     if not paths:
         return []
 
     def pixels(index, path):
-        shape = tf.shape(decode(path))
+        shape = tf.shape(read(path))
         return index, tf.minimum(shape[0], shape[1])
 
     ds = tf.data.Dataset.from_tensor_slices(paths).enumerate()
@@ -198,12 +202,12 @@ def undecodable(split: FolderSplit) -> List[str]:
     return [f for f, ok in zip(split.files, good) if not ok]
 
 
-def failing_now(directory: str, files) -> List[str]:
+def failing_now(directory: str, files, read=decode) -> List[str]:
     """Those of `files` (relative to `directory`) that TensorFlow's decoder fails on now: asked when a run's
     input pipeline stopped on a file the decode check had passed (rewritten since, keeping its size and
     modification time, which the check's record is keyed by; docs/guarantees.md)."""
     split = FolderSplit(directory, (), list(files), [], [])
-    return undecodable(split)
+    return undecodable(split, read)
 
 
 _CHECKED: Dict[str, List[str]] = {}  # check key -> undecodable files: a folder is decoded once per process
@@ -235,7 +239,7 @@ def write_check_record(workdir: str, check: dict) -> None:
     records.write_record(os.path.join(workdir, CHECK_RECORD), CHECK_KIND, CHECK_SCHEMA, check, fs=atomic.GFILE)
 
 
-def check_decodable(whole: FolderSplit, workdir: Optional[str] = None) -> List[str]:
+def check_decodable(whole: FolderSplit, workdir: Optional[str] = None, read=decode) -> List[str]:
     """The undecodable files of a whole folder (a warning names them), or a ValueError when more than 1 % of
     its files fail. Decoded once per process and key; read back from `workdir`'s record when it holds this
     key (a resume decodes nothing)."""
@@ -243,7 +247,7 @@ def check_decodable(whole: FolderSplit, workdir: Optional[str] = None) -> List[s
     if key not in _CHECKED:
         bad = read_check_record(workdir, whole) if workdir else None
         if bad is None:
-            bad = undecodable(whole)
+            bad = undecodable(whole, read)
         if len(bad) > MAX_BAD_FRACTION * len(whole.files):
             raise ValueError(
                 f"{len(bad)} of {len(whole.files)} images in {whole.directory!r} cannot be decoded "

@@ -14,6 +14,7 @@ import logging as pylogging
 import os
 import sys
 import time
+import warnings
 from typing import Callable, Iterator, Optional, Tuple
 
 import keras
@@ -127,9 +128,12 @@ def init_from_weights(model: keras.Model, config, checkpoint=None) -> None:
     `checkpoint` when the caller has read it already (`read_init`; VTAB reads its source once per run). A
     `.weights.h5` file is read as `config.model` at `init_image_size` with `init_classes`. The weights then
     follow the official rules: position embeddings resized to this run's grid, a new head zero-initialised when
-    the class count differs."""
+    the class count differs (without a word in a contrastive run, whose two towers leave the head out)."""
     checkpoint = read_init(config) if checkpoint is None else checkpoint
-    official.load_params(model, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
+    with warnings.catch_warnings():
+        if config.contrastive.enabled:
+            warnings.filterwarnings("ignore", message=r".*the checkpoint's head has \d+ classes")
+        official.load_params(model, checkpoint.params, checkpoint.path, old_grid=checkpoint.old_grid)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -224,7 +228,13 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
             "--config.batch_size=auto estimates a CPU machine's memory only; on an accelerator give "
             "--config.batch_size (per update) and --config.grad_accum_steps."
         )
-    if config.contrastive.enabled:  # a word per class for the captions, refused before the workdir is touched
+    captioned = bool(source and source.captions)
+    if captioned and not config.contrastive.enabled:
+        raise ValueError(
+            f"config.dataset.name={ds_cfg.name!r} holds image-caption pairs, which train a two-tower model: set "
+            "--config.contrastive.enabled=True."
+        )
+    if config.contrastive.enabled and not captioned:  # a word per class, refused before the workdir is touched
         from recipes import contrastive
 
         names = source.class_names if source else ()
@@ -236,6 +246,8 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     num_classes = ds_cfg.num_classes or (source.num_classes if source else 0)
+    if captioned:  # no classes: the image model's head is left out of the two towers, so one unit will do
+        num_classes = 1
     if num_classes <= 0:
         raise ValueError("config.dataset.num_classes must be set when the dataset does not say it.")
     if source is not None and source.fingerprint:
@@ -310,7 +322,8 @@ def record_folder(config, source, outdir: str) -> None:
     records.write_record(path, DATASET_KIND, DATASET_SCHEMA, record, fs=atomic.GFILE)
     if source.check is not None:
         folder.write_check_record(outdir, source.check)
-    atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
+    if source.class_names:
+        atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
 
 
 def _with_labels(data_config, class_names: Tuple[str, ...]):
@@ -460,6 +473,15 @@ def loop(
     return history
 
 
+def _eval_captions(config) -> Tuple[str, ...]:
+    """The captions of a caption dataset's eval split, in the order its eval stream gives the images (empty when
+    the run has no eval split)."""
+    ds_cfg = config.dataset
+    if not ds_cfg.eval_split:
+        return ()
+    return data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None).captions
+
+
 def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> Optional[float]:
     ds_cfg = config.dataset
     if eval_input is not None:
@@ -501,6 +523,8 @@ def train_stream(
         return stream
     from recipes import contrastive
 
+    if source is not None and source.captions:  # each example's own caption (its label is its row)
+        return contrastive.with_captions(stream, contrastive.tokenize(config.contrastive, source.captions), 1)
     words = contrastive.class_words(
         config.contrastive, source.class_names if source else (), config.dataset.num_classes
     )
@@ -553,22 +577,32 @@ def finish(
     chief: bool = True,
     net: Optional[keras.Model] = None,
     class_names: Tuple[str, ...] = (),
+    captioned: bool = False,
 ) -> dict:
     """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
     `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary. A contrastive
-    run (`net`: its two towers) is evaluated zero-shot and saves the two-tower model."""
-    trained = model
+    run (`net`: its two towers) is evaluated zero-shot, or by retrieval on image-caption pairs (`captioned`: the
+    eval split's images and their captions, `eval_accuracy` the image-to-text recall@1), and saves the two-tower
+    model."""
+    trained, retrieval = model, None
     if config.contrastive.enabled:
         from recipes import contrastive
 
-        words = contrastive.class_words(config.contrastive, class_names)
-        evaluate = contrastive.zero_shot_evaluator(net, config.contrastive, words)
-        summary["class_words"], trained = list(words), net
+        trained = net
+        if captioned:
+            retrieval = {}
+            evaluate = contrastive.retrieval_evaluator(net, config.contrastive, _eval_captions(config), retrieval)
+        else:
+            words = contrastive.class_words(config.contrastive, class_names)
+            evaluate = contrastive.zero_shot_evaluator(net, config.contrastive, words)
+            summary["class_words"] = list(words)
     accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
     summary["trainable_parameters"] = int(sum(math.prod(v.shape) for v in trained.trainable_variables))
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
-        if config.contrastive.enabled:
+        if retrieval:
+            summary["retrieval"] = retrieval
+        elif config.contrastive.enabled:
             summary["zero_shot_accuracy"] = accuracy
     writer.flush()
     if chief:

@@ -180,4 +180,5 @@ def _train(
         chief=chief,
         net=net,
         class_names=source.class_names if source else (),
+        captioned=bool(source and source.captions),
     )

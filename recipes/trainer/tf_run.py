@@ -111,5 +111,14 @@ def _train(
     )
     class_names = source.class_names if source else ()
     return common.finish(
-        config, model, outdir, writer, summary, eval_input, steps_total, net=net, class_names=class_names
+        config,
+        model,
+        outdir,
+        writer,
+        summary,
+        eval_input,
+        steps_total,
+        net=net,
+        class_names=class_names,
+        captioned=bool(source and source.captions),
     )
