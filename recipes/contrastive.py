@@ -78,14 +78,16 @@ def caption_table(cfg, words: Sequence[str]) -> np.ndarray:
     return tokenizer(cfg)([t.format(w) for w in words for t in templates]).astype("int32")
 
 
-def with_captions(dataset, table: np.ndarray, templates: int):
-    """A tf.data stream of (images, labels) batches -> ((images, caption ids), labels)."""
+def with_captions(dataset, table: np.ndarray, templates: int, first: int = 0):
+    """A tf.data stream of (images, labels) batches -> ((images, caption ids), labels). `first`: the position of
+    the batch's first row in the global batch (an input pipeline that reads a part of each global batch), so that
+    an example's template is the one it gets on one device."""
     import tensorflow as tf
 
     table = tf.constant(table)
 
     def add(images, labels):
-        position = tf.range(tf.shape(labels)[0], dtype=tf.int32) % templates
+        position = (first + tf.range(tf.shape(labels)[0], dtype=tf.int32)) % templates
         return (images, tf.gather(table, tf.cast(labels, tf.int32) * templates + position)), labels
 
     return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)
@@ -112,7 +114,7 @@ def build(model: keras.Model, cfg) -> Tuple[ImageTextModel, Callable]:
         pooling="argmax",  # CLIP's end-of-text token holds the highest id of its vocabulary
     )
     sigmoid = LOSS_KINDS[cfg.loss] == "sigmoid"
-    net = ImageTextModel(
+    net = TrainedTowers(
         image,
         TextTransformer(tower, name="text_model"),
         logit_scale=cfg.logit_scale,
@@ -123,13 +125,44 @@ def build(model: keras.Model, cfg) -> Tuple[ImageTextModel, Callable]:
 
     def loss_fn(outputs, inputs, labels):
         del inputs
-        positives = ops.equal(labels[:, None], labels[None, :])  # captions of one class match its every image
-        per_example = contrastive_losses(outputs, LOSS_KINDS[cfg.loss], positives)
-        # "correct": the image's best-scoring caption in the batch is one of its class's
-        best_match = ops.argmax(ops.where(positives, ops.cast(outputs, "float32"), -1e30), axis=-1)
-        return per_example, outputs, best_match
+        images, texts = outputs
+        all_images, all_texts, all_labels = across_replicas(images, texts, labels)
+        logits = net.similarity(images, all_texts)  # this replica's images against every text
+        # labels: a class (captions of one class match its every image) or a pair's row (its own caption only)
+        positives = ops.equal(labels[:, None], all_labels[None, :])
+        text_logits = None if all_images is images else net.similarity(all_images, texts)
+        per_example = contrastive_losses(logits, LOSS_KINDS[cfg.loss], positives, text_logits)
+        # "correct": the image's best-scoring caption in the batch is one of its matches
+        best_match = ops.argmax(ops.where(positives, ops.cast(logits, "float32"), -1e30), axis=-1)
+        return per_example, logits, best_match
 
     return net, loss_fn
+
+
+class TrainedTowers(ImageTextModel):
+    """The two towers as the trainer runs them: `call` gives the (normalised) image and text embeddings rather than
+    their logits, so that the loss can compare each replica's images with every replica's texts; the rest is
+    `ImageTextModel`'s (`standalone` saves a plain one)."""
+
+    def call(self, inputs, training=None):
+        images, token_ids = inputs
+        return self.encode_image(images, training=training), self.encode_text(token_ids, training=training)
+
+
+def across_replicas(images, texts, labels) -> tuple:
+    """The embeddings and labels of every replica's examples, in replica order, under a tf.distribute strategy of
+    several replicas (`all_gather`, whose gradient sums every replica's and keeps this one's rows): each
+    replica's loss then sees the global batch's negatives, as one device does. Elsewhere (one device; JAX, whose
+    step sees the global batch) the batch's own, the very tensors given."""
+    if keras.backend.backend() != "tensorflow":
+        return images, texts, labels
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return images, texts, labels
+    all_images, all_texts = context.all_gather([images, texts], axis=0)
+    return all_images, all_texts, context.all_gather(labels, axis=0)  # apart: integers carry no gradient
 
 
 def standalone(net: ImageTextModel, model: keras.Model) -> ImageTextModel:

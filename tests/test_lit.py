@@ -182,3 +182,62 @@ def test_lit_on_jax_learns_and_saves_two_towers(tmp_path, init_model):
     images, labels = _test_digits()
     predicted = _zero_shot_in_numpy(model, WORDS.split(","), list(demo.get_config("lit").contrastive.templates), images)
     assert abs(float(np.mean(predicted == labels)) - summary["zero_shot_accuracy"]) <= 1e-3
+
+
+_MIRRORED = """
+import json, sys, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from recipes import train
+from recipes.configs import demo
+
+init, root, loss = sys.argv[1], sys.argv[2], sys.argv[3]  # one loss per process (a second strategy's collectives
+for replicas in (1, 2):  # in one process clash with the first's)
+    c = demo.get_config("lit")
+    c.model.update(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
+    c.update(init_weights=init, total_steps=6, log_every=6, checkpoint_every=100, batch_size=16)
+    c.update(deterministic=True, jit_compile=False)  # as the two-replica run (no XLA across devices)
+    c.dataset.eval_split = ""
+    c.contrastive.text.update(width=32, num_heads=2, num_layers=1, mlp_dim=64)
+    c.contrastive.update(class_words="zero,one,two,three,four,five,six,seven,eight,nine", loss=loss)
+    c.contrastive.lock_image = False  # both towers train: the gathered images carry gradients too
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if replicas == 2 else None
+    train.train_and_evaluate(c, f"{root}/{loss}{replicas}", strategy=strategy)
+"""
+
+
+def test_two_mirrored_replicas_train_to_one_devices_weights(tmp_path, init_model):
+    """CLIP's and SigLIP's losses over two replicas (two logical CPUs) compare each replica's images with both
+    replicas' texts (all-gathered): the run ends with the weights of one device on the same global batch. Each
+    replica's batch alone as its negatives would not."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    for loss in ("clip", "siglip"):
+        done = python_run(["-c", _MIRRORED, init_model, str(tmp_path), loss], cwd=ROOT, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        one, two = (keras.models.load_model(tmp_path / f"{loss}{r}" / "model.keras", compile=False) for r in (1, 2))
+        assert json.loads((tmp_path / f"{loss}2" / "summary.json").read_text())["replicas"] == 2
+        source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+        assert any(not np.array_equal(np.asarray(v), source[v.path]) for v in one.image_model.weights)
+        for x, y in zip(one.weights, two.weights):
+            np.testing.assert_allclose(np.asarray(y), np.asarray(x), atol=2e-5, rtol=0, err_msg=f"{loss} {x.path}")
+
+
+def test_an_input_pipelines_part_of_the_batch_gets_the_captions_one_device_gives_it():
+    """A pipeline that reads rows 8..15 of each global batch (several workers) captions them as one device
+    captions rows 8..15: an example's template follows its position in the global batch."""
+    import tensorflow as tf
+
+    from recipes import contrastive
+
+    table = np.arange(10 * 3 * 2, dtype="int32").reshape(30, 2)  # 10 classes x 3 templates, 2 "tokens" each
+    labels = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3], "int64")
+    images = np.zeros((16, 1), "float32")
+
+    def ids(rows, first):
+        stream = tf.data.Dataset.from_tensors((images[rows], labels[rows]))
+        return next(iter(contrastive.with_captions(stream, table, 3, first)))[0][1].numpy()
+
+    whole = ids(slice(0, 16), 0)
+    np.testing.assert_array_equal(ids(slice(8, 16), 8), whole[8:])
+    np.testing.assert_array_equal(whole[:, 0] // 2, labels * 3 + np.arange(16) % 3)  # class c, template t: c*3+t

@@ -59,15 +59,19 @@ def same_rows(token_ids):
     return ops.all(ops.equal(ids[:, None, :], ids[None, :, :]), axis=-1)
 
 
-def contrastive_losses(logits, kind: str = "clip", positives=None):
+def contrastive_losses(logits, kind: str = "clip", positives=None, text_logits=None):
     """Per-example losses (batch,) whose sum divided by the batch is the batch's loss.
 
-    logits: (batch images, batch texts), the model's `exp(logit_scale) * cos (+ logit_bias)`.
+    logits: (batch images, texts), the model's `exp(logit_scale) * cos (+ logit_bias)`: the batch's texts, or every
+      replica's texts when the loss is spread over devices (the batch is then one replica's part of the global
+      batch, and the sum over replicas is the global batch's loss).
     kind: "clip": example i's loss is half its image's cross-entropy over the texts plus half its text's over the
       images, the target spread evenly over the positives; "sigmoid" (SigLIP): the sum over the texts of
       -log sigmoid(+-logit), + for a positive pair.
-    positives: (batch, batch) bool, True for a matching (image, text) pair; None: the diagonal. Each row and
+    positives: (batch, texts) bool, True for a matching (image, text) pair; None: the diagonal. Each row and
       column must hold at least one (the diagonal always does when texts are compared with `same_rows`).
+    text_logits: CLIP across replicas only: (every replica's images, batch texts), each batch text's column over
+      all images (its positives: `positives` transposed). Default: `logits`, a square batch.
     """
     logits = ops.cast(logits, "float32")
     n = ops.shape(logits)[0]
@@ -76,7 +80,12 @@ def contrastive_losses(logits, kind: str = "clip", positives=None):
     positive = ops.cast(positives, "float32")
     if kind == "clip":
         per_image = -ops.sum(positive * ops.log_softmax(logits, axis=1), axis=1) / ops.sum(positive, axis=1)
-        per_text = -ops.sum(positive * ops.log_softmax(logits, axis=0), axis=0) / ops.sum(positive, axis=0)
+        columns, column_positive = logits, positive
+        if text_logits is not None:
+            columns, column_positive = ops.cast(text_logits, "float32"), ops.transpose(positive)
+        per_text = -ops.sum(column_positive * ops.log_softmax(columns, axis=0), axis=0) / ops.sum(
+            column_positive, axis=0
+        )
         return (per_image + per_text) / 2
     if kind == "sigmoid":
         return -ops.sum(ops.log_sigmoid((2 * positive - 1) * logits), axis=1)

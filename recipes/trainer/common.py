@@ -529,7 +529,8 @@ def train_stream(
         config.contrastive, source.class_names if source else (), config.dataset.num_classes
     )
     table = contrastive.caption_table(config.contrastive, words)
-    return contrastive.with_captions(stream, table, len(config.contrastive.templates))
+    first = rows[0] * (global_batch // rows[1]) if rows is not None else 0  # this pipeline's part of the batch
+    return contrastive.with_captions(stream, table, len(config.contrastive.templates), first)
 
 
 def _stream(config, source, train_input, start, global_batch, normalize, rows):

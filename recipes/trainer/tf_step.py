@@ -35,6 +35,15 @@ def _statistics(per_example, logits, targets, norm, replicas: int) -> dict:
     }
 
 
+def _rows_once(gradient: tf.IndexedSlices) -> tf.IndexedSlices:
+    """An embedding lookup's sparse gradient (a text tower's) with each row once, its repeats summed. As the tape
+    gives it, a token seen twice has two rows, and `tf.clip_by_global_norm` would count them as two: a norm above
+    the dense gradient's (the clipping and the logged norm then differ from JAX's and from N replicas')."""
+    rows, where = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, where, tf.shape(rows)[0])
+    return tf.IndexedSlices(values, rows, gradient.dense_shape)
+
+
 def build_train_step(
     model: keras.Model,
     optimizer: keras.optimizers.Optimizer,
@@ -74,9 +83,12 @@ def build_train_step(
             else:
                 per_example, logits, targets = loss_fn(model(images, training=True), images, labels)
             loss = tf.reduce_sum(per_example) / global_batch_size
-        grads = tape.gradient(loss, variables)
+        grads = [_rows_once(g) if isinstance(g, tf.IndexedSlices) else g for g in tape.gradient(loss, variables)]
         ctx = tf.distribute.get_replica_context()
         if replicas > 1:
+            # each replica's sparse gradient holds the rows of the tokens it saw, a different count on each: the
+            # collective sums tensors of one shape, so it is summed dense
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         if clip_norm:
             grads, norm = tf.clip_by_global_norm(grads, clip_norm)
