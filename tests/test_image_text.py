@@ -1,5 +1,6 @@
 """Two towers (`keras_vit.ImageTextModel`): open_clip's own tiny models (its own ViT image tower with CLIP's and
-SigLIP's text towers; timm trunks of SigLIP, EVA-02 and PE core) (tests/fixtures/open_clip, written by
+SigLIP's text towers; timm trunks of SigLIP, EVA-02, PE core and MobileCLIP2-L-14, whose text tower is bidirectional
+and pooled at the highest id) (tests/fixtures/open_clip, written by
 tools/make_open_clip_fixtures.py with open_clip) load with both towers' features and the similarity logits within
 1e-5 of open_clip's, on TensorFlow here and on JAX and PyTorch; the causal attention CLIP's text tower needs
 against float64 numpy on every path; refusals that name what they refuse and change nothing."""
@@ -18,7 +19,7 @@ from keras_vit.nn.attention import MultiHeadDotProductAttention
 from keras_vit.weights import open_clip
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "open_clip")
-KINDS = ("clip_tiny", "siglip_text_tiny", "siglip_tiny", "eva02_tiny", "pe_core_tiny")
+KINDS = ("clip_tiny", "siglip_text_tiny", "siglip_tiny", "eva02_tiny", "pe_core_tiny", "mobileclip2_l14_tiny")
 
 
 def _reference(name):

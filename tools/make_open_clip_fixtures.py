@@ -10,8 +10,9 @@ bias dropped, changes the outputs); the configs are open_clip's CLIP text-tower 
 - `clip_tiny`: OpenAI CLIP's form (causal text tower pooled at the highest id, a projection matrix, quick GELU);
 - `siglip_text_tiny`: SigLIP's text tower form (bidirectional, last-token pooling, a projection with a bias,
   tanh GELU, LayerNorm epsilon 1e-6, a logit bias), on open_clip's own small ViT image tower;
-- `siglip_tiny`, `eva02_tiny`, `pe_core_tiny`: open_clip's configs of ViT-B-16-SigLIP, EVA02-B-16 and
-  PE-Core-B-16 (a timm image trunk under `visual.trunk.`), shrunk. open_clip passes timm no sizes (it builds the
+- `siglip_tiny`, `eva02_tiny`, `pe_core_tiny`, `mobileclip2_l14_tiny`: open_clip's configs of ViT-B-16-SigLIP,
+  EVA02-B-16, PE-Core-B-16 and MobileCLIP2-L-14 (a timm image trunk under `visual.trunk.`; MobileCLIP2-L-14's text
+  tower is bidirectional and pooled at the highest id), shrunk. open_clip passes timm no sizes (it builds the
   trunk at the architecture's full size), so the script shrinks the trunk by adding keywords to open_clip's call
   of `timm.create_model` and records them in the config as `vision_cfg.timm_model_args`, which keras_vit's
   reader applies as timm's `model_args` (open_clip itself has no such key).
@@ -96,6 +97,12 @@ CONFIGS = {
         custom_text=True,
         vision_cfg=_trunk("vit_pe_core_base_patch16_224", "map", None),
         text_cfg=dict(_CLIP_TEXT, context_length=8),
+    ),
+    "mobileclip2_l14_tiny": dict(  # appended last: the models before it keep their random draws
+        embed_dim=24,
+        custom_text=True,
+        vision_cfg=dict(_trunk("vit_large_patch14_clip_224", "token", None), timm_drop=0.0, timm_drop_path=0.1),
+        text_cfg=dict(_CLIP_TEXT, no_causal_mask=True),
     ),
 }
 
