@@ -56,6 +56,7 @@ from keras_vit.analysis.retrieval import retrieval_metrics, search
 from keras_vit.weights import load_lora_weights, load_model, load_weights, save_lora_weights
 from keras_vit.weights.official import load_npz, resize_position_embeddings, save_npz
 from keras_vit.weights.image_text_sources import load_image_text
+from keras_vit.weights.big_vision_siglip import load_big_vision_siglip
 from keras_vit.weights.open_clip import load_open_clip, save_open_clip
 from keras_vit.weights.safetensors_files import save_safetensors
 from keras_vit.weights.timm.repository import save_pretrained
@@ -142,6 +143,7 @@ __all__ = [
     "load_model",
     "load_npz",
     "load_image_text",
+    "load_big_vision_siglip",
     "load_open_clip",
     "naflex_batch",
     "naflex_forward",

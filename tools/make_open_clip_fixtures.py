@@ -293,8 +293,112 @@ def losses() -> None:
     )
 
 
+def _big_vision_block(prefix: str, width: int, heads: int, mlp: int, rng, out: dict) -> None:
+    """One encoder block's tensors under `prefix`, in big_vision's shapes (kernels (in, out); attention kernels
+    (width, heads, head width) and (heads, head width, width))."""
+    head = width // heads
+    for name in ("LayerNorm_0", "LayerNorm_1"):
+        out[f"{prefix}{name}/scale"] = rng.normal(1.0, 0.1, width)
+        out[f"{prefix}{name}/bias"] = rng.normal(0.0, 0.1, width)
+    for n in ("query", "key", "value"):
+        out[f"{prefix}MultiHeadDotProductAttention_0/{n}/kernel"] = rng.normal(0.0, 0.2, (width, heads, head))
+        out[f"{prefix}MultiHeadDotProductAttention_0/{n}/bias"] = rng.normal(0.0, 0.1, (heads, head))
+    out[f"{prefix}MultiHeadDotProductAttention_0/out/kernel"] = rng.normal(0.0, 0.2, (heads, head, width))
+    out[f"{prefix}MultiHeadDotProductAttention_0/out/bias"] = rng.normal(0.0, 0.1, width)
+    out[f"{prefix}MlpBlock_0/Dense_0/kernel"] = rng.normal(0.0, 0.2, (width, mlp))
+    out[f"{prefix}MlpBlock_0/Dense_0/bias"] = rng.normal(0.0, 0.1, mlp)
+    out[f"{prefix}MlpBlock_0/Dense_1/kernel"] = rng.normal(0.0, 0.2, (mlp, width))
+    out[f"{prefix}MlpBlock_0/Dense_1/bias"] = rng.normal(0.0, 0.1, width)
+
+
+def _stacked(tree: dict, block: str, depth: int) -> dict:
+    """big_vision's `scan=True` layout: `<block>_i/...` of every block as one `<block>/...` with a depth axis."""
+    out = {k: v for k, v in tree.items() if f"{block}_" not in k}
+    for key in [k for k in tree if f"{block}_0/" in k]:
+        rest = key.split(f"{block}_0/", 1)
+        out[f"{rest[0]}{block}/{rest[1]}"] = np.stack(
+            [tree[key.replace(f"{block}_0/", f"{block}_{i}/")] for i in range(depth)]
+        )
+    return out
+
+
+def big_vision_siglip() -> None:
+    """`big_vision_siglip/`: a tiny SigLIP in big_vision's `.npz` layout (`img/`, `txt/`, `t`, `b`), every tensor
+    drawn here in big_vision's shapes, read by open_clip's own converter (`convert.load_big_vision_weights`, which
+    copies each into the model and fails on a shape it does not expect) into `siglip_tiny`'s architecture; its
+    outputs beside. Two files of the same values: `plain.npz` (a block per key) and `scanned.npz` (big_vision's
+    `scan=True` blocks stacked on a depth axis, under a train state's `params/`)."""
+    from open_clip.convert import load_big_vision_weights
+
+    cfg = CONFIGS["siglip_tiny"]
+    model = build(cfg).eval()
+    trunk, text_cfg = TRUNK_ARGS, cfg["text_cfg"]
+    width, heads, depth, patch, image = (
+        trunk[k] for k in ("embed_dim", "num_heads", "depth", "patch_size", "img_size")
+    )
+    rng = np.random.default_rng(7)
+    w: dict = {}
+    w["img/embedding/kernel"] = rng.normal(0.0, 0.2, (patch, patch, 3, width))
+    w["img/embedding/bias"] = rng.normal(0.0, 0.1, width)
+    w["img/pos_embedding"] = rng.normal(0.0, 0.2, (1, (image // patch) ** 2, width))
+    for i in range(depth):
+        _big_vision_block(f"img/Transformer/encoderblock_{i}/", width, heads, 4 * width, rng, w)
+    w["img/Transformer/encoder_norm/scale"] = rng.normal(1.0, 0.1, width)
+    w["img/Transformer/encoder_norm/bias"] = rng.normal(0.0, 0.1, width)
+    w["img/MAPHead_0/probe"] = rng.normal(0.0, 0.2, (1, 1, width))
+    _big_vision_block("img/MAPHead_0/", width, heads, 4 * width, rng, w)
+    del w["img/MAPHead_0/LayerNorm_1/scale"], w["img/MAPHead_0/LayerNorm_1/bias"]  # the MAP head has one norm
+    t_width, t_heads, t_layers = text_cfg["width"], text_cfg["heads"], text_cfg["layers"]
+    w["txt/Embed_0/embedding"] = rng.normal(0.0, 0.2, (text_cfg["vocab_size"], t_width))
+    w["txt/pos_embedding"] = rng.normal(0.0, 0.2, (1, text_cfg["context_length"], t_width))
+    for i in range(t_layers):
+        _big_vision_block(f"txt/Encoder_0/encoderblock_{i}/", t_width, t_heads, 4 * t_width, rng, w)
+    w["txt/Encoder_0/encoder_norm/scale"] = rng.normal(1.0, 0.1, t_width)
+    w["txt/Encoder_0/encoder_norm/bias"] = rng.normal(0.0, 0.1, t_width)
+    w["txt/head/kernel"] = rng.normal(0.0, 0.2, (t_width, cfg["embed_dim"]))
+    w["txt/head/bias"] = rng.normal(0.0, 0.1, cfg["embed_dim"])
+    w["t"] = np.array([np.log(9.0)])
+    w["b"] = np.array([-4.0])
+    w = {k: np.asarray(v, "float32") for k, v in w.items()}
+    folder = os.path.join(OUT, "big_vision_siglip")
+    os.makedirs(folder, exist_ok=True)
+    np.savez(os.path.join(folder, "plain.npz"), **w)
+    scanned = _stacked(_stacked(w, "img/Transformer/encoderblock", depth), "txt/Encoder_0/encoderblock", t_layers)
+    np.savez(os.path.join(folder, "scanned.npz"), **{f"params/{k}": v for k, v in scanned.items()})
+    ids = rng.integers(1, text_cfg["vocab_size"], (3, text_cfg["context_length"]))
+    images = rng.uniform(-1.0, 1.0, (2, 3, image, image)).astype("float32")
+    outputs = []
+    for name in ("plain.npz", "scanned.npz"):
+        load_big_vision_weights(model, os.path.join(folder, name))
+        with torch.no_grad():
+            image_features, text_features, scale, bias = model(torch.from_numpy(images), torch.from_numpy(ids))[:4]
+            outputs.append(
+                dict(
+                    image_features=model.encode_image(torch.from_numpy(images)).numpy(),
+                    text_features=model.encode_text(torch.from_numpy(ids)).numpy(),
+                    logits=(scale * image_features @ text_features.T + bias).numpy(),
+                )
+            )
+    for key in outputs[0]:
+        np.testing.assert_array_equal(outputs[0][key], outputs[1][key])  # one model, two layouts
+    np.savez(
+        os.path.join(folder, "reference.npz"),
+        ids=ids,
+        images_nchw=images,
+        open_clip_version=np.array(open_clip.__version__),
+        torch_version=np.array(torch.__version__),
+        **outputs[0],
+    )
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["big_vision_siglip"]:  # this fixture alone (the others keep the files they have)
+        big_vision_siglip()
+        sys.exit()
     main()
     tokenizer_battery()
     hub_tokenizer_battery()
     losses()
+    big_vision_siglip()

@@ -143,6 +143,12 @@ def architecture_from_npz(
         block + "MultiHeadDotProductAttention_1/query/kernel",
     ]
     missing = [k for k in need if k not in params]
+    if missing and "img/embedding/kernel" in params and "txt/Embed_0/embedding" in params:
+        raise ValueError(
+            f"{path!r} is a big_vision image-text checkpoint (img/ and txt/ towers): load it with "
+            "keras_vit.load_big_vision_siglip(path, model=<open_clip's name of it>), whose image_model is the image "
+            "tower."
+        )
     if missing:
         raise ValueError(f"{path!r} is not an official ViT checkpoint: it lacks {', '.join(missing)}.")
     p, _, _, d = params["embedding/kernel"].shape

@@ -31,7 +31,8 @@ def load_image_text(source: Union[str, os.PathLike]) -> "keras.Model":  # noqa: 
         except ValueError as e:
             raise ValueError(
                 f"{os.fspath(source)!r}: an image-text model is a .keras file, a folder, an hf-hub: handle or open_clip's "
-                f"name ({e})"
+                f"name ({e}); a big_vision SigLIP .npz holds tensors only: keras_vit.load_big_vision_siglip(path, "
+                "model=<open_clip's name of it>)"
             ) from None
         if not isinstance(model, ImageTextModel):
             raise ValueError(
