@@ -43,6 +43,9 @@ from keras_vit.vit.zero_shot import ZeroShotClassifier, prompt_templates
 
 LOSS_KINDS = {"clip": "clip", "siglip": "sigmoid"}
 TOKENIZER = {"kind": "clip", "clean": "lower"}  # CLIP's BPE as open_clip cleans it (shipped with keras_vit)
+LARGEST_CONSTANT = (
+    16 * 2**20
+)  # bytes of caption ids kept in the input pipeline's graph; a larger table is read on the host
 
 
 def class_words(cfg, class_names: Sequence[str], num_classes: int = 0) -> Tuple[str, ...]:
@@ -84,11 +87,18 @@ def with_captions(dataset, table: np.ndarray, templates: int, first: int = 0):
     an example's template is the one it gets on one device."""
     import tensorflow as tf
 
-    table = tf.constant(table)
+    table = np.ascontiguousarray(table, dtype="int32")
+    if table.nbytes <= LARGEST_CONSTANT:
+        constant = tf.constant(table)
+        lookup = lambda rows: tf.gather(constant, rows)  # noqa: E731
+    else:  # read on the host: a constant is stored in the dataset's graph (protocol buffers stop at 2 GB)
+        lookup = lambda rows: tf.ensure_shape(  # noqa: E731
+            tf.numpy_function(lambda r: table[r], [rows], tf.int32, stateful=False), [None, table.shape[1]]
+        )
 
     def add(images, labels):
         position = (first + tf.range(tf.shape(labels)[0], dtype=tf.int32)) % templates
-        return (images, tf.gather(table, tf.cast(labels, tf.int32) * templates + position)), labels
+        return (images, lookup(tf.cast(labels, tf.int32) * templates + position)), labels
 
     return dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)
 

@@ -241,3 +241,20 @@ def test_an_input_pipelines_part_of_the_batch_gets_the_captions_one_device_gives
     whole = ids(slice(0, 16), 0)
     np.testing.assert_array_equal(ids(slice(8, 16), 8), whole[8:])
     np.testing.assert_array_equal(whole[:, 0] // 2, labels * 3 + np.arange(16) % 3)  # class c, template t: c*3+t
+
+
+def test_a_caption_table_too_large_for_the_graph_is_read_on_the_host(monkeypatch):
+    """Caption ids past `LARGEST_CONSTANT` bytes (a million captions) are looked up on the host instead of being
+    stored in the dataset's graph: the same batches."""
+    import tensorflow as tf
+
+    from recipes import contrastive
+
+    table = np.arange(40, dtype="int32").reshape(20, 2)
+    labels = np.array([3, 19, 0, 7, 7, 12], "int64")
+    stream = tf.data.Dataset.from_tensors((np.zeros((6, 1), "float32"), labels))
+    in_graph = next(iter(contrastive.with_captions(stream, table, 1)))[0][1].numpy()
+    monkeypatch.setattr(contrastive, "LARGEST_CONSTANT", 0)
+    on_host = next(iter(contrastive.with_captions(stream, table, 1)))[0][1].numpy()
+    np.testing.assert_array_equal(on_host, in_graph)
+    np.testing.assert_array_equal(in_graph, table[labels])
