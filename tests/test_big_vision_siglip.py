@@ -90,3 +90,25 @@ def test_what_the_file_cannot_say_is_asked_for():
     # the full-size architecture by name: the tiny file's shapes are not its (refused, naming a tensor)
     with pytest.raises(ValueError, match="hold 2 block.*config 12.*Nothing was loaded"):
         keras_vit.load_big_vision_siglip(path, "ViT-B-16-SigLIP")
+
+
+def test_save_open_clip_writes_the_state_open_clips_converter_makes(tmp_path):
+    """The model written back in open_clip's layout holds, tensor for tensor, the state dict open_clip's own
+    converter made of the file, and the config it was built from."""
+    from safetensors.numpy import load_file
+
+    model = keras_vit.load_big_vision_siglip(os.path.join(HERE, "scanned.npz"), _config())
+    out = keras_vit.save_open_clip(model, tmp_path / "open_clip")
+    ours = load_file(os.path.join(out, "open_clip_model.safetensors"))
+    theirs = load_file(os.path.join(HERE, "open_clip_state.safetensors"))
+    assert sorted(ours) == sorted(theirs)
+    for key, value in theirs.items():
+        np.testing.assert_allclose(ours[key].reshape(value.shape), value, atol=1e-7, rtol=0, err_msg=key)
+        assert ours[key].shape == value.shape, key
+    with open(os.path.join(out, "open_clip_config.json")) as f:
+        written = json.load(f)
+    assert written["model_cfg"] == _config() and written["preprocess_cfg"]["resize_mode"] == "squash"
+    again = keras_vit.load_open_clip(out)  # and it reads back as open_clip's folder
+    ref = np.load(os.path.join(HERE, "reference.npz"))
+    text = keras.ops.convert_to_numpy(again.encode_text(ref["ids"], normalize=False))
+    np.testing.assert_allclose(text, ref["text_features"], atol=1e-5, rtol=0)

@@ -405,6 +405,7 @@ def test_save_open_clip_writes_back_open_clips_own_file(name, tmp_path):
     ours = load_file(os.path.join(out, open_clip.WEIGHTS))
     theirs = load_file(os.path.join(FIXTURES, name, open_clip.WEIGHTS))
     assert sorted(ours) == sorted(theirs)
+    assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in theirs.items()}  # logit_scale is 0-d
     assert max(float(np.abs(ours[k] - theirs[k]).max()) for k in theirs) == 0.0
     assert json.loads((tmp_path / "out" / open_clip.CONFIG).read_text()) == json.loads(
         open(os.path.join(FIXTURES, name, open_clip.CONFIG)).read()

@@ -326,8 +326,9 @@ def big_vision_siglip() -> None:
     """`big_vision_siglip/`: a tiny SigLIP in big_vision's `.npz` layout (`img/`, `txt/`, `t`, `b`), every tensor
     drawn here in big_vision's shapes, read by open_clip's own converter (`convert.load_big_vision_weights`, which
     copies each into the model and fails on a shape it does not expect) into `siglip_tiny`'s architecture; its
-    outputs beside. Two files of the same values: `plain.npz` (a block per key) and `scanned.npz` (big_vision's
-    `scan=True` blocks stacked on a depth axis, under a train state's `params/`)."""
+    outputs beside, and the state dict it made (`open_clip_state.safetensors`). Two files of the same values:
+    `plain.npz` (a block per key) and `scanned.npz` (big_vision's `scan=True` blocks stacked on a depth axis, under
+    a train state's `params/`)."""
     from open_clip.convert import load_big_vision_weights
 
     cfg = CONFIGS["siglip_tiny"]
@@ -381,6 +382,10 @@ def big_vision_siglip() -> None:
             )
     for key in outputs[0]:
         np.testing.assert_array_equal(outputs[0][key], outputs[1][key])  # one model, two layouts
+    # the state open_clip's converter made: what keras_vit.save_open_clip must write for the file
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(folder, "open_clip_state.safetensors")
+    )
     np.savez(
         os.path.join(folder, "reference.npz"),
         ids=ids,

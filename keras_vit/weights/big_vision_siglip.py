@@ -16,6 +16,10 @@ What the file does not state:
   holding `tokenizer.json` (applied as open_clip's `HFTokenizer` applies it, with the config's cleaning) or a
   SentencePiece `spiece.model` (`keras_vit.SentencePieceTokenizer`), or a tokenizer object; without one the model
   loads without a tokenizer and takes token ids.
+
+The model keeps open_clip's config it was built from, so `keras_vit.save_open_clip` writes it as an open_clip
+folder (`open_clip_config.json` with the preprocessing used, `open_clip_model.safetensors`): the state dict open_clip's
+converter makes of the file.
 """
 
 from __future__ import annotations
@@ -68,8 +72,7 @@ def load_big_vision_siglip(
         path,
         tokenizer=_tokenizer(tokenizer, tower, cfg.get("text_cfg") or {}),
         no_tokenizer="a big_vision file names no vocabulary: pass tokenizer=<folder with tokenizer.json or spiece.model>",
-        open_clip_files=False,
-    )
+    )  # the config is open_clip's own: keras_vit.save_open_clip writes the model as an open_clip folder
 
 
 def _model_config(model, open_clip_names) -> dict:

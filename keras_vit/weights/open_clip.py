@@ -261,7 +261,7 @@ def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
     sd["logit_scale"] = np.asarray(keras.ops.convert_to_numpy(model.logit_scale), "float32").reshape(())
     if model.logit_bias is not None:
         sd["logit_bias"] = np.asarray(keras.ops.convert_to_numpy(model.logit_bias), "float32").reshape(())
-    sd = {k: np.ascontiguousarray(v, dtype="float32") for k, v in sd.items()}
+    sd = {k: np.array(v, dtype="float32", order="C") for k, v in sd.items()}  # (ascontiguousarray makes scalars 1-D)
 
     def fill(tmp: str) -> None:
         save_file(sd, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
