@@ -14,7 +14,8 @@ highest id), `clip_legacy_eos` states `eos_token_id: 2`, the value of configs wr
 for which transformers pools at the highest id instead. `siglip` has a `tokenizer.json` (SigLIP 2's form);
 `siglip_spiece` is the first SigLIP's form: the same weights with a SentencePiece `spiece.model` (a unigram model
 trained here, with the T5 / C4 ids SigLIP's vocabulary has: pad 0, end of text 1, unknown 2) written by
-transformers' `SiglipTokenizer`, which its battery's ids come from.
+transformers' `SiglipTokenizer`, which its battery's ids come from. `siglip2_naflex` is a `Siglip2Model` with a
+NaFlex image tower (`siglip2_naflex()`).
 """
 
 from __future__ import annotations
@@ -261,5 +262,72 @@ def main() -> None:
     print("wrote", OUT)
 
 
+def siglip2_naflex() -> None:
+    """`siglip2_naflex/`: a tiny `Siglip2Model` with a NaFlex image tower (a 4 x 4 position grid resized to each
+    image's patch grid, at most 16 patches of 4 pixels), `siglip`'s kind of vocabulary, and its
+    `Siglip2ImageProcessor`. `reference.npz`: three photos of other sizes and aspect ratios (from scikit-image), what
+    the processor makes of them (`pixel_values`, `pixel_attention_mask`, `spatial_shapes`) and the model's outputs on
+    that batch. Written alone (`python tools/make_transformers_clip_fixtures.py siglip2_naflex`): the other folders
+    keep their files."""
+    from PIL import Image
+    from skimage import data
+    from transformers import Siglip2Config, Siglip2ImageProcessor, Siglip2Model
+
+    torch.manual_seed(2)
+    folder = os.path.join(OUT, "siglip2_naflex")
+    shutil.rmtree(folder, ignore_errors=True)
+    tokenizer = _siglip_tokenizer(folder)
+    config = Siglip2Config(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=SIGLIP_CONTEXT,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_patches=16,
+            patch_size=4,
+        ),
+    )
+    model = Siglip2Model(config).eval()
+    _perturb(model)
+    model.save_pretrained(folder)
+    processor = Siglip2ImageProcessor(patch_size=4, max_num_patches=16)
+    processor.save_pretrained(folder)
+    photos = [
+        np.asarray(Image.fromarray(data.chelsea()).resize((36, 20), Image.BICUBIC)),  # wider than high
+        np.asarray(Image.fromarray(data.astronaut()).resize((24, 40), Image.BICUBIC)),  # higher than wide
+        np.asarray(Image.fromarray(data.coffee()).resize((9, 9), Image.BICUBIC)),  # smaller than the budget
+    ]
+    batch = processor(images=[Image.fromarray(p) for p in photos], return_tensors="pt")
+    ids = tokenizer(TEXTS[:4], padding="max_length", max_length=SIGLIP_CONTEXT, truncation=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(input_ids=ids["input_ids"], **batch)
+    np.savez(
+        os.path.join(folder, "reference.npz"),
+        **{f"photo_{i}": p for i, p in enumerate(photos)},
+        pixel_values=batch["pixel_values"].numpy(),
+        pixel_attention_mask=batch["pixel_attention_mask"].numpy(),
+        spatial_shapes=batch["spatial_shapes"].numpy(),
+        token_ids=ids["input_ids"].numpy().astype("int32"),
+        image_embeds=out.image_embeds.numpy(),
+        text_embeds=out.text_embeds.numpy(),
+        logits_per_image=out.logits_per_image.numpy(),
+        transformers_version=np.array(transformers.__version__),
+    )
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["siglip2_naflex"]:
+        siglip2_naflex()
+        sys.exit()
     main()
+    siglip2_naflex()

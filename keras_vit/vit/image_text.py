@@ -93,8 +93,16 @@ class ImageTextModel(keras.Model):
 
     def encode_image(self, images, normalize: bool = True, training=None):
         """Images (batch, H, W, 3), as the image model takes them -> (batch, embed_dim). A frozen image tower
-        (`image_model.trainable = False`, LiT's locked tower) runs in inference mode even while training."""
-        features = self.image_model(images, training=training if self.image_model.trainable else False)
+        (`image_model.trainable = False`, LiT's locked tower) runs in inference mode even while training. A NaFlex
+        image tower (SigLIP 2's) also takes a NaFlex batch: `keras_vit.naflex_batch`'s dict, or transformers'
+        `Siglip2ImageProcessor` output (`keras_vit.vit.naflex`), each image at its own aspect ratio."""
+        training = training if self.image_model.trainable else False
+        if isinstance(images, dict):
+            from keras_vit.vit.naflex import naflex_forward
+
+            features = naflex_forward(self.image_model, images, training=bool(training))
+            return l2_normalize(features) if normalize else features
+        features = self.image_model(images, training=training)
         return l2_normalize(features) if normalize else features
 
     def encode_text(self, token_ids, normalize: bool = True, training=None):

@@ -7,6 +7,9 @@ each patch's (row, column) and a mask of the real ones (timm's `naflexvit` batch
 grid fits the budget (timm's `get_image_size_for_seq`: each side rounded up to whole patches), an antialiased
 bicubic resize to it, the checkpoint's mean and std, patches flattened row by row with the channels fastest.
 
+`from_transformers` reads transformers' batches (`Siglip2ImageProcessor`'s) into that form; `naflex_forward` and
+an image-text model's `encode_image` take either.
+
 `naflex_forward` runs a `VisionTransformer` whose position table is resampled per input (`position_resampling`)
 on such a batch, with its own layers and weights: each image's position table is resampled to its own grid and
 read at its patches' coordinates. Padding never takes part: where timm masks the padded keys out of every
@@ -52,10 +55,12 @@ def sequence_size(height: int, width: int, patch_size: int, max_patches: int) ->
     return size_at(low)
 
 
-def _resize(image: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
-    """(H, W, C) float32 -> `size`, antialiased bicubic without clipping (torch's `F.interpolate` on the float
-    tensors timm's NaFlex evaluation resizes): `ImagePreprocessing`'s two matrix passes."""
-    rows, cols = (resampling_matrix(image.shape[axis], size[axis], 0, size[axis], "bicubic", True) for axis in (0, 1))
+def _resize(image: np.ndarray, size: Tuple[int, int], interpolation: str = "bicubic") -> np.ndarray:
+    """(H, W, C) float32 -> `size`, antialiased, without clipping (torch's `F.interpolate` on the float tensors
+    timm's NaFlex evaluation resizes): `ImagePreprocessing`'s two matrix passes."""
+    rows, cols = (
+        resampling_matrix(image.shape[axis], size[axis], 0, size[axis], interpolation, True) for axis in (0, 1)
+    )
     return ops.convert_to_numpy(_two_passes(ops.convert_to_tensor(image[None]), rows, cols, False, False))[0]
 
 
@@ -65,6 +70,7 @@ def naflex_batch(
     max_patches: int,
     mean: Sequence[float] = (0.5, 0.5, 0.5),
     std: Sequence[float] = (0.5, 0.5, 0.5),
+    interpolation: str = "bicubic",
 ) -> Dict[str, np.ndarray]:
     """A NaFlex batch of `images` ((H, W, C) arrays in [0, 255], each of its own size).
 
@@ -75,7 +81,12 @@ def naflex_batch(
       patch_size: the model's patch size (pixels per patch side).
       max_patches: the patch budget per image (SigLIP 2 NaFlex: 256 ... 1024).
       mean, std: the checkpoint's normalisation of [0, 1] pixels (`model.data_config`).
+      interpolation: "bicubic" (timm's NaFlex evaluation) or "bilinear" (transformers' `Siglip2ImageProcessor`),
+        antialiased, on float pixels (transformers' processor resizes 8-bit pixels and rounds them: a pixel may
+        differ by one level).
     """
+    if interpolation not in ("bicubic", "bilinear"):
+        raise ValueError(f"naflex_batch: interpolation={interpolation!r}: 'bicubic' or 'bilinear'.")
     validate.integer("patch_size", patch_size, minimum=1)
     validate.integer("max_patches", max_patches, minimum=1)
     if not len(images):
@@ -107,7 +118,7 @@ def naflex_batch(
     for i, image in enumerate(images):
         image = np.asarray(image, "float32")
         size = sequence_size(image.shape[0], image.shape[1], patch_size, max_patches)
-        x = (_resize(image, size) / 255.0 - np.asarray(mean, "float32")) / np.asarray(std, "float32")
+        x = (_resize(image, size, interpolation) / 255.0 - np.asarray(mean, "float32")) / np.asarray(std, "float32")
         gh, gw = size[0] // patch_size, size[1] // patch_size
         patches = x.reshape(gh, patch_size, gw, patch_size, c).transpose(0, 2, 1, 3, 4).reshape(gh * gw, -1)
         out["patches"][i, : gh * gw] = patches
@@ -118,11 +129,40 @@ def naflex_batch(
     return out
 
 
+TRANSFORMERS_KEYS = {"pixel_values", "pixel_attention_mask", "spatial_shapes"}
+
+
+def from_transformers(batch) -> Dict[str, np.ndarray]:
+    """transformers' NaFlex batch (`Siglip2ImageProcessor`: `pixel_values` (B, N, P*P*C), `pixel_attention_mask`
+    (B, N), `spatial_shapes` (B, 2) rows and columns of patches, the first rows*columns patches real, row by row)
+    as this module's dict."""
+    patches = np.asarray(batch["pixel_values"], "float32")
+    mask = np.asarray(batch["pixel_attention_mask"]).astype(bool)
+    shapes = np.asarray(batch["spatial_shapes"]).astype("int64")
+    if patches.ndim != 3 or mask.shape != patches.shape[:2] or shapes.shape != (len(patches), 2):
+        raise ValueError(
+            f"transformers NaFlex batch shapes pixel_values {patches.shape}, pixel_attention_mask {mask.shape}, "
+            f"spatial_shapes {shapes.shape}: expected (B, N, values), (B, N), (B, 2)."
+        )
+    coords = np.zeros((*patches.shape[:2], 2), "int32")
+    for i, (rows, cols) in enumerate(shapes):
+        count = int(rows) * int(cols)
+        if count < 1 or count > patches.shape[1] or not mask[i, :count].all() or mask[i, count:].any():
+            raise ValueError(
+                f"transformers NaFlex batch image {i}: spatial_shapes {int(rows)}x{int(cols)} does not match its "
+                f"attention mask ({int(mask[i].sum())} patches marked)."
+            )
+        coords[i, :count] = np.stack(np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij"), -1).reshape(-1, 2)
+    return dict(patches=patches, patch_coord=coords, patch_valid=mask)
+
+
 def _check(model, batch) -> tuple:
     """(patches, coords, valid) as numpy arrays, or a ValueError naming what does not fit `model`."""
     from keras_vit.vit.model import ensure_vit
 
     ensure_vit(model)
+    if "patches" not in batch and TRANSFORMERS_KEYS <= set(batch):
+        batch = from_transformers(batch)
     missing = [k for k in ("patches", "patch_coord", "patch_valid") if k not in batch]
     if missing:
         raise ValueError(f"A NaFlex batch holds patches, patch_coord and patch_valid; this one lacks {missing}.")

@@ -33,6 +33,7 @@ size); without the file, that processor's defaults.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Dict, Tuple
@@ -81,7 +82,9 @@ del _SIGLIP_TEXT_DEFAULTS["eos_token_id"]  # SigLIP pools at the last position, 
 _SIGLIP_VISION_DEFAULTS = dict(
     _VISION_DEFAULTS, patch_size=16, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=True
 )
-KINDS = {"clip": "CLIPModel", "siglip": "SiglipModel"}
+_SIGLIP2_VISION_DEFAULTS = dict(_SIGLIP_VISION_DEFAULTS, num_patches=256)
+del _SIGLIP2_VISION_DEFAULTS["image_size"]  # NaFlex: a budget of patches, no image size
+KINDS = {"clip": "CLIPModel", "siglip": "SiglipModel", "siglip2": "Siglip2Model"}
 _ACTIVATIONS = {"quick_gelu": "quick", "gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 _RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL's codes, which the processor config holds
 
@@ -146,8 +149,8 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
     architectures = config.get("architectures") or [KINDS[kind]]
     if architectures != [KINDS[kind]]:
         raise ValueError(f"{source}: architectures={architectures}: keras_vit reads {KINDS[kind]}'s two towers.")
-    if kind == "siglip":
-        return _siglip_config(config, directory, source)
+    if kind in ("siglip", "siglip2"):
+        return _siglip_config(config, directory, source, naflex=kind == "siglip2")
     text = _sub(config, "text_config", _TEXT_DEFAULTS, source)
     vision = _sub(config, "vision_config", _VISION_DEFAULTS, source)
     if int(vision["num_channels"]) != 3:
@@ -186,6 +189,32 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
         raise ValueError(f"{source}: text_config.eos_token_id={eos}: one end-of-text token is pooled, not several.")
     pooling = dict(pooling="argmax") if int(eos) == 2 else dict(pooling="eos", eos_id=int(eos))
     return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory)}, pooling
+
+
+def naflex_preprocess_cfg(directory: str, patch_size: int) -> dict:
+    """open_clip's `preprocess_cfg` for a `Siglip2ImageProcessor` (its defaults: bilinear, mean and std 0.5, 256
+    patches) and its patch budget `max_num_patches`: what `keras_vit.naflex_batch` takes to make its batches."""
+    path = os.path.join(directory, PROCESSOR)
+    p = dict(image_mean=(0.5, 0.5, 0.5), image_std=(0.5, 0.5, 0.5), resample=2, patch_size=16, max_num_patches=256)
+    if os.path.exists(path):
+        with open(path) as f:
+            p.update(json.load(f))
+    for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
+        if p.get(key, True) is not True:
+            raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
+    if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
+        raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
+    if p["resample"] not in _RESAMPLE:
+        raise ValueError(f"{path}: resample={p['resample']!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
+    if int(p["patch_size"]) != patch_size:
+        raise ValueError(f"{path}: patch_size={p['patch_size']}, and the image tower's patches are {patch_size}.")
+    return dict(
+        mean=tuple(p["image_mean"]),
+        std=tuple(p["image_std"]),
+        interpolation=_RESAMPLE[p["resample"]],
+        resize_mode="squash",
+        max_num_patches=int(p["max_num_patches"]),
+    )
 
 
 def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
@@ -237,9 +266,9 @@ def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
     )
 
 
-def _siglip_config(config: dict, directory: str, source: str) -> Tuple[dict, dict]:
+def _siglip_config(config: dict, directory: str, source: str, naflex: bool = False) -> Tuple[dict, dict]:
     text = _sub(config, "text_config", _SIGLIP_TEXT_DEFAULTS, source)
-    vision = _sub(config, "vision_config", _SIGLIP_VISION_DEFAULTS, source)
+    vision = _sub(config, "vision_config", _SIGLIP2_VISION_DEFAULTS if naflex else _SIGLIP_VISION_DEFAULTS, source)
     for tower, cfg in (("text_config", text), ("vision_config", vision)):
         if cfg["hidden_act"] != "gelu_pytorch_tanh" or float(cfg["layer_norm_eps"]) != 1e-6:
             raise ValueError(
@@ -268,29 +297,39 @@ def _siglip_config(config: dict, directory: str, source: str) -> Tuple[dict, dic
         act_kwargs={"approximate": "tanh"},
         norm_kwargs={"eps": 1e-6},
     )
-    size = int(vision["image_size"])
+    patch = int(vision["patch_size"])
+    args = dict(
+        embed_dim=width,
+        depth=int(vision["num_hidden_layers"]),
+        num_heads=int(vision["num_attention_heads"]),
+        patch_size=patch,
+        mlp_ratio=int(vision["intermediate_size"]) / width,
+        act_layer="gelu_tanh",  # transformers' gelu_pytorch_tanh; timm's siglip architectures take exact GELU
+    )
+    if naflex:  # a square position grid, resized to each image's patch grid (timm's naflexvit SigLIP form)
+        grid = math.isqrt(int(vision["num_patches"]))
+        if grid * grid != int(vision["num_patches"]):
+            raise ValueError(f"{source}: vision_config.num_patches={vision['num_patches']} is not a square grid.")
+        size, name = grid * patch, "naflexvit_base_patch16_siglip"
+        args.update(pos_embed_grid_size=(grid, grid))
+        processing = naflex_preprocess_cfg(directory, patch)
+    else:
+        size, name = int(vision["image_size"]), "vit_base_patch16_siglip_224"
+        processing = preprocess_cfg(directory, siglip=True)
     model_cfg = dict(
         embed_dim=width,
         custom_text=True,
         vision_cfg=dict(
             image_size=size,
-            timm_model_name="vit_base_patch16_siglip_224",  # the form; the sizes below replace the base's
+            timm_model_name=name,  # the form; the sizes below replace the base's
             timm_model_pretrained=False,
             timm_pool="map",
             timm_proj="none",
-            timm_model_args=dict(
-                embed_dim=width,
-                depth=int(vision["num_hidden_layers"]),
-                num_heads=int(vision["num_attention_heads"]),
-                patch_size=int(vision["patch_size"]),
-                img_size=size,
-                mlp_ratio=int(vision["intermediate_size"]) / width,
-                act_layer="gelu_tanh",  # transformers' gelu_pytorch_tanh; timm's siglip architectures take exact GELU
-            ),
+            timm_model_args=dict(args, img_size=size),
         ),
         text_cfg=text_cfg,
     )
-    return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory, siglip=True)}, {}
+    return {"model_cfg": model_cfg, "preprocess_cfg": processing}, {}
 
 
 _LAYER = re.compile(r"^(text_model|vision_model)\.encoder\.layers\.(\d+)\.(.+)$")
@@ -404,6 +443,27 @@ _LAYOUTS = {
 }
 
 
+_SIGLIP2_EMBEDDING = {  # NaFlex's patch projection (a Linear over flattened patches) and its square position grid
+    **_pairs("vision_model.embeddings.patch_embedding", _WB, "visual.trunk.embeds.proj"),
+    "vision_model.embeddings.position_embedding.weight": _to(
+        "visual.trunk.embeds.pos_embed", lambda v: v.reshape(1, math.isqrt(v.shape[0]), math.isqrt(v.shape[0]), -1)
+    ),
+}
+_LAYOUTS["siglip2"] = (
+    {
+        **{
+            k: v
+            for k, v in _LAYOUTS["siglip"][0].items()
+            if not k.startswith(
+                ("vision_model.embeddings.patch_embedding", "vision_model.embeddings.position_embedding")
+            )
+        },
+        **_SIGLIP2_EMBEDDING,
+    },
+    _LAYOUTS["siglip"][1],
+)
+
+
 def open_clip_state(sd: Dict[str, np.ndarray], source: str, kind: str = "clip") -> Dict[str, np.ndarray]:
     """The tensors of a repository of model type `kind` ("clip", "siglip") under open_clip's names; a tensor of no
     known place is refused naming it."""
@@ -471,6 +531,17 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
     why = f"{directory!r} holds neither {TOKENIZER_FILE} nor {SENTENCEPIECE_FILE}"
     # not CLIP's BPE when the repository has no tokenizer.json: its vocabulary may be another; and its config is a
     # restatement, which save_open_clip does not claim to write back
-    return open_clip.from_state(
+    model = open_clip.from_state(
         config, state, directory, source, path, tokenizer=tokenizer, no_tokenizer=why, open_clip_files=False, **pooling
     )
+    processing = config["preprocess_cfg"]
+    # NaFlex: how the repository's processor makes batches, as naflex_batch's keywords
+    if "max_num_patches" in processing:
+        model.naflex = dict(
+            patch_size=int(config["model_cfg"]["vision_cfg"]["timm_model_args"]["patch_size"]),
+            max_patches=processing["max_num_patches"],
+            mean=processing["mean"],
+            std=processing["std"],
+            interpolation=processing["interpolation"],
+        )
+    return model
