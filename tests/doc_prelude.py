@@ -9,8 +9,9 @@ reader runs and what the test runs is in this file.
   random checkpoint of that narrow model under each release's file name, with the release's head, written when a
   block first downloads it (`keras.utils.get_file` is wrapped here for that).
 - The files the docs name (`ViT-B_16.npz`, `photo.jpg`, a timm `.safetensors`, a `transformers` directory, a
-  timm repository, ...) are written here, an offline hub cache holds that repository, and the arrays the docs
-  use (`images`, `x`, `names`, ...) are defined.
+  timm repository, a big_vision SigLIP `.npz`, ...) are written here, an offline hub cache holds the repositories
+  (timm's, open_clip's, transformers' CLIP and SigLIP 2 NaFlex), and the arrays the docs use (`images`, `x`,
+  `names`, ...) are defined. open_clip's "ViT-B-16-SigLIP" config is narrowed to the tiny big_vision file's.
 """
 
 import dataclasses
@@ -104,7 +105,25 @@ os.makedirs(os.path.join(_HF_CLIP, "refs"))
 with open(os.path.join(_HF_CLIP, "refs", "main"), "w") as _f:
     _f.write("0" * 40)
 shutil.copytree(os.path.join(_FIXTURES, "transformers_clip", "clip_eos"), os.path.join(_HF_CLIP, "snapshots", "0" * 40))
+# a transformers SigLIP 2 NaFlex repository: the tiny Siglip2Model transformers wrote (transformers_clip/siglip2_naflex)
+_HF_NAFLEX = os.path.join("hub_cache", "models--google--siglip2-base-patch16-naflex")
+os.makedirs(os.path.join(_HF_NAFLEX, "refs"))
+with open(os.path.join(_HF_NAFLEX, "refs", "main"), "w") as _f:
+    _f.write("0" * 40)
+shutil.copytree(
+    os.path.join(_FIXTURES, "transformers_clip", "siglip2_naflex"), os.path.join(_HF_NAFLEX, "snapshots", "0" * 40)
+)
 os.environ.update(HF_HUB_CACHE=os.path.abspath("hub_cache"), HF_HUB_OFFLINE="1")
+# a big_vision SigLIP file: the tiny one open_clip's converter read (open_clip/big_vision_siglip), with open_clip's
+# "ViT-B-16-SigLIP" config narrowed to its architecture, and a SigLIP tokenizer folder
+from keras_vit.weights import open_clip_names  # noqa: E402
+
+shutil.copy(os.path.join(_FIXTURES, "open_clip", "big_vision_siglip", "plain.npz"), "webli_en_b16_224_63724782.npz")
+with open(os.path.join(_FIXTURES, "open_clip", "siglip_tiny", "open_clip_config.json")) as _f:
+    open_clip_names._table()["models"]["ViT-B-16-SigLIP"] = json.load(_f)["model_cfg"]
+os.makedirs("siglip-tokenizer")
+for _name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(os.path.join(_FIXTURES, "transformers_clip", "siglip", _name), "siglip-tokenizer")
 
 _rng = np.random.default_rng(0)
 keras_vit.save_npz(keras_vit.ViT_B16(classes=21843, representation_size=768), "ViT-B_16.npz")
