@@ -3,6 +3,8 @@
 import os
 import sys
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # no persistent XLA cache in the home directory: tests that check it turn it on in a directory of their own
 os.environ.setdefault("KERAS_VIT_COMPILATION_CACHE", "0")
@@ -12,6 +14,55 @@ if ROOT not in sys.path:
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 FLAX_FIXTURES = os.path.join(FIXTURES, "flax_reference")
+
+
+# the image tower of the contrastive-training tests (test_lit.py, test_caption_pairs.py)
+LIT_TOWER = dict(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
+
+
+@pytest.fixture(scope="module")
+def lit_init_model(tmp_path_factory):
+    """A random image tower of `LIT_TOWER` at 32 px, saved as a .keras file (a contrastive run's init source)."""
+    import keras
+
+    import keras_vit
+
+    keras.utils.set_random_seed(1)
+    model = keras_vit.VisionTransformer(**LIT_TOWER, input_shape=(32, 32, 3), classes=10, name="tower")
+    path = str(tmp_path_factory.mktemp("init") / "tower.keras")
+    model.save(path)
+    return path
+
+
+def stop_after(step: int):
+    """A Keras callback for the trainer that raises KeyboardInterrupt after training step `step`, as a run killed
+    then would stop (its last checkpoint is what a resume starts from)."""
+    import keras
+
+    class StopAfter(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 >= step:
+                raise KeyboardInterrupt("stopped as a killed run stops")
+
+    return StopAfter()
+
+
+def assert_resumes_to_uninterrupted(train_and_evaluate, config, tmp_path, stop: int, resumed_from: int) -> None:
+    """Runs `config` whole, then stopped after step `stop` and resumed in another workdir: the resume starts from
+    the checkpoint of step `resumed_from` and ends with the uninterrupted run's weights (1e-5)."""
+    import keras
+    import numpy as np
+    import pytest
+
+    full = train_and_evaluate(config, str(tmp_path / "full"))
+    with pytest.raises(KeyboardInterrupt):
+        train_and_evaluate(config, str(tmp_path / "stopped"), callbacks=[stop_after(stop)])
+    resumed = train_and_evaluate(config, str(tmp_path / "stopped"))
+    assert resumed["resumed_from"] == resumed_from
+    a = keras.models.load_model(full["model"], compile=False)
+    b = keras.models.load_model(resumed["model"], compile=False)
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5, rtol=0, err_msg=x.path)
 
 
 def call_main(main, *args: str) -> tuple:

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import keras_vit
-from conftest import ROOT, python_run
+from conftest import LIT_TOWER as TOWER
+from conftest import ROOT, assert_resumes_to_uninterrupted, python_run
 from recipes import data, folder, train
 from recipes.configs import demo
 
-TOWER = dict(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
 WORDS = "zero,one,two,three,four,five,six,seven,eight,nine".split(",")
 PAIRS = 60
 
@@ -85,15 +85,6 @@ def pairs_on_disk(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def init_model(tmp_path_factory):
-    keras.utils.set_random_seed(1)
-    model = keras_vit.VisionTransformer(**TOWER, input_shape=(32, 32, 3), classes=10, name="tower")
-    path = str(tmp_path_factory.mktemp("init") / "tower.keras")
-    model.save(path)
-    return path
-
-
 def _config(init, name, steps, **contrastive):
     c = demo.get_config("lit")
     c.model.update(**TOWER)
@@ -150,15 +141,15 @@ def _retrieval_in_numpy(model, source):
     return float(np.mean(s.argmax(1) == np.arange(len(s)))), float(np.mean(s.argmax(0) == np.arange(len(s))))
 
 
-def test_lit_on_a_caption_table_is_evaluated_by_retrieval(tmp_path, pairs_on_disk, init_model):
+def test_lit_on_a_caption_table_is_evaluated_by_retrieval(tmp_path, pairs_on_disk, lit_init_model):
     name = f"captions:{pairs_on_disk / 'pairs.csv'}"
-    summary = train.train_and_evaluate(_config(init_model, name, 30), str(tmp_path / "lit"))
+    summary = train.train_and_evaluate(_config(lit_init_model, name, 30), str(tmp_path / "lit"))
     retrieval = summary["retrieval"]
     assert set(retrieval) >= {"image_to_text_R@1", "text_to_image_R@10", "image_to_text_mean_rank"}
     assert summary["eval_accuracy"] == retrieval["image_to_text_R@1"] and "zero_shot_accuracy" not in summary
     assert "class_words" not in summary and not (tmp_path / "lit" / "class_names.txt").exists()
     model = keras.models.load_model(summary["model"], compile=False)
-    source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+    source = {v.path: np.asarray(v) for v in keras.models.load_model(lit_init_model, compile=False).weights}
     for v in model.image_model.weights:  # locked: the image tower is its source's
         np.testing.assert_array_equal(np.asarray(v), source[v.path])
     i2t, t2i = _retrieval_in_numpy(model, data.load_source(name, "train[80%:]"))
@@ -167,29 +158,11 @@ def test_lit_on_a_caption_table_is_evaluated_by_retrieval(tmp_path, pairs_on_dis
     assert record["class_names"] == [] and record["examples"] == 48
 
 
-class _StopAfter(keras.callbacks.Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if batch + 1 >= self.step:
-            raise KeyboardInterrupt("stopped as a killed run stops")
-
-
-def test_a_stopped_run_on_shards_resumes_and_a_changed_caption_is_refused(tmp_path, pairs_on_disk, init_model):
+def test_a_stopped_run_on_shards_resumes_and_a_changed_caption_is_refused(tmp_path, pairs_on_disk, lit_init_model):
     shards = _write_shards(str(tmp_path / "shards"), _pairs())
-    config = _config(init_model, f"captions:{shards}", 8)
+    config = _config(lit_init_model, f"captions:{shards}", 8)
     config.checkpoint_every = 4
-    full = train.train_and_evaluate(config, str(tmp_path / "full"))
-    with pytest.raises(KeyboardInterrupt):
-        train.train_and_evaluate(config, str(tmp_path / "stopped"), callbacks=[_StopAfter(6)])
-    resumed = train.train_and_evaluate(config, str(tmp_path / "stopped"))
-    assert resumed["resumed_from"] == 4
-    a = keras.models.load_model(full["model"], compile=False)
-    b = keras.models.load_model(resumed["model"], compile=False)
-    for x, y in zip(a.weights, b.weights):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5, rtol=0, err_msg=x.path)
+    assert_resumes_to_uninterrupted(train.train_and_evaluate, config, tmp_path, stop=6, resumed_from=4)
 
     changed, row = _pairs(), int(folder.order(PAIRS)[0])  # a training row (the splits cut a fixed shuffle)
     changed[row] = (changed[row][0], changed[row][1].upper())  # same length, another caption
@@ -198,10 +171,10 @@ def test_a_stopped_run_on_shards_resumes_and_a_changed_caption_is_refused(tmp_pa
         train.train_and_evaluate(config, str(tmp_path / "stopped"))
 
 
-def test_lit_on_jax_trains_on_shards(tmp_path, pairs_on_disk, init_model):
+def test_lit_on_jax_trains_on_shards(tmp_path, pairs_on_disk, lit_init_model):
     flags = [
         "--config=recipes/configs/demo.py:lit",
-        f"--config.init_weights={init_model}",
+        f"--config.init_weights={lit_init_model}",
         f"--config.dataset.name=captions:{pairs_on_disk / 'shards'}",
         "--config.dataset.train_split=train[:80%]",
         "--config.dataset.eval_split=train[80%:]",
@@ -264,16 +237,16 @@ def _table(tmp_path, header, rows, name="bad.csv"):
         (lambda p, png: (p / "s").mkdir() or f"captions:{p / 's'}", "no .tar files"),
     ],
 )
-def test_bad_tables_and_shards_are_refused_before_the_workdir_is_touched(tmp_path, init_model, make, message):
+def test_bad_tables_and_shards_are_refused_before_the_workdir_is_touched(tmp_path, lit_init_model, make, message):
     png = _pairs()[0][0]
     (tmp_path / "a.png").write_bytes(png)
     name = make(tmp_path, png)
     with pytest.raises(ValueError, match=message):
-        train.train_and_evaluate(_config(init_model, name, 2), str(tmp_path / "run"))
+        train.train_and_evaluate(_config(lit_init_model, name, 2), str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
 
 
-def test_a_shard_sample_without_its_caption_and_a_run_without_contrastive_are_refused(tmp_path, init_model):
+def test_a_shard_sample_without_its_caption_and_a_run_without_contrastive_are_refused(tmp_path, lit_init_model):
     png = _pairs()[0][0]
     root = tmp_path / "s"
     root.mkdir()
@@ -284,7 +257,7 @@ def test_a_shard_sample_without_its_caption_and_a_run_without_contrastive_are_re
     with pytest.raises(ValueError, match=r"sample 'sample': no caption \(.txt\)"):
         data.load_source(f"captions:{root}", "train")
     good = _write_shards(str(tmp_path / "good"), _pairs()[:4], 1)
-    config = _config(init_model, f"captions:{good}", 2)
+    config = _config(lit_init_model, f"captions:{good}", 2)
     config.contrastive.enabled = False
     with pytest.raises(ValueError, match="contrastive.enabled=True"):
         train.train_and_evaluate(config, str(tmp_path / "run"))

@@ -37,14 +37,7 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
     Image.fromarray(data.chelsea()).save(tmp_path / "cat.png")
     (tmp_path / "photos").mkdir()
     Image.fromarray(data.chelsea()).save(tmp_path / "photos" / "cat.png")
-    env = dict(
-        _without_switch(),
-        KERAS_BACKEND="jax",
-        KERAS_VIT_CACHE_DIR=str(tmp_path / "cache"),
-        PYTHONPATH=ROOT,
-        TF_CPP_MIN_LOG_LEVEL="2",
-        CUDA_VISIBLE_DEVICES="",
-    )
+    env = _jax_env(tmp_path / "cache")
 
     # the inference command writes a fresh output folder each run (one it finished would be left as it is)
     runs = iter(range(3))
@@ -52,24 +45,8 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
 
     def run(*flags):
         source = str(tmp_path / "cat.png") if command == "predict" else str(tmp_path / "photos")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                _RUN,
-                f"keras_vit.analysis.{command}",
-                source,
-                f"--weights={tmp_path / 'tiny.keras'}",
-                *where[command](),
-                *flags,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        weights = f"--weights={tmp_path / 'tiny.keras'}"
+        return _last_json(_RUN, f"keras_vit.analysis.{command}", source, weights, *where[command](), *flags, env=env)
 
     cache = tmp_path / "cache" / "keras_vit" / "xla_cache"
     assert run() == {"code": 0, "hits": 0}
@@ -79,9 +56,19 @@ def test_a_second_jax_process_reuses_the_compiled_prediction(tmp_path, command):
     assert run("--no-compilation_cache")["hits"] == 0  # the flag turns it off
 
 
-def _without_switch() -> dict:
-    """The environment with keras_vit's own cache left at its default (the test session turns it off)."""
-    return {k: v for k, v in os.environ.items() if k != "KERAS_VIT_COMPILATION_CACHE"}
+def _last_json(code: str, *args: str, env: dict) -> dict:
+    """The JSON line `python -c code args...` prints last, in a fresh process (its JAX starts without a cache)."""
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _jax_env(cache_home) -> dict:
+    """A JAX process's environment with keras_vit's cache directory under `cache_home` and its own cache left at
+    its default (the test session turns it off)."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_VIT_COMPILATION_CACHE"}
+    env.update(KERAS_BACKEND="jax", KERAS_VIT_CACHE_DIR=str(cache_home), PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    return dict(env, CUDA_VISIBLE_DEVICES="")
 
 
 _LIBRARY = """
@@ -104,27 +91,12 @@ def test_the_library_keeps_compiled_programs_by_default(tmp_path):
     keras_vit.VisionTransformer(
         patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=1, input_shape=(32, 48, 3), classes=5
     ).save(tmp_path / "tiny.keras")
-    base = dict(
-        _without_switch(),
-        KERAS_BACKEND="jax",
-        KERAS_VIT_CACHE_DIR=str(tmp_path / "home"),
-        PYTHONPATH=ROOT,
-        TF_CPP_MIN_LOG_LEVEL="2",
-        CUDA_VISIBLE_DEVICES="",
-    )
+    base = _jax_env(tmp_path / "home")
     # every program counts: a tiny model compiles faster than keras_vit's 0.2 s floor
     base["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
     def run(**env):
-        done = subprocess.run(
-            [sys.executable, "-c", _LIBRARY, str(tmp_path / "tiny.keras")],
-            env=dict(base, **env),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return _last_json(_LIBRARY, str(tmp_path / "tiny.keras"), env=dict(base, **env))
 
     ours = tmp_path / "home" / "keras_vit" / "xla_cache"
     first = run()

@@ -12,22 +12,12 @@ import numpy as np
 import pytest
 
 import keras_vit
-from conftest import ROOT, python_run
+from conftest import LIT_TOWER as TOWER
+from conftest import ROOT, assert_resumes_to_uninterrupted, python_run
 from recipes import train
 from recipes.configs import demo
 
-TOWER = dict(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
 WORDS = "zero,one,two,three,four,five,six,seven,eight,nine"
-
-
-@pytest.fixture(scope="module")
-def init_model(tmp_path_factory):
-    """A random image tower of the config's architecture, saved as a .keras file (the run's init source)."""
-    keras.utils.set_random_seed(1)
-    model = keras_vit.VisionTransformer(**TOWER, input_shape=(32, 32, 3), classes=10, name="tower")
-    path = str(tmp_path_factory.mktemp("init") / "tower.keras")
-    model.save(path)
-    return path
 
 
 def _config(init, steps, **contrastive):
@@ -58,13 +48,13 @@ def _zero_shot_in_numpy(model, words, templates, images):
     return (image @ classes.T).argmax(axis=1)
 
 
-def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init_model):
-    config = _config(init_model, 150, class_words=WORDS)
+def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, lit_init_model):
+    config = _config(lit_init_model, 150, class_words=WORDS)
     summary = train.train_and_evaluate(config, str(tmp_path / "lit"))
     assert summary["zero_shot_accuracy"] >= 0.15, summary  # 10 classes: chance is 0.10 (measured 0.2-0.3)
     model = keras.models.load_model(summary["model"], compile=False)
     assert isinstance(model, keras_vit.ImageTextModel) and model.logit_bias is None
-    source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+    source = {v.path: np.asarray(v) for v in keras.models.load_model(lit_init_model, compile=False).weights}
     for v in model.image_model.weights:  # locked: every image weight is the source's, bit for bit
         np.testing.assert_array_equal(np.asarray(v), source[v.path])
     images, labels = _test_digits()
@@ -96,7 +86,7 @@ def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init
         == 0
     )
     with pytest.raises(ValueError, match="not an image-text model"):
-        keras_vit.load_image_text(init_model)
+        keras_vit.load_image_text(lit_init_model)
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(ValueError, match="an image-text model is a .keras file, a folder"):
         keras_vit.load_image_text(tmp_path / "notes.txt")
@@ -105,40 +95,22 @@ def test_lit_learns_captions_keeps_the_tower_and_saves_two_towers(tmp_path, init
     assert summary["trainable_parameters"] == sum(int(np.prod(v.shape)) for v in model.text_model.weights) + 1
 
 
-def test_sigmoid_loss_with_both_towers_trained(tmp_path, init_model):
-    config = _config(init_model, 20, class_words=WORDS, loss="siglip", lock_image=False)
+def test_sigmoid_loss_with_both_towers_trained(tmp_path, lit_init_model):
+    config = _config(lit_init_model, 20, class_words=WORDS, loss="siglip", lock_image=False)
     summary = train.train_and_evaluate(config, str(tmp_path / "siglip"))
     model = keras.models.load_model(summary["model"], compile=False)
     assert model.logit_bias is not None and np.isfinite(summary["final_train"]["loss"])
-    source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+    source = {v.path: np.asarray(v) for v in keras.models.load_model(lit_init_model, compile=False).weights}
     changed = [v.path for v in model.image_model.weights if not np.array_equal(np.asarray(v), source[v.path])]
     assert len(changed) >= len(model.image_model.weights) // 2  # the image tower trained too
 
 
-class _StopAfter(keras.callbacks.Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if batch + 1 >= self.step:
-            raise KeyboardInterrupt("stopped as a killed run stops")
-
-
 @pytest.mark.slow  # the default suite resumes the TF engine in test_folder_resume.py; the test above checks the
 # checkpoint holds the text tower
-def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, init_model):
-    config = _config(init_model, 40, class_words=WORDS)
+def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, lit_init_model):
+    config = _config(lit_init_model, 40, class_words=WORDS)
     config.checkpoint_every = 20
-    full = train.train_and_evaluate(config, str(tmp_path / "full"))
-    with pytest.raises(KeyboardInterrupt):
-        train.train_and_evaluate(config, str(tmp_path / "stopped"), callbacks=[_StopAfter(30)])
-    resumed = train.train_and_evaluate(config, str(tmp_path / "stopped"))
-    assert resumed["resumed_from"] == 20
-    a = keras.models.load_model(full["model"], compile=False)
-    b = keras.models.load_model(resumed["model"], compile=False)
-    for x, y in zip(a.weights, b.weights):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-5, rtol=0, err_msg=x.path)
+    assert_resumes_to_uninterrupted(train.train_and_evaluate, config, tmp_path, stop=30, resumed_from=20)
 
 
 @pytest.mark.parametrize(
@@ -149,8 +121,8 @@ def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_p
         (dict(init_weights=""), "lock_image"),
     ],
 )
-def test_bad_contrastive_settings_are_refused_before_the_workdir_is_touched(tmp_path, init_model, change, message):
-    config = _config(init_model, 2, class_words=WORDS)
+def test_bad_contrastive_settings_are_refused_before_the_workdir_is_touched(tmp_path, lit_init_model, change, message):
+    config = _config(lit_init_model, 2, class_words=WORDS)
     if "init_weights" in change:
         config.init_weights = change.pop("init_weights")
     config.contrastive.update(**change)
@@ -159,10 +131,10 @@ def test_bad_contrastive_settings_are_refused_before_the_workdir_is_touched(tmp_
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 
-def test_lit_on_jax_learns_and_saves_two_towers(tmp_path, init_model):
+def test_lit_on_jax_learns_and_saves_two_towers(tmp_path, lit_init_model):
     flags = [f"--config.model.{k}={v}" for k, v in TOWER.items()] + [
         "--config=recipes/configs/demo.py:lit",
-        f"--config.init_weights={init_model}",
+        f"--config.init_weights={lit_init_model}",
         "--config.total_steps=150",
         "--config.log_every=150",
         "--config.contrastive.text.width=32",
@@ -207,17 +179,17 @@ for replicas in (1, 2):  # in one process clash with the first's)
 """
 
 
-def test_two_mirrored_replicas_train_to_one_devices_weights(tmp_path, init_model):
+def test_two_mirrored_replicas_train_to_one_devices_weights(tmp_path, lit_init_model):
     """CLIP's and SigLIP's losses over two replicas (two logical CPUs) compare each replica's images with both
     replicas' texts (all-gathered): the run ends with the weights of one device on the same global batch. Each
     replica's batch alone as its negatives would not."""
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     for loss in ("clip", "siglip"):
-        done = python_run(["-c", _MIRRORED, init_model, str(tmp_path), loss], cwd=ROOT, env=env, timeout=600)
+        done = python_run(["-c", _MIRRORED, lit_init_model, str(tmp_path), loss], cwd=ROOT, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         one, two = (keras.models.load_model(tmp_path / f"{loss}{r}" / "model.keras", compile=False) for r in (1, 2))
         assert json.loads((tmp_path / f"{loss}2" / "summary.json").read_text())["replicas"] == 2
-        source = {v.path: np.asarray(v) for v in keras.models.load_model(init_model, compile=False).weights}
+        source = {v.path: np.asarray(v) for v in keras.models.load_model(lit_init_model, compile=False).weights}
         assert any(not np.array_equal(np.asarray(v), source[v.path]) for v in one.image_model.weights)
         for x, y in zip(one.weights, two.weights):
             np.testing.assert_allclose(np.asarray(y), np.asarray(x), atol=2e-5, rtol=0, err_msg=f"{loss} {x.path}")

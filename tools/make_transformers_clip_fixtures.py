@@ -140,26 +140,27 @@ def _siglip_tokenizer(folder: str) -> PreTrainedTokenizerFast:
 SIGLIP_CONTEXT = 10
 
 
+TINY_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+
+
+def _siglip_text_config(tokenizer) -> dict:
+    """The tiny SigLIP text tower of `siglip` and `siglip2_naflex`, over `tokenizer`'s vocabulary."""
+    return dict(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=SIGLIP_CONTEXT,
+    )
+
+
 def _siglip(images) -> None:
     folder = os.path.join(OUT, "siglip")
     tokenizer = _siglip_tokenizer(folder)
     config = SiglipConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            max_position_embeddings=SIGLIP_CONTEXT,
-        ),
-        vision_config=dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=32,
-            patch_size=8,
-        ),
+        text_config=_siglip_text_config(tokenizer),
+        vision_config=dict(TINY_VISION, image_size=32, patch_size=8),
     )
     model = SiglipModel(config).eval()
     _perturb(model)
@@ -278,22 +279,8 @@ def siglip2_naflex() -> None:
     shutil.rmtree(folder, ignore_errors=True)
     tokenizer = _siglip_tokenizer(folder)
     config = Siglip2Config(
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            max_position_embeddings=SIGLIP_CONTEXT,
-        ),
-        vision_config=dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_patches=16,
-            patch_size=4,
-        ),
+        text_config=_siglip_text_config(tokenizer),
+        vision_config=dict(TINY_VISION, num_patches=16, patch_size=4),
     )
     model = Siglip2Model(config).eval()
     _perturb(model)

@@ -162,6 +162,37 @@ def _norm(take: _Taker, p: str, i, name: str, out: dict) -> None:
     out[f"{name}.bias"] = take(f"{p}bias", i)
 
 
+# a block's parts under open_clip's names: a timm trunk's (the image tower) and open_clip's own (the text tower)
+_TIMM_BLOCK = {
+    "norm1": "norm1",
+    "norm2": "norm2",
+    "qkv.weight": "attn.qkv.weight",
+    "qkv.bias": "attn.qkv.bias",
+    "out.weight": "attn.proj.weight",
+    "out.bias": "attn.proj.bias",
+    "fc1": "mlp.fc1",
+    "fc2": "mlp.fc2",
+}
+_TEXT_BLOCK = {
+    "norm1": "ln_1",
+    "norm2": "ln_2",
+    "qkv.weight": "attn.in_proj_weight",
+    "qkv.bias": "attn.in_proj_bias",
+    "out.weight": "attn.out_proj.weight",
+    "out.bias": "attn.out_proj.bias",
+    "fc1": "mlp.c_fc",
+    "fc2": "mlp.c_proj",
+}
+
+
+def _block(take: _Taker, b: str, i, q: str, names: dict, out: dict) -> None:
+    """One encoder block (big_vision prefix `b`, depth index `i` when stacked) under `q` + `names`."""
+    _norm(take, f"{b}LayerNorm_0/", i, q + names["norm1"], out)
+    _attention(take, f"{b}MultiHeadDotProductAttention_0/", i, lambda n: q + names[n], out)
+    _norm(take, f"{b}LayerNorm_1/", i, q + names["norm2"], out)
+    _mlp(take, b, i, q + names["fc1"], q + names["fc2"], out)
+
+
 def _image(take: _Taker, p: str, out: dict) -> None:
     t = "visual.trunk."
     out[f"{t}patch_embed.proj.weight"] = take(f"{p}embedding/kernel").transpose(3, 2, 0, 1)
@@ -170,13 +201,7 @@ def _image(take: _Taker, p: str, out: dict) -> None:
         out[f"{t}cls_token"] = take(f"{p}cls")
     out[f"{t}pos_embed"] = take(f"{p}pos_embedding")
     for k, (b, i) in enumerate(_blocks(take, f"{p}Transformer/")):
-        q = f"{t}blocks.{k}."
-        _norm(take, f"{b}LayerNorm_0/", i, f"{q}norm1", out)
-        renamed = {"qkv.weight": "attn.qkv.weight", "qkv.bias": "attn.qkv.bias"}
-        renamed.update({"out.weight": "attn.proj.weight", "out.bias": "attn.proj.bias"})
-        _attention(take, f"{b}MultiHeadDotProductAttention_0/", i, lambda n: q + renamed[n], out)
-        _norm(take, f"{b}LayerNorm_1/", i, f"{q}norm2", out)
-        _mlp(take, b, i, f"{q}mlp.fc1", f"{q}mlp.fc2", out)
+        _block(take, b, i, f"{t}blocks.{k}.", _TIMM_BLOCK, out)
     _norm(take, f"{p}Transformer/encoder_norm/", None, f"{t}norm", out)
     head = f"{p}MAPHead_0/"
     if f"{head}probe" in take:
@@ -198,13 +223,7 @@ def _text(take: _Taker, p: str, cfg: dict, out: dict) -> None:
     position = take(f"{p}pos_embedding")
     out[f"{t}positional_embedding"] = position[0] if position.ndim == 3 else position
     for k, (b, i) in enumerate(_blocks(take, f"{p}Encoder_0/")):
-        q = f"{t}transformer.resblocks.{k}."
-        _norm(take, f"{b}LayerNorm_0/", i, f"{q}ln_1", out)
-        renamed = {"qkv.weight": "attn.in_proj_weight", "qkv.bias": "attn.in_proj_bias"}
-        renamed.update({"out.weight": "attn.out_proj.weight", "out.bias": "attn.out_proj.bias"})
-        _attention(take, f"{b}MultiHeadDotProductAttention_0/", i, lambda n: q + renamed[n], out)
-        _norm(take, f"{b}LayerNorm_1/", i, f"{q}ln_2", out)
-        _mlp(take, b, i, f"{q}mlp.c_fc", f"{q}mlp.c_proj", out)
+        _block(take, b, i, f"{t}transformer.resblocks.{k}.", _TEXT_BLOCK, out)
     _norm(take, f"{p}Encoder_0/encoder_norm/", None, f"{t}ln_final", out)
     if f"{p}head/kernel" in take:
         if not (cfg.get("text_cfg") or {}).get("proj_bias"):

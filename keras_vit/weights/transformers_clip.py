@@ -191,6 +191,17 @@ def open_clip_config(config: dict, directory: str) -> Tuple[dict, dict]:
     return {"model_cfg": model_cfg, "preprocess_cfg": preprocess_cfg(directory)}, pooling
 
 
+def _check_steps(p: dict, path: str) -> None:
+    """An image processor's settings keras_vit follows: every step on, pixels scaled by 1/255, a known resampling."""
+    for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
+        if p.get(key, True) is not True:
+            raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
+    if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
+        raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
+    if p["resample"] not in _RESAMPLE:
+        raise ValueError(f"{path}: resample={p['resample']!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
+
+
 def naflex_preprocess_cfg(directory: str, patch_size: int) -> dict:
     """open_clip's `preprocess_cfg` for a `Siglip2ImageProcessor` (its defaults: bilinear, mean and std 0.5, 256
     patches) and its patch budget `max_num_patches`: what `keras_vit.naflex_batch` takes to make its batches."""
@@ -199,13 +210,7 @@ def naflex_preprocess_cfg(directory: str, patch_size: int) -> dict:
     if os.path.exists(path):
         with open(path) as f:
             p.update(json.load(f))
-    for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
-        if p.get(key, True) is not True:
-            raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
-    if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
-        raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
-    if p["resample"] not in _RESAMPLE:
-        raise ValueError(f"{path}: resample={p['resample']!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
+    _check_steps(p, path)
     if int(p["patch_size"]) != patch_size:
         raise ValueError(f"{path}: patch_size={p['patch_size']}, and the image tower's patches are {patch_size}.")
     return dict(
@@ -234,14 +239,8 @@ def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
     if os.path.exists(path):
         with open(path) as f:
             p.update(json.load(f))
-    for key in ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb"):
-        if p.get(key, True) is not True:
-            raise ValueError(f"{path}: {key}={p[key]!r}: keras_vit prepares images with each step on.")
-    if abs(float(p.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-9:
-        raise ValueError(f"{path}: rescale_factor={p['rescale_factor']}: pixels are scaled by 1/255.")
+    _check_steps(p, path)
     resample = p["resample"]
-    if resample not in _RESAMPLE:
-        raise ValueError(f"{path}: resample={resample!r}: keras_vit resizes with {sorted(_RESAMPLE.values())}.")
     size, crop = p["size"], p.get("crop_size", {"height": 224, "width": 224})
     if "shortest_edge" in size:
         if not p["do_center_crop"] or crop.get("height") != crop.get("width"):

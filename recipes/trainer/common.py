@@ -577,14 +577,15 @@ def finish(
     evaluate=None,
     chief: bool = True,
     net: Optional[keras.Model] = None,
-    class_names: Tuple[str, ...] = (),
-    captioned: bool = False,
+    source: Optional[data.Source] = None,
 ) -> dict:
     """Evaluates, then (the chief) writes `model.keras` (LoRA merged into the kernels, as Keras saves it),
     `adapters.lora.h5` for a LoRA run, and `summary.json`, each atomically; returns the summary. A contrastive
-    run (`net`: its two towers) is evaluated zero-shot, or by retrieval on image-caption pairs (`captioned`: the
-    eval split's images and their captions, `eval_accuracy` the image-to-text recall@1), and saves the two-tower
-    model."""
+    run (`net`: its two towers) is evaluated zero-shot with the class names of the training `source`, or by
+    retrieval when `source` holds image-caption pairs (the eval split's images and their captions,
+    `eval_accuracy` the image-to-text recall@1), and saves the two-tower model."""
+    class_names = source.class_names if source else ()
+    captioned = bool(source and source.captions)
     trained, retrieval = model, None
     if config.contrastive.enabled:
         from recipes import contrastive

@@ -179,6 +179,5 @@ def _train(
         evaluate=engine.evaluate,
         chief=chief,
         net=net,
-        class_names=source.class_names if source else (),
-        captioned=bool(source and source.captions),
+        source=source,
     )

@@ -109,16 +109,4 @@ def _train(
         replicas=replicas,
         final_train=history[-1] if history else None,
     )
-    class_names = source.class_names if source else ()
-    return common.finish(
-        config,
-        model,
-        outdir,
-        writer,
-        summary,
-        eval_input,
-        steps_total,
-        net=net,
-        class_names=class_names,
-        captioned=bool(source and source.captions),
-    )
+    return common.finish(config, model, outdir, writer, summary, eval_input, steps_total, net=net, source=source)
