@@ -239,6 +239,16 @@ def test_a_siglip2_naflex_repository_loads_with_transformers_embeddings_and_logi
     assert model.naflex == dict(patch_size=4, max_patches=16, mean=(0.5,) * 3, std=(0.5,) * 3, interpolation="bilinear")
 
 
+def test_a_naflex_model_saved_and_loaded_keeps_its_batch_settings(tmp_path):
+    model, ref, batch = _naflex()
+    model.save(tmp_path / "siglip2.keras")
+    again = keras_vit.load_image_text(str(tmp_path / "siglip2.keras"))
+    assert again.naflex == model.naflex
+    image = keras.ops.convert_to_numpy(again.encode_image(keras_vit.naflex_batch([ref["photo_0"]], **again.naflex)))
+    mine = keras.ops.convert_to_numpy(model.encode_image(keras_vit.naflex_batch([ref["photo_0"]], **model.naflex)))
+    np.testing.assert_allclose(image, mine, atol=1e-6, rtol=0)
+
+
 def test_naflex_batch_with_the_repositorys_settings_is_its_processors_batch():
     """`keras_vit.naflex_batch(photos, **model.naflex)` lays the photos out as transformers' processor does (the
     same patch grid per photo, padding, coordinates); its pixels are within one 8-bit level of the processor's,

@@ -39,6 +39,8 @@ class ImageTextModel(keras.Model):
         the model came from; not saved with the model). None: `text_preprocessor()` refuses.
       open_clip_config: the `open_clip_config.json` it was loaded from, which `keras_vit.save_open_clip` writes
         back (kept in the model's config).
+      naflex: a NaFlex image tower's batch settings, `keras_vit.naflex_batch`'s keywords (patch size, patch budget,
+        mean, std, interpolation) as the repository's processor states them (kept in the model's config).
     """
 
     def __init__(
@@ -50,9 +52,11 @@ class ImageTextModel(keras.Model):
         name: str = "image_text_model",
         tokenizer=None,
         open_clip_config: Optional[dict] = None,
+        naflex: Optional[dict] = None,
         **kwargs,
     ):
         super().__init__(name=name, **kwargs)
+        self.naflex = None if naflex is None else {k: tuple(v) if isinstance(v, list) else v for k, v in naflex.items()}
         if isinstance(tokenizer, dict) and tokenizer.get("kind") != "clip":
             raise ValueError(f"tokenizer={tokenizer!r}: a saved tokenizer is {{'kind': 'clip', 'clean': ...}}.")
         self._tokenizer = tokenizer
@@ -132,6 +136,7 @@ class ImageTextModel(keras.Model):
             "logit_bias": self._logit_bias_init,
             "tokenizer": self._tokenizer if isinstance(self._tokenizer, dict) else None,
             "open_clip_config": self.open_clip_config,
+            "naflex": self.naflex,
         }
 
     @classmethod

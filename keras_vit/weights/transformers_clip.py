@@ -534,7 +534,7 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
         config, state, directory, source, path, tokenizer=tokenizer, no_tokenizer=why, open_clip_files=False, **pooling
     )
     processing = config["preprocess_cfg"]
-    # NaFlex: how the repository's processor makes batches, as naflex_batch's keywords
+    # NaFlex: how the repository's processor makes batches, as naflex_batch's keywords (saved with the model)
     if "max_num_patches" in processing:
         model.naflex = dict(
             patch_size=int(config["model_cfg"]["vision_cfg"]["timm_model_args"]["patch_size"]),
