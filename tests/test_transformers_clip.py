@@ -280,3 +280,35 @@ def test_a_square_image_at_the_grids_size_is_the_same_through_the_fixed_size_tow
     bad = dict(batch, spatial_shapes=np.array([[4, 4], [5, 3], [4, 4]]))
     with pytest.raises(ValueError, match="image 0: spatial_shapes 4x4 does not match its attention mask"):
         model.encode_image(bad)
+
+
+def test_the_zero_shot_command_gives_a_naflex_model_each_photo_at_its_aspect_ratio(tmp_path, capsys):
+    """`python -m keras_vit.zero_shot` on a SigLIP 2 NaFlex repository scores NaFlex batches of the photos (the
+    repository's settings), not the photos squashed to the fixed-size tower's square."""
+    from PIL import Image
+
+    from keras_vit.analysis import zero_shot
+
+    model, ref, _ = _naflex()
+    (tmp_path / "photos").mkdir()
+    for i in range(3):
+        Image.fromarray(ref[f"photo_{i}"]).save(tmp_path / "photos" / f"{i}.png")
+    folder = os.path.join(FIXTURES, "siglip2_naflex")
+    argv = [str(tmp_path / "photos"), f"--weights={folder}", "--classes=cat,astronaut,coffee", "--json", "--top=3"]
+    argv.append("--templates=simple_imagenet")
+    assert zero_shot.main(argv) == 0
+    rows = {
+        os.path.basename(r["image"]): {t["name"]: t["score"] for t in r["top"]}
+        for r in json.loads(capsys.readouterr().out)
+    }
+    classifier = keras_vit.ZeroShotClassifier(
+        model, model.text_preprocessor(), ["cat", "astronaut", "coffee"], "simple_imagenet"
+    )
+    photos = [ref[f"photo_{i}"].astype("float32") for i in range(3)]
+    naflex = classifier.predict(keras_vit.naflex_batch(photos, **model.naflex), top=3)
+    square = classifier.predict(
+        np.concatenate([keras.ops.convert_to_numpy(model.image_model.preprocessor()(p)) for p in photos]), top=3
+    )
+    for i in range(3):
+        assert rows[f"{i}.png"] == pytest.approx(dict(naflex[i]), abs=1e-6)
+    assert any(rows[f"{i}.png"] != pytest.approx(dict(square[i]), abs=1e-4) for i in range(2))  # the two non-square

@@ -6,8 +6,9 @@ and its tokenizer where the config names one) or a `transformers` CLIPModel repo
 handle, or open_clip's pretrained name ("ViT-B-16-SigLIP2", `keras_vit.list_models("image-text")`). Each class name is put into every
 prompt template ("a photo of a {}.": OpenAI's 80 ImageNet templates by default, `simple_imagenet` for open_clip's
 7, or a file of one template per line), the texts encoded and averaged per class; each image (read at its bit
-depth, prepared per the image tower's data config) is scored against every class: softmax probabilities over the
-classes are printed, best first.
+depth, prepared per the image tower's data config; for a SigLIP 2 NaFlex model, cut into patches at its own aspect
+ratio as its repository's processor does, `model.naflex`) is scored against every class: softmax probabilities
+over the classes are printed, best first.
 """
 
 from __future__ import annotations
@@ -82,8 +83,13 @@ def main(argv=None) -> int:
         compilation_cache.enable_for_command(args.compilation_cache)
         model = load_image_text(args.weights)
         classifier = ZeroShotClassifier(model, model.text_preprocessor(), classes, templates)
-        preprocessing = model.image_model.preprocessor()
-        batch = np.concatenate([keras.ops.convert_to_numpy(preprocessing(image)) for image in pixels])
+        if getattr(model, "naflex", None):  # SigLIP 2 NaFlex: each photo at its own aspect ratio
+            from keras_vit.vit.naflex import naflex_batch
+
+            batch = naflex_batch(pixels, **model.naflex)
+        else:
+            preprocessing = model.image_model.preprocessor()
+            batch = np.concatenate([keras.ops.convert_to_numpy(preprocessing(image)) for image in pixels])
         results = [
             {"image": path, "top": [{"name": n, "score": s} for n, s in top]}
             for path, top in zip(paths, classifier.predict(batch, top=min(args.top, len(classes))))
