@@ -9,7 +9,7 @@ import pytest
 
 from recipes import folder
 from recipes.configs import demo
-from recipes.trainer import common, run_record
+from recipes.trainer import dataset_record, run_record
 
 
 def _split(tmp_path) -> folder.FolderSplit:
@@ -60,16 +60,16 @@ def test_the_dataset_and_decode_check_records_are_stamped_and_checked(tmp_path):
     )
     config = demo.get_config("pretrain")
     config.dataset.name = f"folder:{split.directory}"
-    common.record_folder(config, source, str(tmp_path))
-    dataset = json.loads((tmp_path / common.DATASET_RECORD).read_text())
+    dataset_record.record_folder(config, source, str(tmp_path))
+    dataset = json.loads((tmp_path / dataset_record.DATASET_RECORD).read_text())
     check = json.loads((tmp_path / folder.CHECK_RECORD).read_text())
     assert (dataset["kind"], check["kind"]) == ("keras_vit.dataset", "keras_vit.decode_check")
     assert folder.read_check_record(str(tmp_path), split) == ["b/2.png"]
     touched = folder.FolderSplit(split.directory, split.class_names, split.files, split.labels, split.sizes, [1, 3])
     assert folder.read_check_record(str(tmp_path), touched) is None  # a file rewritten since: decoded again
-    common.record_folder(config, source, str(tmp_path))  # the same folder again: accepted
+    dataset_record.record_folder(config, source, str(tmp_path))  # the same folder again: accepted
     for name, record, read in (
-        (common.DATASET_RECORD, dataset, lambda: common.record_folder(config, source, str(tmp_path))),
+        (dataset_record.DATASET_RECORD, dataset, lambda: dataset_record.record_folder(config, source, str(tmp_path))),
         (folder.CHECK_RECORD, check, lambda: folder.read_check_record(str(tmp_path), split)),
     ):
         path = tmp_path / name
@@ -83,6 +83,6 @@ def test_the_dataset_and_decode_check_records_are_stamped_and_checked(tmp_path):
     (tmp_path / folder.CHECK_RECORD).write_text(json.dumps(dict(check, undecodable="b/2.png")))
     with pytest.raises(ValueError, match="field 'undecodable' of the keras_vit.decode_check record is a str"):
         folder.read_check_record(str(tmp_path), split)
-    (tmp_path / common.DATASET_RECORD).write_text(json.dumps(dict(dataset, fingerprint=None)))
+    (tmp_path / dataset_record.DATASET_RECORD).write_text(json.dumps(dict(dataset, fingerprint=None)))
     with pytest.raises(ValueError, match="field 'fingerprint' of the keras_vit.dataset record is a NoneType"):
-        common.record_folder(config, source, str(tmp_path))
+        dataset_record.record_folder(config, source, str(tmp_path))

@@ -170,15 +170,9 @@ def _settings(
     model whose weights the digest covers (an image-text model's, text tower included, when `model` is its
     image tower)."""
     return dict(
-        task=task,
+        shards.run_settings(task, fmt, dtype, l2, shard_size, weights, whole),
         features=features,
         top=top if task == "top" else None,
-        format=fmt,
-        dtype=dtype,
-        l2_normalize=bool(l2),
-        shard_size=shard_size,
-        weights=weights,
-        weights_sha256=shards.weights_digest(whole),
         image_size=list(model.base_image_size),
         data_config=model.data_config.to_dict(),
         source=source.describe(),

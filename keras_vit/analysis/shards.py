@@ -245,6 +245,20 @@ def weights_digest(model) -> str:
     return digest.hexdigest()
 
 
+def run_settings(task: str, fmt: str, dtype: str, l2: bool, shard_size: int, weights, model) -> dict:
+    """The settings every output records, whatever it embeds: its task, format, dtype, normalisation, shard size,
+    the weights it was given and the digest of `model`'s (a resume under any other is refused by name)."""
+    return dict(
+        task=task,
+        format=fmt,
+        dtype=dtype,
+        l2_normalize=bool(l2),
+        shard_size=shard_size,
+        weights=weights,
+        weights_sha256=weights_digest(model),
+    )
+
+
 def open_output(output: str, settings: dict) -> dict:
     """The manifest to continue: a new one for a new or empty folder, the recorded one when it was made with
     the same settings; a folder of other files, or of another run, is refused naming the difference."""

@@ -120,13 +120,7 @@ def run_text_inference(
     tokenizer = model.text_preprocessor()  # a model without a tokenizer is refused before anything is written
     shard_size = shard_size or 10_000
     settings = dict(
-        task=TASK,
-        format=fmt,
-        dtype=dtype,
-        l2_normalize=bool(l2_normalize),
-        shard_size=shard_size,
-        weights=weights,
-        weights_sha256=shards.weights_digest(model),
+        shards.run_settings(TASK, fmt, dtype, l2_normalize, shard_size, weights, model),
         context_length=int(tokenizer.context_length),
         source=dict(kind="texts", location=location, texts=len(texts), sha256=texts_digest(texts)),
     )

@@ -39,7 +39,7 @@ def load_big_vision_siglip(
     *,
     tokenizer=None,
     preprocess_cfg: Optional[dict] = None,
-):
+) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` from a big_vision SigLIP `.npz` (module docstring).
 
     Args:
@@ -92,16 +92,14 @@ def _model_config(model, open_clip_names) -> dict:
 def _tokenizer(tokenizer, tower, text_cfg: dict):
     if tokenizer is None or not isinstance(tokenizer, (str, os.PathLike)):
         return tokenizer
-    folder = os.fspath(tokenizer)
-    from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
-    from keras_vit.vit.sentencepiece_tokenizer import MODEL_FILE, SentencePieceTokenizer
+    from keras_vit.vit.tokenizer_files import FILES, tokenizer_in
 
-    if os.path.isfile(os.path.join(folder, TOKENIZER_FILE)):
-        clean = (text_cfg.get("tokenizer_kwargs") or {}).get("clean") or "whitespace"
-        return HubTokenizer(folder, tower.context_length, clean=clean)
-    if os.path.isfile(os.path.join(folder, MODEL_FILE)):
-        return SentencePieceTokenizer(folder, tower.context_length)
-    raise ValueError(f"tokenizer={folder!r} holds neither {TOKENIZER_FILE} nor {MODEL_FILE}.")
+    folder = os.fspath(tokenizer)
+    clean = (text_cfg.get("tokenizer_kwargs") or {}).get("clean") or "whitespace"  # open_clip's HFTokenizer's
+    found = tokenizer_in(folder, tower.context_length, clean=clean)
+    if found is None:
+        raise ValueError(f"tokenizer={folder!r} holds neither {' nor '.join(FILES)}.")
+    return found
 
 
 class _Taker:

@@ -500,9 +500,7 @@ def open_clip_state(sd: Dict[str, np.ndarray], source: str, kind: str = "clip") 
 def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
     """An `ImageTextModel` with both towers of a `transformers` CLIPModel or SiglipModel folder; every tensor mapped
     or the load refused naming it."""
-    from keras_vit.vit.hub_tokenizer import TOKENIZER_FILE, HubTokenizer
-    from keras_vit.vit.sentencepiece_tokenizer import MODEL_FILE as SENTENCEPIECE_FILE
-    from keras_vit.vit.sentencepiece_tokenizer import SentencePieceTokenizer
+    from keras_vit.vit.tokenizer_files import FILES, tokenizer_in
     from keras_vit.weights import open_clip
     from keras_vit.weights.safetensors_read import mapped_tensors
 
@@ -521,13 +519,8 @@ def load_transformers_clip(directory: str) -> "keras.Model":  # noqa: F821
         sd = {k: np.array(v, dtype="float32") for k, v in tensors.items()}
     state = open_clip_state(sd, source, hf_config["model_type"])
     context = config["model_cfg"]["text_cfg"]["context_length"]
-    if os.path.exists(os.path.join(directory, TOKENIZER_FILE)):
-        tokenizer = HubTokenizer(directory, context, clean="none")
-    elif os.path.exists(os.path.join(directory, SENTENCEPIECE_FILE)):  # the first SigLIP's vocabulary
-        tokenizer = SentencePieceTokenizer(directory, context)
-    else:
-        tokenizer = None
-    why = f"{directory!r} holds neither {TOKENIZER_FILE} nor {SENTENCEPIECE_FILE}"
+    tokenizer = tokenizer_in(directory, context, clean="none")  # transformers applies the file's normaliser only
+    why = f"{directory!r} holds neither {' nor '.join(FILES)}"
     # not CLIP's BPE when the repository has no tokenizer.json: its vocabulary may be another; and its config is a
     # restatement, which save_open_clip does not claim to write back
     model = open_clip.from_state(

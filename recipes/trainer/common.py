@@ -22,11 +22,12 @@ import ml_collections
 import tensorflow as tf
 
 import keras_vit
-from keras_vit.utils import progress, records
+from keras_vit.utils import progress
 from keras_vit.weights import official
-from recipes import atomic, data, folder
+from recipes import atomic, data
 from recipes.trainer import config_checks, distribute, family, memory, optim, tf_step
 from recipes.trainer.checkpoints import NonFiniteError
+from recipes.trainer.dataset_record import check_folder_splits, record_folder
 
 logger = pylogging.getLogger("recipes")
 
@@ -264,68 +265,6 @@ def _on_accelerator() -> bool:
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
-def check_folder_splits(config, source) -> None:
-    """An image folder's eval split must hold the training split's classes, and `dataset.num_classes` (when
-    set) their number."""
-    ds_cfg = config.dataset
-    if ds_cfg.num_classes and ds_cfg.num_classes != source.num_classes:
-        raise ValueError(
-            f"config.dataset.num_classes={ds_cfg.num_classes}, but {ds_cfg.name!r} has "
-            f"{source.num_classes} class folders ({', '.join(source.class_names[:5])}...): set it to 0."
-        )
-    if not ds_cfg.eval_split:
-        return
-    evaluation = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
-    if evaluation.class_names != source.class_names:
-        raise ValueError(
-            f"{ds_cfg.name!r}: split {ds_cfg.eval_split!r} has classes {list(evaluation.class_names)}, "
-            f"split {ds_cfg.train_split!r} {list(source.class_names)}."
-        )
-
-
-DATASET_RECORD = "dataset.json"
-DATASET_KIND, DATASET_SCHEMA = "keras_vit.dataset", 1
-_DATASET_FIELDS = {"name": str, "fingerprint": str, "class_names": list, "examples": int, "skipped": list}
-
-
-def record_folder(config, source, outdir: str) -> None:
-    """Writes `dataset.json` (the folder's fingerprint, classes, skipped files), `class_names.txt` and the
-    decode check's record (`decode_check.json`, read back on a resume) in `outdir`; refuses a workdir whose
-    earlier run trained on other files, or whose files decode differently now (rewritten in place)."""
-    ds_cfg = config.dataset
-    record = dict(
-        name=ds_cfg.name,
-        train_split=ds_cfg.train_split,
-        fingerprint=source.fingerprint,
-        class_names=list(source.class_names),
-        examples=source.num_examples,
-        skipped=list(source.skipped),
-    )
-    path = os.path.join(outdir, DATASET_RECORD)
-    before = records.read_record(path, DATASET_KIND, DATASET_SCHEMA, _DATASET_FIELDS, fs=atomic.GFILE)
-    if before is not None:
-        if before["fingerprint"] != source.fingerprint:
-            raise ValueError(
-                f"config.dataset.name={ds_cfg.name!r}: the images (split {ds_cfg.train_split!r}) differ "
-                f"from those the run in {outdir!r} started on (files added, removed or resized; "
-                f"classes then: {before.get('class_names')}): resume on the same files, or use a new "
-                "--workdir."
-            )
-        changed = sorted(set(map(str, before["skipped"])) ^ set(source.skipped))
-        if changed:
-            raise ValueError(
-                f"config.dataset.name={ds_cfg.name!r}: {len(changed)} file(s) of split "
-                f"{ds_cfg.train_split!r} decode differently from when the run in {outdir!r} started "
-                f"(e.g. {changed[0]!r}, rewritten in place), so its batches would differ: restore "
-                "them, or use a new --workdir."
-            )
-    records.write_record(path, DATASET_KIND, DATASET_SCHEMA, record, fs=atomic.GFILE)
-    if source.check is not None:
-        folder.write_check_record(outdir, source.check)
-    if source.class_names:
-        atomic.write_atomic(os.path.join(outdir, "class_names.txt"), "\n".join(source.class_names) + "\n")
-
-
 def _with_labels(data_config, class_names: Tuple[str, ...]):
     if not class_names:
         return data_config
@@ -473,21 +412,20 @@ def loop(
     return history
 
 
-def _eval_captions(config) -> Tuple[str, ...]:
-    """The captions of a caption dataset's eval split, in the order its eval stream gives the images (empty when
-    the run has no eval split)."""
+def _eval_source(config) -> Optional[data.Source]:
+    """The config's eval split (None without one), read once per evaluation."""
     ds_cfg = config.dataset
-    if not ds_cfg.eval_split:
-        return ()
-    return data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None).captions
+    return data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None) if ds_cfg.eval_split else None
 
 
-def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None) -> Optional[float]:
+def _evaluate(config, model, eval_input, writer, steps_total, evaluate=None, eval_source=None) -> Optional[float]:
+    """`eval_input`'s stream, else the eval split's (`eval_source`, read here when not given), evaluated."""
     ds_cfg = config.dataset
+    if eval_input is None and eval_source is None:
+        eval_source = _eval_source(config)
     if eval_input is not None:
         eval_ds = eval_input(config.batch_size, ds_cfg.image_size, False)
-    elif ds_cfg.eval_split:
-        eval_source = data.load_source(ds_cfg.name, ds_cfg.eval_split, ds_cfg.data_dir or None)
+    elif eval_source is not None:
         eval_ds = data.make_dataset(
             eval_source,
             min(config.batch_size, 256),
@@ -586,19 +524,20 @@ def finish(
     `eval_accuracy` the image-to-text recall@1), and saves the two-tower model."""
     class_names = source.class_names if source else ()
     captioned = bool(source and source.captions)
-    trained, retrieval = model, None
+    trained, retrieval, eval_source = model, None, None
     if config.contrastive.enabled:
         from recipes import contrastive
 
         trained = net
-        if captioned:
-            retrieval = {}
-            evaluate = contrastive.retrieval_evaluator(net, config.contrastive, _eval_captions(config), retrieval)
+        if captioned:  # the eval split's images and, in their order, its captions
+            retrieval, eval_source = {}, _eval_source(config) if eval_input is None else None
+            captions = eval_source.captions if eval_source is not None else ()
+            evaluate = contrastive.retrieval_evaluator(net, config.contrastive, captions, retrieval)
         else:
             words = contrastive.class_words(config.contrastive, class_names)
             evaluate = contrastive.zero_shot_evaluator(net, config.contrastive, words)
             summary["class_words"] = list(words)
-    accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate)
+    accuracy = _evaluate(config, model, eval_input, writer, steps_total, evaluate, eval_source)
     summary["trainable_parameters"] = int(sum(math.prod(v.shape) for v in trained.trainable_variables))
     if accuracy is not None:
         summary["eval_accuracy"] = accuracy
