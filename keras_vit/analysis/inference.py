@@ -31,7 +31,7 @@ import numpy as np
 from keras_vit.analysis import shards
 from keras_vit.analysis.image_sources import ImageSource, open_source, read_pixels, tfds_images
 from keras_vit.analysis.images import preprocess_image
-from keras_vit.utils import commands, compilation_cache, records
+from keras_vit.utils import commands, compilation_cache
 from keras_vit.utils.progress import Progress
 
 FEATURES = ("pooled", "patches", "embedding")  # embedding: an image-text model's image embedding
@@ -285,23 +285,11 @@ def run_inference(
         indices, outputs, bad = _shard(predict, loaded, first, last, batch_size, meter)
         files = [source.names[i] for i in indices]
         values = _results(outputs, task, top, labels, dtype, l2_normalize) if outputs is not None else None
-        name = shards.write_shard(output, first // shard_size, fmt, files, values) if values else ""
-        manifest["shards"].append(
-            dict(
-                file=name,
-                first=first,
-                images=last - first,
-                rows=len(files),
-                bad=[dict(file=source.names[i], error=e) for i, e in bad],
-                files=records.vouch(output, shards.shard_files(name, fmt)) if name else {},
-            )
-        )
-        shards.write_manifest(output, manifest)
+        failed = [dict(file=source.names[i], error=e) for i, e in bad]
+        shards.add_shard(output, manifest, fmt, first, dict(images=last - first), files, values, failed)
     loaded.close()
     meter.close()
-    manifest["complete"] = True
-    shards.write_manifest(output, manifest)
-    return manifest
+    return shards.complete(output, manifest)
 
 
 def load(weights: str, model: Optional[str] = None):

@@ -161,6 +161,42 @@ def write_manifest(directory: str, manifest: dict) -> None:
     records.write_record(os.path.join(directory, MANIFEST), KIND, SCHEMA, body)
 
 
+def add_shard(
+    output: str,
+    manifest: dict,
+    fmt: str,
+    first: int,
+    inputs: Dict[str, int],
+    names: List[str],
+    values: Optional[Dict[str, np.ndarray]],
+    bad: Optional[List[dict]] = None,
+    key: str = "file",
+) -> None:
+    """Writes the shard of the inputs from `first` (`inputs`: {"images" or "texts": how many}; `names` and
+    `values`: its rows, none when every input failed) and records it, with the files vouched for and the failed
+    inputs (`bad`), in the manifest, which is rewritten: a killed run resumes after it."""
+    index = len(manifest["shards"])
+    name = write_shard(output, index, fmt, names, values, key) if values else ""
+    manifest["shards"].append(
+        dict(
+            file=name,
+            first=first,
+            **inputs,
+            rows=len(names),
+            bad=list(bad or []),
+            files=records.vouch(output, shard_files(name, fmt)) if name else {},
+        )
+    )
+    write_manifest(output, manifest)
+
+
+def complete(output: str, manifest: dict) -> dict:
+    """Marks the output finished (its manifest rewritten) and returns the manifest."""
+    manifest["complete"] = True
+    write_manifest(output, manifest)
+    return manifest
+
+
 def _read_shard(name: str, fmt: str, data: Dict[str, bytes], key: str) -> Dict[str, np.ndarray]:
     """The shard `name`'s arrays, parsed from `data` ({file name: bytes}, as checked against the manifest)."""
     if fmt == "npy":  # one name per "\n" (not str.splitlines, which also breaks at \r, \x1c, \u2028, ...)

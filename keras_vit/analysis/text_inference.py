@@ -22,7 +22,6 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from keras_vit.analysis import shards
-from keras_vit.utils import records
 from keras_vit.utils.progress import Progress
 
 TASK = "text"
@@ -141,19 +140,8 @@ def run_text_inference(
             outputs.append(np.asarray(model.text_model.predict(ids, batch_size=len(ids), verbose=0), "float32"))
             meter.update(len(ids))
         values = shards.embedding_columns(np.concatenate(outputs), dtype, l2_normalize)
-        name = shards.write_shard(output, first // shard_size, fmt, chunk, values, key=shards.row_key(TASK))
-        manifest["shards"].append(
-            dict(
-                file=name,
-                first=first,
-                texts=last - first,
-                rows=len(chunk),
-                bad=[],
-                files=records.vouch(output, shards.shard_files(name, fmt)),
-            )
+        shards.add_shard(
+            output, manifest, fmt, first, dict(texts=last - first), chunk, values, key=shards.row_key(TASK)
         )
-        shards.write_manifest(output, manifest)
     meter.close()
-    manifest["complete"] = True
-    shards.write_manifest(output, manifest)
-    return manifest
+    return shards.complete(output, manifest)
