@@ -103,6 +103,16 @@ def test_the_library_keeps_compiled_programs_by_default(tmp_path):
     assert first == {"hits": 0, "dir": str(ours)} and os.listdir(ours)
     assert run()["hits"] >= 1  # the second process's predict, from the cache
 
+    # an entry a process without a size limit wrote carries no last-use time ("-atime"); a process with one reads
+    # every entry's before it stores a program: it dates the entry, rather than failing every write ("Error
+    # writing persistent compilation cache entry")
+    entries = sorted(name for name in os.listdir(ours) if name.endswith("-cache"))
+    (ours / "jit_elsewhere-0-cache").write_bytes((ours / entries[0]).read_bytes())  # a program this one never runs
+    os.remove(ours / entries[-1])  # this process must compile and store one program again
+    run()
+    names = set(os.listdir(ours))
+    assert entries[-1] in names and "jit_elsewhere-0-atime" in names
+
     off = run(KERAS_VIT_CACHE_DIR=str(tmp_path / "off"), KERAS_VIT_COMPILATION_CACHE="0")
     assert off == {"hits": 0, "dir": None} and not (tmp_path / "off").exists()
 

@@ -39,6 +39,7 @@ MIN_COMPILE_SECONDS = 0.2
 JAX_MIN_COMPILE_SECONDS = 1.0  # JAX's own default: a value the user did not change
 MAX_BYTES = 2 * 1024**3  # a ViT-B/16 prediction's entry is ~10 MB, its training step's ~20 MB
 SWITCH = "KERAS_VIT_COMPILATION_CACHE"
+_CACHE_SUFFIX, _ATIME_SUFFIX = "-cache", "-atime"  # JAX's entry files: the program, its last use
 _OFF = ("0", "false", "no", "off")
 
 
@@ -71,8 +72,7 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
     directory = os.path.abspath(directory or default_directory())
     os.makedirs(directory, exist_ok=True)
     jax.config.update("jax_enable_compilation_cache", True)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
-    jax.config.update("jax_compilation_cache_dir", directory)
+    _configure(jax, directory)
     compilation_cache.reset_cache()  # a process that already compiled has set its cache up without a directory
     logger.info("XLA compilation cache in %s", directory)
     return directory
@@ -95,12 +95,42 @@ def enable_by_default() -> Optional[str]:
     if not _creatable(directory):
         logger.debug("no XLA compilation cache: %s cannot be written", directory)
         return None
+    _configure(jax, directory)
+    return directory
+
+
+def _configure(jax, directory: str) -> None:
+    """Both ways of turning the cache on set it up alike: programs from `MIN_COMPILE_SECONDS`, at most `MAX_BYTES`
+    (where `filelock` is there; a user's own settings kept), in `directory`."""
     if jax.config.jax_persistent_cache_min_compile_time_secs == JAX_MIN_COMPILE_SECONDS:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     if jax.config.jax_compilation_cache_max_size == -1 and _has_filelock():
         jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    if jax.config.jax_compilation_cache_max_size != -1:
+        _date_undated_entries(directory)
     jax.config.update("jax_compilation_cache_dir", directory)
-    return directory
+
+
+def _date_undated_entries(directory: str) -> None:
+    """Gives each entry without a last-use time (`<key>-atime`, 8 little-endian bytes of nanoseconds) its file's
+    modification time. A process that caches without a size limit writes no such file, and one with a limit reads
+    every entry's before it stores a program: one undated entry, and that process could store nothing more."""
+    try:
+        names = set(os.listdir(directory))
+    except OSError:  # not there yet: JAX makes it
+        return
+    for name in names:
+        if not name.endswith(_CACHE_SUFFIX):
+            continue
+        key = name[: -len(_CACHE_SUFFIX)]
+        if key + _ATIME_SUFFIX in names:
+            continue
+        try:
+            stamp = os.stat(os.path.join(directory, name)).st_mtime_ns
+            with open(os.path.join(directory, key + _ATIME_SUFFIX), "wb") as f:
+                f.write(int(stamp).to_bytes(8, "little"))
+        except OSError as e:  # a speed-up only: the entry stays undated
+            logger.debug("could not date the cache entry %s: %s", name, e)
 
 
 def disable_compilation_cache() -> None:

@@ -174,7 +174,12 @@ class JaxEngine:
 
         def loss_of(trainable_values):
             outputs, new_non_trainable = self.net.stateless_call(trainable_values, non_trainable, images, training=True)
-            per_example, logits, targets = self._loss_fn(outputs, images, labels)
+            # the loss may read the net's own weights (the two towers' temperature and bias): under the step's values,
+            # so that their gradients are these, not zero
+            mapping = list(zip(self.net.trainable_variables, trainable_values))
+            mapping += list(zip(self.net.non_trainable_variables, non_trainable))
+            with keras.StatelessScope(state_mapping=mapping):
+                per_example, logits, targets = self._loss_fn(outputs, images, labels)
             loss = jnp.sum(per_example.astype(jnp.float32)) / self.global_batch
             return loss, (new_non_trainable, per_example, logits, targets)
 
