@@ -119,6 +119,8 @@ def test_lit_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_p
         (dict(loss="softmax"), "contrastive.loss"),
         (dict(class_words="zero,one"), "2 words, but the dataset has 10 classes"),
         (dict(init_weights=""), "lock_image"),
+        (dict(chunked=True), "CLIP's softmax normalises each image over every text"),
+        (dict(chunked=True, loss="siglip"), "on TensorFlow the replicas all-gather"),  # the suite's backend
     ],
 )
 def test_bad_contrastive_settings_are_refused_before_the_workdir_is_touched(tmp_path, lit_init_model, change, message):
@@ -294,3 +296,41 @@ def test_one_step_trains_the_temperature_and_bias_by_their_closed_form_gradients
     if loss == "siglip":
         np.testing.assert_allclose(out["bias"], bias - 0.1 * np.sum(dz), rtol=0, atol=1e-5)
     assert abs(out["scale"] - scale) > 1e-3
+
+
+_CHUNKED = """
+import json, sys
+import numpy as np
+import keras
+from recipes import train
+from recipes.configs import demo
+
+init, root = sys.argv[1], sys.argv[2]
+for chunked in (False, True):
+    c = demo.get_config("lit")
+    c.model.update(hidden_size=32, mlp_dim=64, num_layers=2, num_heads=4, patch_size=8)
+    c.update(init_weights=init, total_steps=4, log_every=4, checkpoint_every=100, batch_size=16)
+    c.dataset.eval_split = ""
+    c.contrastive.text.update(width=32, num_heads=2, num_layers=1, mlp_dim=64)
+    c.contrastive.update(class_words="zero,one,two,three,four,five,six,seven,eight,nine", loss="siglip")
+    c.contrastive.update(lock_image=False, chunked=chunked)  # both towers train: the ring carries the texts' gradients
+    train.train_and_evaluate(c, f"{root}/chunked{chunked}")
+"""
+
+
+def test_siglips_chunked_loss_on_four_jax_devices_trains_as_the_gathered_one(tmp_path, lit_init_model):
+    """`config.contrastive.chunked`: each of four devices scores its images against one block of texts at a time,
+    passing the blocks around the ring; the run ends with the weights, losses and accuracy of the gathered form
+    (each image against every text at once), both towers trained and captions repeated within a batch."""
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    done = python_run(["-c", _CHUNKED, lit_init_model, str(tmp_path)], cwd=ROOT, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    gathered, chunked = (json.loads((tmp_path / f"chunked{c}" / "summary.json").read_text()) for c in (False, True))
+    assert chunked["devices"] == 4, chunked
+    for key in ("loss", "accuracy", "grad_norm"):
+        a, b = chunked["final_train"][key], gathered["final_train"][key]
+        assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), (key, a, b)  # float32 sums in another order
+    one, two = (keras.models.load_model(tmp_path / f"chunked{c}" / "model.keras", compile=False) for c in (False, True))
+    for x, y in zip(one.weights, two.weights):
+        np.testing.assert_allclose(np.asarray(y), np.asarray(x), atol=2e-5, rtol=0, err_msg=x.path)

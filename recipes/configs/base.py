@@ -100,6 +100,9 @@ def base_config() -> ml_collections.ConfigDict:
             class_words="",  # comma-separated, one per class ("": the dataset's class names)
             logit_scale=2.302585,  # log 10, LiT's and SigLIP's initial temperature
             logit_bias=-10.0,  # SigLIP's initial bias (the sigmoid loss only)
+            # SigLIP on JAX over several devices: texts passed around the devices' ring, one block of logits at a
+            # time (recipes/trainer/jax_chunked_sigmoid.py), rather than every text gathered on every device
+            chunked=False,
             text=ml_collections.ConfigDict(
                 dict(context_length=16, width=256, num_heads=4, num_layers=4, mlp_dim=1024, causal=True)
             ),

@@ -106,7 +106,7 @@ def check(config) -> None:
 
 def _check_contrastive(config) -> None:
     c = config.contrastive
-    for name in ("enabled", "lock_image", "text.causal"):
+    for name in ("enabled", "lock_image", "chunked", "text.causal"):
         validate.boolean(f"config.contrastive.{name}", _get(c, name))
     if not c.enabled:
         return
@@ -114,6 +114,11 @@ def _check_contrastive(config) -> None:
         raise ValueError(f'config.contrastive.loss must be "clip" or "siglip", got {c.loss!r}.')
     _ints(config, [f"contrastive.text.{f}" for f in ("context_length", "width", "num_heads", "num_layers", "mlp_dim")])
     _nums(config, ("contrastive.logit_scale", "contrastive.logit_bias"))
+    if c.chunked and c.loss != "siglip":
+        raise ValueError(
+            "config.contrastive.chunked is SigLIP's chunked sigmoid loss: CLIP's softmax normalises each image over "
+            "every text, so it takes no chunks. Set --config.contrastive.loss=siglip, or chunked=False."
+        )
     if config.mpp.enabled or config.lora.rank:
         raise ValueError("config.contrastive trains a two-tower model: it takes neither config.mpp nor config.lora.")
     if c.lock_image and not config.init_weights:

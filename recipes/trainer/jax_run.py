@@ -17,6 +17,7 @@ import jax
 import keras
 from recipes.trainer import common, config_checks, family, jax_step, lock, run_record
 from recipes.trainer.jax_checkpoints import OrbaxCheckpoints
+from recipes.trainer.jax_chunked_sigmoid import chunked_sigmoid_loss
 
 logger = logging.getLogger("recipes")
 
@@ -103,6 +104,8 @@ def _train(
     model, net, loss_fn, optimizer, init_checkpoint = common.build(
         config, scope, num_classes, steps_total, init_checkpoint, source.class_names if source else ()
     )
+    if config.contrastive.enabled and config.contrastive.chunked and dist is not None:
+        loss_fn = chunked_sigmoid_loss(net, jax_step.jax_mesh(dist), dist.batch_dim_name)
     engine = jax_step.JaxEngine(
         net,
         optimizer,

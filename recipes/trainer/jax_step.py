@@ -55,7 +55,8 @@ def data_ways(distribution) -> int:
     return mesh.shape[list(mesh.axis_names).index(distribution.batch_dim_name)]
 
 
-def _jax_mesh(distribution) -> Optional[jax.sharding.Mesh]:
+def jax_mesh(distribution) -> Optional[jax.sharding.Mesh]:
+    """The jax Mesh of a `keras.distribution` (None without one)."""
     if distribution is None:
         return None
     mesh = distribution.device_mesh
@@ -102,7 +103,7 @@ class JaxEngine:
         self.keys = {g: list(named) for g, named in keyed_by_path(self.groups).items()}  # same order as groups
         self._n_trainable = len(net.trainable_variables)
         self.reload()
-        mesh = _jax_mesh(distribution)
+        mesh = jax_mesh(distribution)
         self._batch_sharding = (
             None
             if mesh is None

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from recipes import data
-from recipes.trainer import common, family, lock, run_record, tf_step
+from recipes.trainer import common, config_checks, family, lock, run_record, tf_step
 from recipes.trainer.checkpoints import CheckpointManager
 
 logger = logging.getLogger("recipes")
@@ -29,6 +29,12 @@ def train_and_evaluate(
     init_checkpoint=None,
 ) -> dict:
     """`recipes.trainer.train_and_evaluate` on the TensorFlow engine."""
+    config_checks.check(config)  # the fields' own checks first, then what this engine does not do
+    if config.contrastive.enabled and config.contrastive.chunked:
+        raise ValueError(
+            "config.contrastive.chunked passes texts around a ring of devices on the JAX engine; on TensorFlow the "
+            "replicas all-gather them (the same loss): set --config.contrastive.chunked=False, or --backend=jax."
+        )
     outdir, source, num_classes, steps_total = common.prepare(config, workdir, strategy, train_input)
     with lock.hold(outdir):  # a second live run on this workdir is refused here
         return _train(
