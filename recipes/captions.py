@@ -7,7 +7,9 @@
   The image column is `image` or `filepath` (open_clip's `CsvDataset` default), the caption column `caption`
   or `title` (open_clip's); a table with both names of one column, or neither, is refused naming its columns.
   Image paths are relative to the table's folder (or absolute). Every image must exist.
-- webdataset shards as img2dataset writes them: a folder of uncompressed `.tar` files (or one `.tar`), each
+- webdataset shards as img2dataset writes them: a folder of uncompressed `.tar` files, one `.tar`, a brace
+  pattern (`shards/{00000..00099}.tar`) or URLs (`https://host/{00000..00099}.tar`, copied to the local disk
+  first: `recipes.shard_sources`), each
   sample an image (`<key>.jpg`, `.jpeg`, `.png`, `.gif`, `.bmp`) and its caption (`<key>.txt`, UTF-8), other
   members (img2dataset's `.json`) ignored. The key is a member's path up to the first dot of its file name, as
   webdataset groups them. A sample without its image or caption, two images of one key, or a WebP image (which
@@ -30,12 +32,12 @@ import hashlib
 import json
 import os
 import tarfile
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from recipes import folder
+from recipes import folder, shard_sources
 
 PREFIX = "captions:"
 TABLES = {".csv": ",", ".tsv": "\t", ".jsonl": None}
@@ -69,13 +71,16 @@ class Captioned:
         return digest.hexdigest()
 
 
-def scan(name: str) -> Captioned:
-    """The pairs `captions:<path>` names, or a ValueError naming what is wrong with it."""
+def scan(name: str, cache: Optional[str] = None) -> Captioned:
+    """The pairs `captions:<path>` names, or a ValueError naming what is wrong with it. `cache`: where shards named
+    by URL are copied (`recipes.shard_sources`; default keras_vit's cache)."""
     path = name[len(PREFIX) :]
     if not path:
         raise ValueError(f"config.dataset.name={PREFIX!r} names no file: use {PREFIX}/path/to/captions.csv.")
-    if os.path.isdir(path) or path.lower().endswith(".tar"):
-        return _scan_shards(path)
+    if os.path.isdir(path):
+        return _scan_shards(_folder_shards(path))
+    if path.lower().endswith(".tar") or "{" in path or shard_sources.is_url(path):
+        return _scan_shards(shard_sources.local_shards(path, cache))
     ext = os.path.splitext(path)[1].lower()
     if ext not in TABLES:
         raise ValueError(
@@ -142,16 +147,19 @@ def _scan_table(path: str, delimiter) -> Captioned:
     return Captioned(folder.FolderSplit(directory, (), files, [], sizes, mtimes), captions)
 
 
-def _scan_shards(path: str) -> Captioned:
-    if os.path.isdir(path):
-        directory = os.path.abspath(path)
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".tar") and not n.startswith("."))
-        if not names:
-            raise ValueError(f"caption shards folder {path!r} holds no .tar files.")
-    elif os.path.isfile(path):
-        directory, names = os.path.dirname(os.path.abspath(path)), [os.path.basename(path)]
-    else:
-        raise ValueError(f"caption shard {path!r} does not exist.")
+def _folder_shards(path: str) -> List[str]:
+    directory = os.path.abspath(path)
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".tar") and not n.startswith("."))
+    if not names:
+        raise ValueError(f"caption shards folder {path!r} holds no .tar files.")
+    return [os.path.join(directory, n) for n in names]
+
+
+def _scan_shards(paths: List[str]) -> Captioned:
+    """The samples of shards given by absolute path, in order; files are named `<shard path>/<member>` relative
+    to the shards' common folder."""
+    directory = os.path.commonpath([os.path.dirname(p) for p in paths])
+    names = [os.path.relpath(p, directory) for p in paths]
     files, captions, sizes, mtimes, shards = [], [], [], [], {}
     for shard_name in names:
         shard = os.path.join(directory, shard_name)

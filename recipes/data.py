@@ -152,11 +152,11 @@ def _folder_source(name: str, split: str, workdir: Optional[str] = None) -> Sour
     )
 
 
-def _captions_source(name: str, split: str, workdir: Optional[str] = None) -> Source:
+def _captions_source(name: str, split: str, workdir: Optional[str] = None, cache: Optional[str] = None) -> Source:
     """A split of image-caption pairs (`recipes.captions`): rows in a fixed shuffle, sliced like TFDS splits,
     undecodable images skipped (the decode check read back from `workdir`'s record when it has one); each
-    example's label is its row in the split."""
-    pairs = captions.scan(name)
+    example's label is its row in the split. `cache`: where shards named by URL are copied (`data_dir`)."""
+    pairs = captions.scan(name, cache)
     read = captions.member_reader(pairs)
     whole = pairs.split
     bad_files = folder.check_decodable(whole, workdir, read)
@@ -217,7 +217,7 @@ def load_source(
     if folder.is_folder(name):
         return _folder_source(name, split, workdir)
     if captions.is_captions(name):
-        return _captions_source(name, split, workdir)
+        return _captions_source(name, split, workdir, data_dir)
     import tensorflow_datasets as tfds
 
     try:

@@ -262,3 +262,59 @@ def test_a_shard_sample_without_its_caption_and_a_run_without_contrastive_are_re
     with pytest.raises(ValueError, match="contrastive.enabled=True"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A local HTTP server over `tmp_path / "www"` (the standard library's), its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_brace_patterns_and_urls_name_the_same_shards(pairs_on_disk, served, tmp_path):
+    """`{00000..00001}.tar` names the folder's two shards; over HTTP (a local server) they are copied into the
+    cache once, used again while the server says the same of them, fetched anew when a shard changed; a missing
+    shard or URL is refused by name."""
+    shards = pairs_on_disk / "shards"
+    whole = data.load_source(f"captions:{shards}", "train")
+    pattern = data.load_source(f"captions:{shards}/{{00000..00001}}.tar", "train")
+    assert pattern.captions == whole.captions and pattern.fingerprint == whole.fingerprint
+
+    www, url = served
+    for name in ("00000.tar", "00001.tar"):
+        (www / name).write_bytes((shards / name).read_bytes())
+    cache = tmp_path / "cache"
+    remote = data.load_source(f"captions:{url}/{{00000..00001}}.tar", "train", data_dir=str(cache))
+    assert remote.captions == whole.captions
+    copies = sorted((cache / "caption_shards").rglob("*.tar"))
+    assert [p.name for p in copies] == ["00000.tar", "00001.tar"]
+    assert all(p.read_bytes() == (shards / p.name).read_bytes() for p in copies)
+    images = np.concatenate([x for x, _ in data.make_dataset(remote, 64, 32, False).as_numpy_iterator()])
+    expected = np.concatenate([x for x, _ in data.make_dataset(whole, 64, 32, False).as_numpy_iterator()])
+    np.testing.assert_array_equal(images, expected)
+
+    stamp = copies[0].stat().st_mtime_ns
+    again = data.load_source(f"captions:{url}/{{00000..00001}}.tar", "train", data_dir=str(cache))
+    assert again.fingerprint == remote.fingerprint and copies[0].stat().st_mtime_ns == stamp  # not fetched again
+
+    pairs = _pairs()
+    pairs[0] = (pairs[0][0], "a caption changed on the server")
+    _write_shards(str(www), pairs)  # both shards rewritten, the first with one caption changed
+    changed = data.load_source(f"captions:{url}/{{00000..00001}}.tar", "train", data_dir=str(cache))
+    assert "a caption changed on the server" in changed.captions and changed.fingerprint != remote.fingerprint
+
+    with pytest.raises(ValueError, match=r"00002.tar' does not exist \(1 of the 3 shards"):
+        data.load_source(f"captions:{shards}/{{00000..00002}}.tar", "train")
+    with pytest.raises(ValueError, match=r"/00007.tar' does not exist"):
+        data.load_source(f"captions:{url}/00007.tar", "train", data_dir=str(cache))
+    assert not list(cache.rglob("*.partial"))
