@@ -312,3 +312,48 @@ def test_the_zero_shot_command_gives_a_naflex_model_each_photo_at_its_aspect_rat
     for i in range(3):
         assert rows[f"{i}.png"] == pytest.approx(dict(naflex[i]), abs=1e-6)
     assert any(rows[f"{i}.png"] != pytest.approx(dict(square[i]), abs=1e-4) for i in range(2))  # the two non-square
+
+
+def test_batch_inference_gives_a_naflex_model_each_photo_at_its_aspect_ratio(tmp_path):
+    """`run_inference(..., features="embedding")` with a SigLIP 2 NaFlex model cuts each photo at its own aspect
+    ratio with the repository's settings (recorded in the manifest): its embeddings are transformers' (within the
+    8-bit rounding of its processor) and each photo's NaFlex batch's, batches padded or not; the photos squashed
+    to the fixed-size tower's square give other embeddings."""
+    from PIL import Image
+
+    from keras_vit.analysis import shards
+    from keras_vit.analysis.inference import run_inference
+
+    model, ref, _ = _naflex()
+    (tmp_path / "photos").mkdir()
+    for i in range(3):
+        Image.fromarray(ref[f"photo_{i}"]).save(tmp_path / "photos" / f"{i}.png")
+    manifest = run_inference(
+        model,
+        str(tmp_path / "photos"),
+        str(tmp_path / "out"),
+        features="embedding",
+        fmt="npy",
+        batch_size=2,
+        l2_normalize=True,
+        progress=False,
+    )
+    assert manifest["settings"]["naflex"] == dict(
+        patch_size=4, max_patches=16, mean=[0.5] * 3, std=[0.5] * 3, interpolation="bilinear"
+    )
+    out = shards.read_output(str(tmp_path / "out"))
+    rows = {os.path.basename(str(f)): e for f, e in zip(out["file"], out["embedding"])}
+    ours = np.stack([rows[f"{i}.png"] for i in range(3)])
+    np.testing.assert_allclose(ours, ref["image_embeds"], atol=2e-2, rtol=0)
+    np_ = keras.ops.convert_to_numpy
+    for i in range(3):
+        alone = np_(model.encode_image(keras_vit.naflex_batch([ref[f"photo_{i}"]], **model.naflex)))[0]
+        np.testing.assert_allclose(ours[i], alone, atol=1e-5, rtol=0)
+    squashed = np_(
+        model.encode_image(
+            np.concatenate(
+                [np_(model.image_model.preprocessor()(ref[f"photo_{i}"].astype("float32"))) for i in range(3)]
+            )
+        )
+    )
+    assert np.abs(squashed - ref["image_embeds"]).max() > 5e-2

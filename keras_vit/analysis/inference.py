@@ -97,6 +97,41 @@ def _predictor(model, features: Optional[str]) -> Tuple[Callable[[np.ndarray], n
     return lambda x: call(x)[:, prefix:], "features"
 
 
+def _naflex(whole, features: Optional[str]) -> Optional[dict]:
+    """The NaFlex batch settings an embedding run uses: an image-text model's with a NaFlex image tower (SigLIP 2
+    NaFlex, `model.naflex`), whose photos are then each cut at their own aspect ratio; else None."""
+    return dict(whole.naflex) if features == "embedding" and getattr(whole, "naflex", None) else None
+
+
+def _naflex_predictor(tower, settings: dict) -> Tuple[Callable, Callable]:
+    """(prepare, predict) for a NaFlex image tower: one photo -> its NaFlex arrays (`naflex_batch`, the
+    repository's settings); a stacked batch of them -> the image embeddings. The forward pass groups a batch by
+    patch count (`naflex_forward`), so it runs eagerly rather than as one compiled program."""
+    import keras
+
+    from keras_vit.vit.naflex import naflex_batch, naflex_forward
+
+    def prepare(pixels):
+        return {k: v[0] for k, v in naflex_batch([pixels], **settings).items()}
+
+    def predict(batch):
+        return np.asarray(keras.ops.convert_to_numpy(naflex_forward(tower, batch, training=False)), "float32")
+
+    return prepare, predict
+
+
+def _stack(images: list, batch_size: int):
+    """One model call's input: the prepared images stacked (arrays, or dicts of arrays), padded to `batch_size`
+    (one compiled shape) with zeros, or for dicts with copies of the last image (a NaFlex row needs a patch)."""
+    if isinstance(images[0], dict):
+        images = images + [images[-1]] * (batch_size - len(images))
+        return {k: np.stack([image[k] for image in images]) for k in images[0]}
+    stacked = np.stack(images)
+    if len(images) < batch_size:
+        stacked = np.concatenate([stacked, np.zeros((batch_size - len(images), *stacked.shape[1:]), stacked.dtype)])
+    return stacked
+
+
 def _softmax(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits.astype("float64") - logits.max(axis=-1, keepdims=True))
     return (shifted / shifted.sum(axis=-1, keepdims=True)).astype("float32")
@@ -203,10 +238,7 @@ def _shard(predict, loaded, first: int, last: int, batch_size: int, progress: Pr
     for batch, errors in _batches(loaded, first, last, batch_size):
         bad += errors
         if batch:
-            images = np.stack([image for _, image in batch])
-            if len(batch) < batch_size:  # one compiled shape: pad the shard's last batch
-                images = np.concatenate([images, np.zeros((batch_size - len(batch), *images.shape[1:]), images.dtype)])
-            outputs.append(predict(images)[: len(batch)])
+            outputs.append(predict(_stack([image for _, image in batch], batch_size))[: len(batch)])
             indices += [i for i, _ in batch]
         progress.update(len(batch) + len(errors))
     return indices, (np.concatenate(outputs) if outputs else None), bad
@@ -240,7 +272,8 @@ def run_inference(
         output: the folder for the shards and `manifest.json`; an earlier run's there is continued.
         features: None for the top-k classes; "pooled" (the pre-logits vector) or "patches" (the patch
             tokens, no prefix tokens) for features; "embedding" for an image-text model's image embedding (the
-            vector its text embeddings are compared with).
+            vector its text embeddings are compared with; a SigLIP 2 NaFlex model's photos each at their own
+            aspect ratio, `model.naflex`).
         top: how many classes per image (softmax scores, names from `labels` or the model's label set).
         fmt: "parquet", "npy" (features only) or "csv" (pooled features or classes).
         batch_size / shard_size: images per model call / per output file (default 10,000, fewer for
@@ -257,6 +290,7 @@ def run_inference(
     shard_size = _shard_size(model, features, dtype) if shard_size is None else shard_size
     shards.check_format(fmt, "features" if features else "top", features == "patches")
     source = open_source(source, data_dir) if isinstance(source, str) else source
+    naflex = _naflex(whole, features)
     predict, task = _predictor(model, features)
     if task == "top" and labels is None:
         from keras_vit.analysis.predict import read_labels
@@ -265,12 +299,17 @@ def run_inference(
     settings = _settings(
         model, source, task, features, top, fmt, dtype, l2_normalize, shard_size, weights, labels, exif_transpose, whole
     )
+    if naflex:  # recorded only where used: outputs of fixed-size towers keep their settings as they were
+        settings["naflex"] = {k: list(v) if isinstance(v, tuple) else v for k, v in naflex.items()}
     manifest = shards.open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
     size = tuple(model.base_image_size)
 
     def prepare(pixels):
         return preprocess_image(pixels, model.data_config, size, normalize=not model.include_preprocessing)
+
+    if naflex:
+        prepare, predict = _naflex_predictor(model, naflex)
 
     meter = Progress(
         f"{task} of {source.location}",
