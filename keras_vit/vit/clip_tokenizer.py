@@ -119,8 +119,13 @@ class ClipTokenizer:
         texts = [texts] if isinstance(texts, str) else list(texts)
         n = int(context_length or self.context_length)
         out = np.zeros((len(texts), n), "int32")
-        for row, text in enumerate(texts):
-            ids = [self.start_id, *self.encode(text), self.end_id]
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"a text must be a str, got {type(text).__name__}.")
+        cleaned = [clean(text, self.clean) for text in texts]
+        encoded = self._tokenizer.encode_batch(cleaned, add_special_tokens=False)  # one call: tokenizers' threads
+        for row, encoding in enumerate(encoded):
+            ids = [self.start_id, *encoding.ids, self.end_id]
             if len(ids) > n:  # cut, keeping the end-of-text token last (the pooled token)
                 ids = ids[:n]
                 ids[-1] = self.end_id
