@@ -16,7 +16,7 @@ import pytest
 import keras_vit
 from conftest import ROOT, run_on_backend
 from keras_vit.nn.attention import MultiHeadDotProductAttention
-from keras_vit.weights import open_clip
+from keras_vit.weights import open_clip, open_clip_preprocess
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "open_clip")
 KINDS = ("clip_tiny", "siglip_text_tiny", "siglip_tiny", "eva02_tiny", "pe_core_tiny", "mobileclip2_l14_tiny")
@@ -258,7 +258,7 @@ def test_the_image_towers_preprocessing_is_open_clips_preprocess_cfg(tmp_path):
     config["preprocess_cfg"] = {}
     path.write_text(json.dumps(config))
     dc = keras_vit.load_open_clip(folder).image_model.data_config  # open_clip's defaults: OpenAI's mean and std
-    assert dc.mean == open_clip.OPENAI_MEAN and dc.std == open_clip.OPENAI_STD
+    assert dc.mean == open_clip_preprocess.OPENAI_MEAN and dc.std == open_clip_preprocess.OPENAI_STD
 
 
 def test_the_zero_shot_command_classifies_a_folder(tmp_path, capsys):
@@ -460,3 +460,96 @@ def test_a_causal_tower_reads_only_up_to_the_batchs_last_pooled_token():
     np.testing.assert_allclose(clip.text_model.predict(ids, verbose=0), whole, atol=1e-6, rtol=0)
     siglip_ids = _reference("siglip_text_tiny")["ids"]
     assert tokens_read(siglip_ids, siglip.text_model.tower) == siglip_ids.shape[1]
+
+
+def _towers_of_our_own(image_name="vit_tiny_patch16_224", **image):
+    """Two towers put together in keras_vit (as LiT makes them): timm's architecture as the image tower, its
+    pooled features the embedding; a small causal text tower projecting into that width; CLIP's BPE."""
+    from keras_vit.vit.text_model import TextTransformer
+    from keras_vit.vit.text_tower import TextTower
+
+    keras.utils.set_random_seed(1)
+    tower = keras_vit.create_model(image_name, include_top=False, pooling=None, name="image_model", **image)
+    text = TextTower(
+        context_length=16, width=32, num_heads=2, num_layers=1, mlp_dim=64, output_dim=tower.output_shape[-1]
+    )
+    return keras_vit.ImageTextModel(
+        tower, TextTransformer(text, name="text_model"), logit_scale=2.3, tokenizer={"kind": "clip", "clean": "lower"}
+    )
+
+
+SQUASH = dict(size=224, mean=[0.5] * 3, std=[0.5] * 3, interpolation="bicubic", resize_mode="squash")
+
+
+def test_save_open_clip_writes_a_config_for_towers_keras_vit_put_together(tmp_path):
+    """A model keras_vit built (no open_clip config of its own) is written with a config naming timm's
+    architecture as the trunk and its text tower in text_cfg's terms; `load_open_clip` reads back its embeddings.
+    What open_clip cannot build is refused by name, and nothing is written: a tower that is no registered timm
+    architecture at its own size, a crop fraction open_clip's preprocessing cannot state (unless the caller states
+    the preprocessing), a tokenizer it cannot name."""
+    model = _towers_of_our_own()
+    with pytest.raises(ValueError, match=r"crop_pct=0.9 .* pass preprocess_cfg"):
+        keras_vit.save_open_clip(model, tmp_path / "cropped")
+    out = keras_vit.save_open_clip(model, tmp_path / "out", preprocess_cfg=SQUASH)
+    config = json.loads((tmp_path / "out" / open_clip.CONFIG).read_text())
+    assert config["model_cfg"]["vision_cfg"] == dict(
+        image_size=224,
+        timm_model_name="vit_tiny_patch16_224",
+        timm_model_pretrained=False,
+        timm_pool="token",
+        timm_proj="none",
+    )
+    assert config["model_cfg"]["text_cfg"] == dict(
+        context_length=16, vocab_size=49408, width=32, heads=2, layers=1, mlp_ratio=2.0
+    )
+    back = keras_vit.load_open_clip(out)
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 224, 224, 3)).astype("float32")
+    ids = model.text_preprocessor()(["a photo of a cat", "two dogs"])
+    np_ = keras.ops.convert_to_numpy
+    np.testing.assert_allclose(np_(back((images, ids))), np_(model((images, ids))), atol=1e-5, rtol=0)
+    assert back.image_model.data_config.crop_mode == "squash"
+
+    small = _towers_of_our_own(input_shape=(96, 96, 3))
+    with pytest.raises(ValueError, match=r"model_args \{'img_size': \[96, 96\]\}: open_clip builds a timm trunk"):
+        keras_vit.save_open_clip(small, tmp_path / "small", preprocess_cfg=SQUASH)
+    hub = keras_vit.ImageTextModel(model.image_model, model.text_model, tokenizer=object())
+    with pytest.raises(ValueError, match="this model's tokenizer \\(object\\)"):
+        keras_vit.save_open_clip(hub, tmp_path / "hub", preprocess_cfg=SQUASH)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+_OPEN_CLIP_BUILDS_OURS = r"""
+import json, sys, numpy as np, torch, open_clip
+folder, inputs = sys.argv[1], np.load(sys.argv[2])
+model = open_clip.create_model("local-dir:" + folder, pretrained=folder + "/open_clip_model.safetensors").eval()
+tokenizer = open_clip.get_tokenizer("local-dir:" + folder)
+ids = tokenizer(["a photo of a cat", "two dogs"]).numpy()
+with torch.no_grad():
+    image = model.encode_image(torch.from_numpy(inputs["images"]).permute(0, 3, 1, 2)).numpy()
+    text = model.encode_text(torch.from_numpy(ids)).numpy()
+print(json.dumps({"image": image.tolist(), "text": text.tolist(), "ids": ids.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_open_clip_builds_and_loads_what_keras_vit_wrote_for_its_own_towers(tmp_path):
+    """open_clip's own `create_model("local-dir:...")` builds the config written for towers keras_vit put
+    together, loads the weights strictly, and gives their image and text embeddings; its tokenizer gives our ids."""
+    from conftest import run_with_torch
+
+    model = _towers_of_our_own()
+    out = keras_vit.save_open_clip(model, tmp_path / "out", preprocess_cfg=SQUASH)
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 224, 224, 3)).astype("float32")
+    np.savez(tmp_path / "inputs.npz", images=images)
+    theirs = json.loads(
+        run_with_torch(["-c", _OPEN_CLIP_BUILDS_OURS, out, str(tmp_path / "inputs.npz")]).stdout.splitlines()[-1]
+    )
+    ids = model.text_preprocessor()(["a photo of a cat", "two dogs"])
+    np.testing.assert_array_equal(np.asarray(theirs["ids"]), ids)
+    np_ = keras.ops.convert_to_numpy
+    np.testing.assert_allclose(
+        np.asarray(theirs["image"]), np_(model.encode_image(images, normalize=False)), atol=1e-4, rtol=0
+    )
+    np.testing.assert_allclose(
+        np.asarray(theirs["text"]), np_(model.encode_text(ids, normalize=False)), atol=1e-5, rtol=0
+    )

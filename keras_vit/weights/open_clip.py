@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
+
+from keras_vit.weights.open_clip_preprocess import data_config
 
 CONFIG = "open_clip_config.json"
 WEIGHTS = "open_clip_model.safetensors"
@@ -50,33 +52,6 @@ def _read_state(directory: str) -> Dict[str, np.ndarray]:
 
     with mapped_tensors(path) as (tensors, _):  # bfloat16 files too (numpy has no bfloat16)
         return {k: np.array(v, dtype="float32") for k, v in tensors.items()}
-
-
-# open_clip's defaults for a `preprocess_cfg` key it does not state (`open_clip.transform.PreprocessCfg`)
-OPENAI_MEAN, OPENAI_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
-
-
-def data_config(preprocess_cfg, source: str):
-    """The image tower's `DataConfig` from open_clip's `preprocess_cfg`: its mean and std (OpenAI's when unstated),
-    interpolation (bicubic), and resize mode ("shortest": the shorter side resized, the centre cropped; "squash":
-    both sides resized); images resized as PIL does, filtering over the whole footprint (torchvision's `Resize`
-    on PIL images)."""
-    from keras_vit.vit.data_config import DataConfig
-
-    p = dict(preprocess_cfg or {})
-    if p.get("mode", "RGB") != "RGB":
-        raise ValueError(f"{source}: preprocess_cfg.mode={p['mode']!r}: keras_vit's image towers take RGB.")
-    resize = p.get("resize_mode", "shortest")
-    if resize not in ("shortest", "squash"):
-        raise ValueError(f"{source}: preprocess_cfg.resize_mode={resize!r}: keras_vit resizes 'shortest' or 'squash'.")
-    return DataConfig(
-        mean=tuple(p.get("mean", OPENAI_MEAN)),
-        std=tuple(p.get("std", OPENAI_STD)),
-        crop_pct=1.0,
-        crop_mode="center" if resize == "shortest" else "squash",
-        interpolation=p.get("interpolation", "bicubic"),
-        antialias=True,
-    )
 
 
 def resolve(source) -> str:
@@ -236,11 +211,13 @@ def _tokenizer(directory: str, tower, text_cfg: dict):
     return None  # its tokenizer lives elsewhere (`text_preprocessor` says so when asked)
 
 
-def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
-    """Writes an `ImageTextModel` loaded from open_clip's files back in open_clip's layout: the config it was read
-    from and `open_clip_model.safetensors` holding every tensor under open_clip's names, which open_clip's
-    `create_model(..., pretrained=<file>)` loads strictly. Atomic; an existing folder is replaced only with
-    `overwrite=True` and only when it holds an earlier output of this writer."""
+def save_open_clip(model, directory, *, overwrite: bool = False, preprocess_cfg: Optional[dict] = None) -> str:
+    """Writes an `ImageTextModel` in open_clip's layout: `open_clip_config.json` and `open_clip_model.safetensors`
+    holding every tensor under open_clip's names, which open_clip's `create_model(..., pretrained=<file>)` loads
+    strictly. The config is the one the model was read from (open_clip's files), else one written for it
+    (`keras_vit.weights.open_clip_config`: a LiT model of the recipes, two towers put together by hand), whose
+    `preprocess_cfg` the caller may state. Atomic; an existing folder is replaced only with `overwrite=True` and
+    only when it holds an earlier output of this writer."""
     import keras
     from safetensors.numpy import save_file
 
@@ -248,12 +225,12 @@ def save_open_clip(model, directory, *, overwrite: bool = False) -> str:
     from keras_vit.weights import open_clip_text, open_clip_visual
     from keras_vit.weights.safetensors_files import timm_state_dict
 
+    from keras_vit.weights.open_clip_config import model_config
+
     config = getattr(model, "open_clip_config", None)
-    if not config:
-        raise ValueError(
-            f"{getattr(model, 'name', model)!r} was not loaded from open_clip's files, and keras_vit does not write "
-            "an open_clip config of its own yet: save it with model.save(...) instead."
-        )
+    if config and preprocess_cfg is not None:
+        config = dict(config, preprocess_cfg=dict(preprocess_cfg))
+    config = config or model_config(model, preprocess_cfg)
     cfg = config["model_cfg"]
     trunk = bool((cfg.get("vision_cfg") or {}).get("timm_model_name"))
     sd = open_clip_visual.open_clip_state(timm_state_dict(model.image_model), trunk)

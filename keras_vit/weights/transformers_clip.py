@@ -225,7 +225,7 @@ def naflex_preprocess_cfg(directory: str, patch_size: int) -> dict:
 def preprocess_cfg(directory: str, siglip: bool = False) -> dict:
     """open_clip's `preprocess_cfg` for the repository's image processor settings (`CLIPImageProcessor`'s, or
     `SiglipImageProcessor`'s: a bilinear resize to a fixed size, mean and std 0.5, its defaults)."""
-    from keras_vit.weights.open_clip import OPENAI_MEAN, OPENAI_STD
+    from keras_vit.weights.open_clip_preprocess import OPENAI_MEAN, OPENAI_STD
 
     path = os.path.join(directory, PROCESSOR)
     defaults = dict(

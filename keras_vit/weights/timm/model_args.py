@@ -176,7 +176,7 @@ def _args_for(model, entry: dict) -> dict:
     return args
 
 
-def _differences(model, kw: dict) -> List[str]:
+def architecture_differences(model, kw: dict) -> List[str]:
     """The keywords in which the architecture's (`kw`, its model_args applied) differ from `model`'s."""
     theirs = Variant.for_model(kw["classifier"], None, **{f: kw[f] for f in Variant.fields() if f in kw})
     theirs = dataclasses.replace(theirs, position_interpolation=model.variant.position_interpolation)
@@ -214,7 +214,7 @@ def registered_architecture(model) -> Tuple[str, dict, dict]:
             kw = apply_model_args(name, timm_table.model_kwargs(name), args)
         except ValueError:
             continue
-        differences = _differences(model, kw)
+        differences = architecture_differences(model, kw)
         rank = (
             len(args),
             abs(model.vit_config.hidden_size - entry["hidden_size"]),
