@@ -199,6 +199,7 @@ import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 remat = {"remat": True, "attention": "attention"}.get(sys.argv[8], False)
+keras.mixed_precision.set_global_policy("mixed_bfloat16" if sys.argv[9] == "bf16" else "float32")
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=remat)
 x = np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32")
 y = np.random.randint(0, 1000, (batch,))
@@ -228,7 +229,7 @@ print(batch / statistics.median(ts), hwm)
 """
 
 
-def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
+def keras_jax(name, size, batch, mode, iters, warmup, remat=False, dtype="fp32"):
     from keras_vit.nn.attention import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
@@ -246,6 +247,7 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False):
             str(warmup),
             fused,
             {True: "remat", "attention": "attention"}.get(remat, "keep"),
+            dtype,
         ],
         env=env,
         capture_output=True,
@@ -338,7 +340,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
             ips, _ = keras_tf(name, size, batch, mode, dtype, True, iters, warmup, build=keras_hub_vit)
         elif f in ("keras_jax", "keras_jax_step"):  # Keras' train_on_batch, or the bare jitted step
             jax_mode = "step" if f == "keras_jax_step" and mode == "train" else mode
-            ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat)
+            ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat, dtype=dtype)
             return ips, None, peak, None
         elif f == "keras_torch":
             ips, peak = keras_torch(name, size, batch, mode, iters, warmup)
