@@ -122,9 +122,10 @@ def _fetched(url: str, cache: str) -> str:
         if os.path.exists(partial):
             os.remove(partial)
         raise
-    with open(record + ".partial", "w") as f:
+    handle, partial = tempfile.mkstemp(dir=directory, prefix=f".{name}.source.", suffix=".partial")
+    with os.fdopen(handle, "w") as f:
         json.dump({"url": url, **said}, f, indent=1)
-    os.replace(record + ".partial", record)
+    os.replace(partial, record)
     return local
 
 
