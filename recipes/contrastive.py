@@ -25,13 +25,14 @@ without its head, the tokenizer recorded), which `keras.models.load_model` reads
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_vit.analysis.retrieval import retrieval_metrics
+from recipes import caption_ids
 
 from keras_vit.vit.clip_tokenizer import ClipTokenizer
 from keras_vit.vit.contrastive import contrastive_losses
@@ -70,9 +71,13 @@ def tokenizer(cfg) -> ClipTokenizer:
     return ClipTokenizer(cfg.text.context_length, clean=TOKENIZER["clean"])
 
 
-def tokenize(cfg, captions: Sequence[str]) -> np.ndarray:
-    """(len(captions), context length) int32 ids of each caption (a caption dataset's table, row i example i's)."""
-    return tokenizer(cfg)(list(captions)).astype("int32")
+def tokenize(cfg, captions: Sequence[str], directory: Optional[str] = None) -> np.ndarray:
+    """(len(captions), context length) int32 ids of each caption (a caption dataset's table, row i example i's);
+    `directory`: the run's workdir, where they are kept for its later starts (`recipes.caption_ids`)."""
+    from keras_vit.vit.clip_tokenizer import VOCABULARY
+
+    settings = dict(TOKENIZER, context_length=int(cfg.text.context_length))
+    return caption_ids.cached(lambda texts: tokenizer(cfg)(list(texts)), captions, settings, VOCABULARY, directory)
 
 
 def caption_table(cfg, words: Sequence[str]) -> np.ndarray:
@@ -215,9 +220,12 @@ def zero_shot_evaluator(net: ImageTextModel, cfg, words: Sequence[str]) -> Calla
     return evaluate
 
 
-def retrieval_evaluator(net: ImageTextModel, cfg, captions: Sequence[str], metrics: dict) -> Callable:
+def retrieval_evaluator(
+    net: ImageTextModel, cfg, captions: Sequence[str], metrics: dict, directory: Optional[str] = None
+) -> Callable:
     """`evaluate(dataset) -> image-to-text recall@1` over (images, labels) batches of a caption dataset's eval
-    split, label i the image of `captions[i]`; every metric of `retrieval_metrics` is put in `metrics`."""
+    split, label i the image of `captions[i]`; every metric of `retrieval_metrics` is put in `metrics`.
+    `directory`: where the captions' ids are kept (`tokenize`)."""
 
     def evaluate(dataset) -> float:
         if not len(captions):
@@ -226,7 +234,7 @@ def retrieval_evaluator(net: ImageTextModel, cfg, captions: Sequence[str], metri
         for batch, batch_labels in dataset:
             images.append(ops.convert_to_numpy(net.encode_image(np.asarray(batch))))
             labels.append(np.asarray(batch_labels))
-        ids = tokenize(cfg, captions)
+        ids = tokenize(cfg, captions, directory)
         texts = [ops.convert_to_numpy(net.encode_text(ids[i : i + 256])) for i in range(0, len(ids), 256)]
         image_of_text = np.empty(len(captions), dtype=np.int64)
         image_of_text[np.concatenate(labels)] = np.arange(sum(len(x) for x in labels))

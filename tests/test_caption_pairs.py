@@ -163,6 +163,7 @@ def test_a_stopped_run_on_shards_resumes_and_a_changed_caption_is_refused(tmp_pa
     config = _config(lit_init_model, f"captions:{shards}", 8)
     config.checkpoint_every = 4
     assert_resumes_to_uninterrupted(train.train_and_evaluate, config, tmp_path, stop=6, resumed_from=4)
+    assert len(os.listdir(tmp_path / "stopped" / "caption_ids")) == 2  # the train and eval splits' ids, kept
 
     changed, row = _pairs(), int(folder.order(PAIRS)[0])  # a training row (the splits cut a fixed shuffle)
     changed[row] = (changed[row][0], changed[row][1].upper())  # same length, another caption
@@ -318,3 +319,32 @@ def test_brace_patterns_and_urls_name_the_same_shards(pairs_on_disk, served, tmp
     with pytest.raises(ValueError, match=r"/00007.tar' does not exist"):
         data.load_source(f"captions:{url}/00007.tar", "train", data_dir=str(cache))
     assert not list(cache.rglob("*.partial"))
+
+
+def test_a_runs_caption_ids_are_kept_for_its_later_starts(tmp_path, monkeypatch, caplog):
+    """The ids of a caption run's captions are written to its workdir once, equal to CLIP's BPE tokenizer's, and
+    read back at a later start without tokenizing; other captions or another context length are another file;
+    a damaged file is tokenized again and rewritten."""
+    from recipes import contrastive
+
+    cfg = demo.get_config("lit").contrastive
+    captions = [caption for _, caption in _pairs()]
+    ids = contrastive.tokenize(cfg, captions, str(tmp_path))
+    np.testing.assert_array_equal(ids, keras_vit.ClipTokenizer(cfg.text.context_length)(captions))
+    (kept,) = (tmp_path / "caption_ids").iterdir()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tokenized again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(keras_vit.ClipTokenizer, "__call__", refuse)
+        np.testing.assert_array_equal(contrastive.tokenize(cfg, captions, str(tmp_path)), ids)
+    contrastive.tokenize(cfg, captions[:-1] + ["another caption"], str(tmp_path))
+    length, cfg.text.context_length = cfg.text.context_length, 8
+    assert contrastive.tokenize(cfg, captions, str(tmp_path)).shape == (PAIRS, 8)
+    assert len(os.listdir(tmp_path / "caption_ids")) == 3
+    cfg.text.context_length = length
+    kept.write_bytes(kept.read_bytes()[:100])  # truncated
+    np.testing.assert_array_equal(contrastive.tokenize(cfg, captions, str(tmp_path)), ids)
+    assert "could not be read" in caplog.text
+    np.testing.assert_array_equal(np.load(kept), ids)

@@ -451,18 +451,20 @@ def train_stream(
     global_batch: int,
     normalize: Optional[Callable] = None,
     rows: Optional[Tuple[int, int]] = None,
+    outdir: Optional[str] = None,
 ):
     """The training batches from step `start` on: `train_input`'s, or the config's dataset (keyed by seed and
     step, so a resumed run sees the batches an uninterrupted one would), normalised by `normalize` (the
     model's data config; default [-1, 1]). `rows=(index, count)`: only this input pipeline's rows of each
-    global batch (the config's dataset decodes no other)."""
+    global batch (the config's dataset decodes no other). `outdir`: where a caption run keeps its captions' ids
+    for its later starts."""
     stream = _stream(config, source, train_input, start, global_batch, normalize, rows)
     if not config.contrastive.enabled:
         return stream
     from recipes import contrastive
 
     if source is not None and source.captions:  # each example's own caption (its label is its row)
-        return contrastive.with_captions(stream, contrastive.tokenize(config.contrastive, source.captions), 1)
+        return contrastive.with_captions(stream, contrastive.tokenize(config.contrastive, source.captions, outdir), 1)
     words = contrastive.class_words(
         config.contrastive, source.class_names if source else (), config.dataset.num_classes
     )
@@ -532,7 +534,8 @@ def finish(
         if captioned:  # the eval split's images and, in their order, its captions
             retrieval, eval_source = {}, _eval_source(config) if eval_input is None else None
             captions = eval_source.captions if eval_source is not None else ()
-            evaluate = contrastive.retrieval_evaluator(net, config.contrastive, captions, retrieval)
+            kept = outdir if chief else None  # one process writes the captions' ids
+            evaluate = contrastive.retrieval_evaluator(net, config.contrastive, captions, retrieval, kept)
         else:
             words = contrastive.class_words(config.contrastive, class_names)
             evaluate = contrastive.zero_shot_evaluator(net, config.contrastive, words)

@@ -133,7 +133,14 @@ def _train(
         type(dist).__name__ if dist else "one device",
     )
     dataset = common.train_stream(
-        config, source, train_input, start, config.batch_size, family.normalizer(model), engine.stream_rows()
+        config,
+        source,
+        train_input,
+        start,
+        config.batch_size,
+        family.normalizer(model),
+        engine.stream_rows(),
+        outdir=outdir if chief else None,  # one process writes the captions' ids (the others tokenize)
     )
     writer, cb = common.logging_and_callbacks(config, outdir, chief, model, callbacks)
     cb.on_train_begin()

@@ -82,7 +82,9 @@ def _train(
     logger.info("%s at step %d of %d", "Resuming" if restored is not None else "Starting", start, steps_total)
 
     def build_train(global_batch, rows=None):
-        return common.train_stream(config, source, train_input, start, global_batch, family.normalizer(model), rows)
+        return common.train_stream(
+            config, source, train_input, start, global_batch, family.normalizer(model), rows, outdir=outdir
+        )
 
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
