@@ -19,6 +19,8 @@ import os
 import tempfile
 from typing import List, Optional
 
+from keras_vit.utils.cache_home import cache_home
+
 SUFFIX = ".tar"
 # what file systems say of a file that changes when it does: HTTP's headers, gcsfs', s3fs' and local fields
 _VALIDATORS = (
@@ -81,12 +83,7 @@ def local_shards(spec: str, cache: Optional[str] = None) -> List[str]:
                 )
             )
         return [os.path.abspath(s) for s in shards]
-    return [_fetched(url, cache or default_cache()) for url in shards]
-
-
-def default_cache() -> str:
-    root = os.environ.get("KERAS_VIT_CACHE_DIR") or os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
-    return os.path.join(root, "keras_vit")
+    return [_fetched(url, cache or cache_home()) for url in shards]
 
 
 def _fetched(url: str, cache: str) -> str:

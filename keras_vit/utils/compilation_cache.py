@@ -49,10 +49,11 @@ def wanted_by_default() -> bool:
 
 
 def default_directory() -> str:
-    """`$KERAS_VIT_CACHE_DIR/keras_vit/xla_cache`, else under the Keras cache (`$KERAS_HOME`, ~/.keras), where
-    keras_vit keeps downloaded releases too."""
-    root = os.environ.get("KERAS_VIT_CACHE_DIR") or os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
-    return os.path.join(root, "keras_vit", "xla_cache")
+    """`xla_cache` in keras_vit's cache (`$KERAS_VIT_CACHE_DIR/keras_vit`, else under the Keras cache, `$KERAS_HOME`
+    or ~/.keras: `keras_vit.utils.cache_home`)."""
+    from keras_vit.utils.cache_home import cache_home
+
+    return os.path.join(cache_home(), "xla_cache")
 
 
 def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
@@ -80,7 +81,8 @@ def enable_compilation_cache(directory: Optional[str] = None) -> Optional[str]:
 
 def enable_by_default() -> Optional[str]:
     """What `import keras_vit` does: JAX's cache in `default_directory()`, unless the module docstring's
-    exceptions apply. Nothing is written here: JAX creates the directory when it first stores a program.
+    exceptions apply. JAX creates the directory when it first stores a program; where it exists, entries another
+    process left without a last-use time are dated (`_date_undated_entries`: one listing of the folder).
 
     Returns:
       The directory when this call turned the cache on, else None.
