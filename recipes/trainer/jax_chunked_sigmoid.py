@@ -26,6 +26,8 @@ from jax.sharding import PartitionSpec
 
 import keras
 
+from keras_vit.vit.contrastive import contrastive_losses
+
 
 def chunked_sigmoid_loss(net: keras.Model, mesh: jax.sharding.Mesh, axis: str) -> Callable:
     """`loss_fn(outputs, inputs, labels) -> (per_example, scores, targets)` for `recipes.trainer.jax_step.JaxEngine`.
@@ -52,7 +54,7 @@ def chunked_sigmoid_loss(net: keras.Model, mesh: jax.sharding.Mesh, axis: str) -
     def forward(images, texts, labels, scale, bias):
         def visit(text_block, text_labels):
             _, logits, sign = logits_of(images, text_block, labels, text_labels, scale, bias)
-            losses = -jnp.sum(jax.nn.log_sigmoid(sign * logits), axis=1)
+            losses = contrastive_losses(logits, "sigmoid", sign > 0)  # this block's share of each image's loss
             best_match = jnp.max(jnp.where(sign > 0, logits, -jnp.inf), axis=1)
             best_other = jnp.max(jnp.where(sign > 0, -jnp.inf, logits), axis=1)
             return losses, best_match, best_other
