@@ -7,7 +7,9 @@ into `<cache>/caption_shards/<digest of its folder's URL>/<its name>`, the cache
 where set, else keras_vit's (`$KERAS_VIT_CACHE_DIR`, `$KERAS_HOME`, ~/.keras). fsspec reads the URL (its
 HTTP file system needs aiohttp; `gs://` gcsfs, `s3://` s3fs: fsspec names the one missing). Beside each copy,
 `<name>.source.json` records what the server said of the file (size, ETag or modification time): a copy is used
-again only while the server still says the same, else it is fetched anew. A copy is written under a temporary name
+again only while the server still says the same, else it is fetched anew. A server that sends no ETag says only
+the size and the modification time (HTTP's in whole seconds): a shard rewritten within the same second at the same
+size (tar pads to 512-byte blocks) is not seen to change. A copy is written under a temporary name
 and renamed into place, so a killed download leaves no partial shard.
 """
 

@@ -311,6 +311,9 @@ def test_brace_patterns_and_urls_name_the_same_shards(pairs_on_disk, served, tmp
     pairs = _pairs()
     pairs[0] = (pairs[0][0], "a caption changed on the server")
     _write_shards(str(www), pairs)  # both shards rewritten, the first with one caption changed
+    later = copies[0].stat().st_mtime + 60  # rewritten a minute later, as the server then says (Last-Modified has
+    for name in ("00000.tar", "00001.tar"):  # one-second steps, and tar pads both to the same size)
+        os.utime(www / name, (later, later))
     changed = data.load_source(f"captions:{url}/{{00000..00001}}.tar", "train", data_dir=str(cache))
     assert "a caption changed on the server" in changed.captions and changed.fingerprint != remote.fingerprint
 
