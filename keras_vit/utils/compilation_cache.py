@@ -18,8 +18,8 @@ The cache keeps programs that took `MIN_COMPILE_SECONDS` or more to compile and,
 (huggingface_hub's dependency), evicts the least recently used beyond `MAX_BYTES`; settings a user made before the
 import are kept. `enable_compilation_cache(directory)` turns it on explicitly (another directory, or after
 `KERAS_VIT_COMPILATION_CACHE=0`); the commands' `--no-compilation_cache` turns it off for their process.
-TensorFlow's first `predict` is spent tracing the Python function into a graph, which no cache keeps, so on other
-backends all of this does nothing.
+TensorFlow has no such cache for the graphs it traces (its `predict` runs eagerly until a graph pays:
+`keras_vit.vit.predict_function`), so on the other backends all of this does nothing.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ On CPU, XLA hands matrix products and their neighbours to YNNPACK ("YNN fusions"
 - a program's first run skips YNNPACK building its runtime;
 - steady forward passes are faster at batch 16 but slower at batch 1;
 - the recipes' JAX training step is faster.
-So the prediction CLI's program (run once) and the JAX training step (large batches) compile without them;
-`predict` and eager `model(x)` keep XLA's defaults, which serve repeated single-image calls best.
+So the prediction CLI's program (run once), `predict`'s step (`keras_vit.vit.predict_function`: its first call is
+what a user waits for, and its default batch is 32) and the JAX training step (large batches) compile without
+them; eager `model(x)` keeps XLA's defaults, which serve repeated single-image calls best.
 
 An XLA that does not know the option refuses it when compiling ("No such compile option"); the function then
 compiles with the defaults (before anything runs, so donated buffers are untouched). Any other error is raised.

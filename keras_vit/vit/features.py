@@ -17,12 +17,13 @@ from keras_vit.utils import validate
 from keras_vit.vit.arguments import POOLINGS
 from keras_vit.nn.initializers import PACKAGE
 from keras_vit.nn.token_pooling import TokenPooling
+from keras_vit.vit.predict_function import PredictFunction
 
 POOLING_MODES = {"token": "token", "avg": "gap", "max": "max"}
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class FeatureModel(keras.Model):
+class FeatureModel(PredictFunction, keras.Model):
     """The `keras.Model` that `feature_model` / `logits_model` return: the source model's layers up to a tap,
     whose `predict` and `predict_on_batch` check their input as the source model's do (`check_batch`: the
     clear message for a wrong size, channel layout or rank, instead of an error deep in the graph). Saved and

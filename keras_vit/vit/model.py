@@ -29,6 +29,7 @@ from keras_vit.vit.arguments import (
     resolve_arguments,
 )
 from keras_vit.vit.features import POOLING_MODES, FeatureAPI
+from keras_vit.vit.predict_function import PredictFunction
 from keras_vit.vit.fit_memory import FitMemory
 from keras_vit.nn.initializers import PACKAGE
 from keras_vit.vit.components import make_components
@@ -82,7 +83,9 @@ def preprocess_input(x):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class VisionTransformer(ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, PreprocessingAPI, keras.Model):
+class VisionTransformer(
+    ArraySpecs, FitMemory, Quantization, LoRA, FeatureAPI, PreprocessingAPI, PredictFunction, keras.Model
+):
     """A Vision Transformer (Dosovitskiy et al., 2021), or an R-hybrid when `resnet_layers` is given.
 
         The model is its sizes, its family options (one `keras_vit.vit.variant.Variant` record, the paper's model by
