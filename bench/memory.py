@@ -48,6 +48,18 @@ def _keras_model(name, size, row):
     )
 
 
+class _Unimportable:
+    """A meta-path finder under which the named top-level packages raise ImportError, as where not installed."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r} (bench/memory.py --unimportable)", name=name)
+        return None
+
+
 def run_row(row: str, name: str, size: int, batch: int) -> dict:
     """The four readings of one row, in this process."""
     out = {}
@@ -122,12 +134,23 @@ def main(argv=None) -> None:
         "keras_jax,keras_jax_fused,keras_jax_remat",
         help=", ".join(ROWS),
     )
+    p.add_argument(
+        "--unimportable",
+        default="",
+        help="comma-separated top-level packages the keras_vit TensorFlow rows cannot import, e.g. jax,pandas,sklearn: what a "
+        "`pip install keras-vit[tensorflow]` process has (TensorFlow imports JAX and Keras imports pandas and "
+        "scikit-learn whenever they are installed, ~0.2 GB of the runtime)",
+    )
     p.add_argument("--row", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.row:
+        if args.unimportable and args.row.startswith("keras_tf"):
+            sys.meta_path.insert(0, _Unimportable(set(args.unimportable.split(","))))
         print(json.dumps(run_row(args.row, args.model, args.size, args.batch)))
         return
     print(f"# {args.model} @ {args.size}, batch {args.batch}, fp32, AdamW; GB of resident memory")
+    if args.unimportable:
+        print(f"# the keras_vit TensorFlow rows without {args.unimportable}")
     print(f"{'row':<26} {'runtime':>8} {'built':>7} {'peak':>7} {'step-built':>10} {'XLA temp':>9} {'vs timm':>8}")
     timm_peak = None
     for row in args.rows.split(","):
@@ -144,6 +167,8 @@ def main(argv=None) -> None:
                 str(args.size),
                 "--batch",
                 str(args.batch),
+                "--unimportable",
+                args.unimportable,
             ],
             capture_output=True,
             text=True,
