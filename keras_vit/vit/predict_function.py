@@ -92,8 +92,9 @@ class PredictFunction:
             return super().make_predict_function(force)
         from keras_vit.utils.xla_cpu import jit_without_ynn
 
-        # Keras' JAX step, which hands the state back: the weights outside the compiled program (a program that
-        # returns them donates and re-creates all of them; its first run faults their pages in again)
+        # Keras' JAX step hands the state back; here the weights are the compiled program's arguments but not its
+        # results (a program that returns them donates and re-creates all of them, and its first run faults their
+        # pages in again). Non-trainable values (a hybrid's batch statistics) still come back from it.
         forward = jit_without_ynn(self.predict_step)
 
         def predict_step(state, data):
