@@ -167,10 +167,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     report = {}
-    with tempfile.TemporaryDirectory() as work:
-        for seed, (name, (_, stride)) in enumerate(sorted(architectures(args.only).items())):
+    for seed, (name, (_, stride)) in enumerate(sorted(architectures(args.only).items())):
+        # one folder per architecture, removed after it: the large ones' files take GBs each (26 GB for all)
+        with tempfile.TemporaryDirectory() as work:
             report[name] = check(name, stride, seed, work)
-            print(name, {c: r["outcome"] for c, r in report[name].items()}, flush=True)
+        print(name, {c: r["outcome"] for c, r in report[name].items()}, flush=True)
     out = dict(timm=timm.__version__, torch=torch.__version__, summary=summary(report), report=report)
     if args.out:
         with open(args.out, "w") as f:
