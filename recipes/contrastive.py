@@ -34,7 +34,7 @@ from keras import ops
 from keras_vit.analysis.retrieval import retrieval_metrics
 from recipes import caption_ids
 
-from keras_vit.vit.clip_tokenizer import ClipTokenizer
+from keras_vit.vit.clip_tokenizer import VOCABULARY, ClipTokenizer
 from keras_vit.vit.contrastive import contrastive_losses
 from keras_vit.vit.image_text import ImageTextModel
 from keras_vit.vit.model import VisionTransformer
@@ -74,8 +74,6 @@ def tokenizer(cfg) -> ClipTokenizer:
 def tokenize(cfg, captions: Sequence[str], directory: Optional[str] = None) -> np.ndarray:
     """(len(captions), context length) int32 ids of each caption (a caption dataset's table, row i example i's);
     `directory`: the run's workdir, where they are kept for its later starts (`recipes.caption_ids`)."""
-    from keras_vit.vit.clip_tokenizer import VOCABULARY
-
     settings = dict(TOKENIZER, context_length=int(cfg.text.context_length))
     return caption_ids.cached(lambda texts: tokenizer(cfg)(list(texts)), captions, settings, VOCABULARY, directory)
 

@@ -292,10 +292,15 @@ def run_inference(
     source = open_source(source, data_dir) if isinstance(source, str) else source
     naflex = _naflex(whole, features)
     if naflex:  # each photo at its own aspect ratio, the repository's settings
-        prepare_naflex, predict = _naflex_predictor(model, naflex)
+        prepare, predict = _naflex_predictor(model, naflex)
         task = "features"
     else:
         predict, task = _predictor(model, features)
+        size = tuple(model.base_image_size)
+
+        def prepare(pixels):
+            return preprocess_image(pixels, model.data_config, size, normalize=not model.include_preprocessing)
+
     if task == "top" and labels is None:
         from keras_vit.analysis.predict import read_labels
 
@@ -307,11 +312,6 @@ def run_inference(
         settings["naflex"] = {k: list(v) if isinstance(v, tuple) else v for k, v in naflex.items()}
     manifest = shards.open_output(output, settings)
     start = len(manifest["shards"]) * shard_size
-    size = tuple(model.base_image_size)
-
-    def prepare(pixels):
-        return preprocess_image(pixels, model.data_config, size, normalize=not model.include_preprocessing)
-
     meter = Progress(
         f"{task} of {source.location}",
         len(source),
@@ -319,9 +319,7 @@ def run_inference(
         done=start,
         log=None if progress else (lambda line: None),
     )
-    loaded = _loaded(
-        source, start, prepare_naflex if naflex else prepare, workers or os.cpu_count() or 1, exif_transpose
-    )
+    loaded = _loaded(source, start, prepare, workers or os.cpu_count() or 1, exif_transpose)
     for first in range(start, len(source), shard_size):
         last = min(first + shard_size, len(source))
         indices, outputs, bad = _shard(predict, loaded, first, last, batch_size, meter)
