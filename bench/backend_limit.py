@@ -93,6 +93,9 @@ def main(argv=None) -> None:
     if args._row:
         _run_row(args)
         return
+    from bench.machine import header
+
+    print(header(), flush=True)
     results = {}
     rows = args.rows.split(",")
     unknown = [row for row in rows if row not in ROWS]
@@ -162,7 +165,9 @@ def _report(args, results: dict) -> None:
                 + ", ".join(f"{x:.3f}" for x in per_round)
                 + ")"
             )
-    print(json.dumps(results))
+    from bench.machine import describe
+
+    print(json.dumps({"machine": describe(), **results}))
 
 
 if __name__ == "__main__":

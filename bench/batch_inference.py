@@ -170,6 +170,10 @@ def main(argv=None) -> None:
     )
     p.add_argument("--data", default=None, help="where the photos and weights are kept (default: a temporary folder)")
     args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    from bench.machine import header
+
+    print(header(), flush=True)
     args.data = args.data or os.path.join(tempfile.gettempdir(), f"keras_vit_inference_bench_{args.sizes}")
     make_photos(args.data, args.images, args.sizes)
     stem = make_weights(args.data, args.model)

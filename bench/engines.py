@@ -54,6 +54,10 @@ def main(argv=None) -> None:
     p.add_argument("--log_every", type=int, default=50)
     p.add_argument("--flags", default="", help="comma-separated extra trainer flags")
     args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    from bench.machine import header
+
+    print(header(), flush=True)
     flags = [f for f in args.flags.split(",") if f]
     print(f"{'round':>5} {'tensorflow img/s':>17} {'jax img/s':>10} {'jax/tf':>7}")
     for r in range(args.rounds):

@@ -59,6 +59,9 @@ def main(argv=None) -> None:
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--batch", type=int, default=8)
     args = p.parse_args(argv)
+    from bench.machine import header
+
+    print(header(), flush=True)
     n = args.classes * args.shots
     solve = solve_seconds(args.classes, args.shots, args.dim)
     extract = extraction_seconds(args.model, n, args.batch, args.image_size)

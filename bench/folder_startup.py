@@ -85,6 +85,10 @@ def main(argv=None) -> None:
     p.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "keras_vit_folder_bench"))
     p.add_argument("--code", default=ROOT, help="the checkout whose recipes run the rows")
     args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    from bench.machine import header
+
+    print(header(), flush=True)
     print(f"{'files':>8} {'first start s':>14} {'resume s':>9} {'first MiB':>10} {'resume MiB':>11}", flush=True)
     for n in map(int, args.files.split(",")):
         root = os.path.join(args.data, f"jpeg_{n}")

@@ -70,6 +70,10 @@ def main(argv=None) -> None:
     p.add_argument("--model", default="ViT-S/16")
     p.add_argument("--batch", type=int, default=16)
     args = p.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.machine import header
+
+    print(header(), flush=True)
     print(f"# {args.model}, batch {args.batch}: fp32 GFLOP/s, best of 10")
     print(
         f"{'product':<10} {'shape':<22} {'torch':>7} {'TF':>7} {'TF XLA':>7} {'JAX':>7} {'JAX/torch':>9} "

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -127,15 +126,6 @@ def _env(backend=None) -> dict:
     return env
 
 
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        model = platform.processor()
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="ViT-B-32")
@@ -147,6 +137,9 @@ def main(argv=None) -> None:
     p.add_argument("--backends", default="tensorflow,jax")
     p.add_argument("--workdir", default="")
     args = p.parse_args(argv)
+    from bench.machine import header
+
+    print(header(), flush=True)
     import numpy as np
 
     from bench.batch_inference import make_photos
@@ -167,7 +160,7 @@ def main(argv=None) -> None:
     photos = os.path.join(work, "photos")
     classes = ",".join(names[: args.classes])
     print(
-        f"# {args.model}, {_cpu()}, {time.strftime('%Y-%m-%d')}; {args.texts} texts in batches of {args.batch}, "
+        f"# {args.model}; {args.texts} texts in batches of {args.batch}, "
         f"{args.images} photos x {args.classes} classes x 80 templates"
     )
     text = {

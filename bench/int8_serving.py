@@ -150,6 +150,10 @@ def main(argv=None) -> None:
     p.add_argument("--no_timm", action="store_true", help="the export rows only (ratios then against the first)")
     p.add_argument("--_row"), p.add_argument("--_file"), p.add_argument("--_batch", type=int)
     args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    from bench.machine import describe, header
+
+    print(header(), flush=True)
     if args._row:
         if args._row in TIMM:
             sec = time_timm(args.model, args.image_size, args._batch, args.iters, args.warmup, "int8" in args._row)
@@ -192,7 +196,12 @@ def main(argv=None) -> None:
                 + ", ".join(f"{1000 * t:.1f}" for t in times)
             )
     print(
-        json.dumps({f"{row} b{batch}": [round(1000 * t, 1) for t in times] for (row, batch), times in results.items()})
+        json.dumps(
+            {
+                "machine": describe(),
+                **{f"{row} b{batch}": [round(1000 * t, 1) for t in times] for (row, batch), times in results.items()},
+            }
+        )
     )
 
 

@@ -148,6 +148,9 @@ def main(argv=None) -> None:
             sys.meta_path.insert(0, _Unimportable(set(args.unimportable.split(","))))
         print(json.dumps(run_row(args.row, args.model, args.size, args.batch)))
         return
+    from bench.machine import header
+
+    print(header(), flush=True)
     print(f"# {args.model} @ {args.size}, batch {args.batch}, fp32, AdamW; GB of resident memory")
     if args.unimportable:
         print(f"# the keras_vit TensorFlow rows without {args.unimportable}")

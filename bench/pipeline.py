@@ -41,6 +41,9 @@ def main(argv=None) -> None:
     p.add_argument("--batches", type=int, default=30)
     p.add_argument("--iters", type=int, default=3)
     args = p.parse_args(argv)
+    from bench.machine import header
+
+    print(header(), flush=True)
     from bench.throughput import keras_tf
 
     print(f"{'px':>4} {'pipeline img/s':>15} {'train img/s':>12} {'ratio':>7}")

@@ -71,6 +71,9 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--only", choices=["keras", "timm"], default=None, help="one side (e.g. timm from a torch venv)")
     args = p.parse_args(argv)
+    from bench.machine import describe, header
+
+    print(header(), flush=True)
     rows = {}
     if args.only != "timm":
         rows.update(keras_and_exports(args.model, args.image_size, args.iters, args.warmup))
@@ -87,7 +90,7 @@ def main(argv=None) -> None:
     for label, seconds in rows.items():
         ratio = f"{base / seconds:5.2f}x" if base else "  -  "
         print(f"  {label:<18} {1000 * seconds:8.1f} ms   vs Keras {ratio}")
-    print(json.dumps({k: round(1000 * v, 2) for k, v in rows.items()}))
+    print(json.dumps({"machine": describe(), **{k: round(1000 * v, 2) for k, v in rows.items()}}))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -261,28 +260,38 @@ def keras_jax(name, size, batch, mode, iters, warmup, remat=False, dtype="fp32")
 
 _TORCH = r"""
 import sys, time, statistics, numpy as np, torch, keras, keras_vit
-name, size, batch, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
 x = torch.tensor(np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32"))
-with torch.no_grad():  # the eager call a PyTorch user makes, timm's row's conditions
-    t = time.perf_counter(); model(x, training=False); first = time.perf_counter() - t
-    for _ in range(warmup): model(x, training=False)
-    ts = []
-    for _ in range(iters):
-        t = time.perf_counter(); model(x, training=False); ts.append(time.perf_counter() - t)
+if mode == "infer":  # the eager call a PyTorch user makes, timm's row's conditions
+    def run():
+        with torch.no_grad():
+            model(x, training=False)
+else:  # Keras' own training step on this backend: compile + train_on_batch, AdamW as timm's row
+    y = torch.tensor(np.random.randint(0, 1000, (batch,)))
+    model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    run = lambda: model.train_on_batch(x, y)
+t = time.perf_counter(); run(); first = time.perf_counter() - t
+for _ in range(warmup): run()
+ts = []
+for _ in range(iters):
+    t = time.perf_counter(); run(); ts.append(time.perf_counter() - t)
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1e6
 print(batch / statistics.median(ts), hwm, first)
 """
 
 
 def keras_torch(name, size, batch, mode, iters, warmup):
-    """keras_vit's eager inference call on the PyTorch backend, in its own process (the backend is fixed per
-    process); returns (img/s, peak GB)."""
-    if mode != "infer":
-        raise ValueError("keras_torch rows are inference only")
+    """keras_vit on the PyTorch backend, in its own process (the backend is fixed per process): the eager call
+    (inference) or `train_on_batch` (training); returns (img/s, peak GB)."""
+    from keras_vit.nn.attention import MultiHeadDotProductAttention
+
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
+    fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
     out = subprocess.run(
-        [sys.executable, "-c", _TORCH, name, str(size), str(batch), str(iters), str(warmup)],
+        [sys.executable, "-c", _TORCH, name, str(size), str(batch), mode, str(iters), str(warmup), fused],
         env=env,
         capture_output=True,
         text=True,
@@ -312,7 +321,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
     try:
         if int8 and mode != "infer":
             raise ValueError("int8 rows are inference only")
-        if f.startswith("keras_tf") or f.startswith("keras_jax"):  # "_fused": keras.ops.dot_product_attention
+        if f.startswith(("keras_tf", "keras_jax", "keras_torch")):  # "_fused": keras.ops.dot_product_attention
             from keras_vit.nn.attention import MultiHeadDotProductAttention
 
             MultiHeadDotProductAttention.FUSED = "_fused" in f
@@ -382,8 +391,8 @@ def main(argv=None) -> None:
         "hands only element-wise ops to XLA), keras_tf_fused / keras_tf_fused_noxla / keras_jax_fused "
         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
         "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
-        "keras_hub (ViTBackbone + head, same step/XLA), keras_torch (the eager call on the PyTorch backend, "
-        "inference), timm (eager), timm_compile; suffix _remat "
+        "keras_hub (ViTBackbone + head, same step/XLA), keras_torch / keras_torch_fused (the PyTorch backend: the "
+        "eager call, or train_on_batch), timm (eager), timm_compile; suffix _remat "
         '(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat="attention") '
         "or _int8 (keras_tf, keras_tf_noxla: "
         "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8",
@@ -401,14 +410,11 @@ def main(argv=None) -> None:
     if args.row:
         print(json.dumps(measure(*json.loads(args.row))))
         return
-    import keras
-    import tensorflow as tf
+    from bench.machine import header
+
+    print(header(), flush=True)
 
     fw = args.frameworks.split(",")
-    print(
-        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, TF {tf.__version__}, "
-        f"Keras {keras.__version__}, {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}"
-    )
     ceilings = {"tf": gemm_tf()}
     if any(f.startswith("timm") for f in fw):
         ceilings["torch"] = gemm_torch()

@@ -127,7 +127,11 @@ def run_row(name: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default=",".join(ROWS), help="comma-separated: " + ", ".join(ROWS))
-    for name in p.parse_args().rows.split(","):
+    rows = p.parse_args().rows.split(",")
+    from bench.machine import header
+
+    print(header(), flush=True)
+    for name in rows:
         print(json.dumps(run_row(name)), flush=True)
 
 

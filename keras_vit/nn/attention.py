@@ -41,11 +41,13 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     """
 
     # Measured (docs/benchmarks-history.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x
-    # (training) on JAX and 0.98x on TensorFlow, so it is the default on JAX only (for inference: training on TF and
-    # JAX takes attention_core, smaller and no slower, docs/benchmarks-history.md "Training memory"); None = per
-    # backend, True/False = forced (with False, training still takes attention_core; True takes
+    # (training) on JAX, 1.04-1.09x (inference) / 1.04x (training) on PyTorch, whose CPU kernel is its flash
+    # attention, and 0.98x on TensorFlow, so it is the default on JAX and PyTorch (for inference on JAX: training on
+    # TF and JAX takes attention_core, smaller and no slower, docs/benchmarks-history.md "Training memory");
+    # None = per backend, True/False = forced (with False, training still takes attention_core; True takes
     # dot_product_attention there too).
     FUSED = None
+    FUSED_BACKENDS = ("jax", "torch")
     PROJECTIONS = ("query", "key", "value", "out")
 
     def __init__(
@@ -183,7 +185,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         if recomputes(training) and self.FUSED is not True and not needs_probabilities:
             scaled = q * ops.cast(scale, q.dtype)
             return self._project(recomputed_attention(scaled, k, v, causal=self.causal), x)  # recomputed backward
-        fused = backend == "jax" if self.FUSED is None else self.FUSED
+        fused = backend in self.FUSED_BACKENDS if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
         precise = x.dtype == "float32" or self.FUSED is True
         if fused and precise and not needs_probabilities:
