@@ -1,4 +1,4 @@
-"""Where a training step's resident memory goes: keras_vit (TF, JAX) vs timm, each row in a fresh process.
+"""Where a training step's resident memory goes: keras_vit (TF, JAX, PyTorch) vs timm, each row in a fresh process.
 
     .venv/bin/python bench/memory.py --model ViT-S/16 --batch 16
 
@@ -35,6 +35,8 @@ ROWS = {
     "keras_jax": "keras_vit, JAX jit of a stateless AdamW step",
     "keras_jax_fused": "keras_vit, JAX jit, keras.ops.dot_product_attention",
     "keras_jax_remat": "keras_vit, JAX jit, remat=True",
+    "keras_torch": "keras_vit, PyTorch backend, Keras' train_on_batch (einsum attention)",
+    "keras_torch_fused": "keras_vit, PyTorch backend, Keras' train_on_batch, dot_product_attention (its default)",
 }
 
 
@@ -48,16 +50,11 @@ def _keras_model(name, size, row):
     )
 
 
-class _Unimportable:
-    """A meta-path finder under which the named top-level packages raise ImportError, as where not installed."""
-
-    def __init__(self, names):
-        self.names = names
-
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in self.names:
-            raise ModuleNotFoundError(f"No module named {name!r} (bench/memory.py --unimportable)", name=name)
-        return None
+def _make_unimportable(names) -> None:
+    """The named top-level packages raise ModuleNotFoundError on import, as where not installed: a None entry in
+    `sys.modules` (which `importlib.util.find_spec` also reads as "not installed", as torch's dynamo asks)."""
+    for name in names:
+        sys.modules[name] = None
 
 
 def run_row(row: str, name: str, size: int, batch: int) -> dict:
@@ -101,6 +98,21 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
         for _ in range(2):
             value, *state = compiled(*state)
             value.block_until_ready()
+    elif row.startswith("keras_torch"):
+        import keras
+        import torch
+
+        out["runtime"] = rss_gb("VmRSS")
+        model = _keras_model(name, size, row)
+        model.compile(
+            keras.optimizers.AdamW(1e-4, weight_decay=0.05),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        model.optimizer.build(model.trainable_variables)
+        out["built"] = rss_gb("VmRSS")
+        x, y = torch.rand(batch, size, size, 3) * 2 - 1, torch.randint(0, 1000, (batch,))
+        for _ in range(2):
+            model.train_on_batch(x, y)
     else:
         import keras
         import tensorflow as tf
@@ -137,15 +149,15 @@ def main(argv=None) -> None:
     p.add_argument(
         "--unimportable",
         default="",
-        help="comma-separated top-level packages the keras_vit TensorFlow rows cannot import, e.g. jax,pandas,sklearn: what a "
-        "`pip install keras-vit[tensorflow]` process has (TensorFlow imports JAX and Keras imports pandas and "
-        "scikit-learn whenever they are installed, ~0.2 GB of the runtime)",
+        help="comma-separated top-level packages the keras_vit TensorFlow and PyTorch rows cannot import, e.g. "
+        "jax,pandas,sklearn: what a `pip install keras-vit[tensorflow]` or `[torch]` process has (TensorFlow imports "
+        "JAX and Keras imports JAX, pandas and scikit-learn whenever they are installed, 0.2-0.4 GB of the runtime)",
     )
     p.add_argument("--row", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.row:
-        if args.unimportable and args.row.startswith("keras_tf"):
-            sys.meta_path.insert(0, _Unimportable(set(args.unimportable.split(","))))
+        if args.unimportable and args.row.startswith(("keras_tf", "keras_torch")):
+            _make_unimportable(args.unimportable.split(","))
         print(json.dumps(run_row(args.row, args.model, args.size, args.batch)))
         return
     from bench.machine import header
@@ -153,11 +165,11 @@ def main(argv=None) -> None:
     print(header(), flush=True)
     print(f"# {args.model} @ {args.size}, batch {args.batch}, fp32, AdamW; GB of resident memory")
     if args.unimportable:
-        print(f"# the keras_vit TensorFlow rows without {args.unimportable}")
+        print(f"# the keras_vit TensorFlow and PyTorch rows without {args.unimportable}")
     print(f"{'row':<26} {'runtime':>8} {'built':>7} {'peak':>7} {'step-built':>10} {'XLA temp':>9} {'vs timm':>8}")
     timm_peak = None
     for row in args.rows.split(","):
-        backend = "jax" if row.startswith("keras_jax") else "tensorflow"
+        backend = "jax" if row.startswith("keras_jax") else "torch" if row.startswith("keras_torch") else "tensorflow"
         done = subprocess.run(
             [
                 sys.executable,

@@ -187,7 +187,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             return self._project(recomputed_attention(scaled, k, v, causal=self.causal), x)  # recomputed backward
         fused = backend in self.FUSED_BACKENDS if self.FUSED is None else self.FUSED
         # by default only in float32 (where both paths agree to 1e-5); FUSED=True also takes bf16 (flash on GPUs)
-        precise = x.dtype == "float32" or self.FUSED is True
+        precise = keras.backend.standardize_dtype(x.dtype) == "float32" or self.FUSED is True
         if fused and precise and not needs_probabilities:
             return self._project(ops.dot_product_attention(q, k, v, scale=scale, is_causal=self.causal), x)
         logits = ops.einsum("bqhd,bkhd->bhqk", q * ops.cast(scale, q.dtype), k)
