@@ -41,7 +41,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     """
 
     # Measured (docs/benchmarks-history.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x
-    # (training) on JAX, 1.04-1.09x (inference) / 1.04x (training) on PyTorch, whose CPU kernel is its flash
+    # (training) on JAX, 1.01-1.14x (inference) / 1.02-1.04x (training) on PyTorch, whose CPU kernel is its flash
     # attention, and 0.98x on TensorFlow, so it is the default on JAX and PyTorch (for inference on JAX: training on
     # TF and JAX takes attention_core, smaller and no slower, docs/benchmarks-history.md "Training memory");
     # None = per backend, True/False = forced (with False, training still takes attention_core; True takes
