@@ -4,6 +4,7 @@ timm's own logits. Run with torch and timm installed (`make bench-setup`); `make
 `tests/test_oracle_registry.py`:
 
     PYTHONPATH=tools/torchvision_stub python tools/oracle_timm_registry.py [--only NAME ...] [--out report.json]
+        [--chunk 25]   # architectures per fresh process (one process's memory grows with each; 0: all in one)
 
 For each architecture up to 400 M parameters timm builds a tiny instance: one block, its real width, two patches
 per side at its own stride (and a 2x3 grid for the non-square case), every parameter perturbed. It writes it with
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -161,17 +163,53 @@ def summary(report: dict) -> dict:
     return counts
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*")
-    parser.add_argument("--out", default="")
-    args = parser.parse_args(argv)
+def _walk(found: dict, first_seed: int) -> dict:
+    """{name: check(...)} for the architectures `found` (`architectures(...)`), in this process, in sorted order,
+    each seeded by its place in the whole walk."""
     report = {}
-    for seed, (name, (_, stride)) in enumerate(sorted(architectures(args.only).items())):
+    for seed, name in enumerate(sorted(found), start=first_seed):
+        (_, stride) = found[name]
         # one folder per architecture, removed after it: the large ones' files take GBs each (26 GB for all)
         with tempfile.TemporaryDirectory() as work:
             report[name] = check(name, stride, seed, work)
         print(name, {c: r["outcome"] for c, r in report[name].items()}, flush=True)
+    return report
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--out", default="")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        default=25,
+        help="architectures per fresh process: one process's resident memory grows with every architecture "
+        "(14 GB over the whole walk), a chunk's stays near 3 GB; 0 walks all in this process",
+    )
+    parser.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)  # a chunk's place in the walk
+    parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # a chunk's process writes its report here
+    args = parser.parse_args(argv)
+    found = architectures(args.only)
+    names = sorted(found)
+    if args.part or not args.chunk:
+        report = _walk(found, args.first_seed)
+        if args.part:
+            with open(args.part, "w") as f:
+                json.dump(report, f)
+            return report
+    else:
+        report = {}
+        for start in range(0, len(names), args.chunk):
+            part = names[start : start + args.chunk]
+            with tempfile.TemporaryDirectory() as folder:
+                path = os.path.join(folder, "part.json")
+                command = [sys.executable, os.path.abspath(__file__), "--chunk", "0", "--part", path]
+                done = subprocess.run(command + ["--first-seed", str(start), "--only", *part])
+                if done.returncode:
+                    raise RuntimeError(f"the oracle's process for {part[0]} .. {part[-1]} exited {done.returncode}")
+                with open(path) as f:
+                    report.update(json.load(f))
     out = dict(timm=timm.__version__, torch=torch.__version__, summary=summary(report), report=report)
     if args.out:
         with open(args.out, "w") as f:
