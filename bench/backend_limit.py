@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -93,9 +92,10 @@ def main(argv=None) -> None:
     if args._row:
         _run_row(args)
         return
-    from bench.machine import header
+    from bench.machine import describe, header
 
-    print(header(), flush=True)
+    machine = describe()
+    print(header(machine), flush=True)
     results = {}
     rows = args.rows.split(",")
     unknown = [row for row in rows if row not in ROWS]
@@ -127,7 +127,7 @@ def main(argv=None) -> None:
                 raise RuntimeError(f"{row}: {done.stderr[-3000:]}")
             results.setdefault(row, []).append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(f"round {r + 1}: {row}: {results[row][-1]}", file=sys.stderr, flush=True)
-    _report(args, results)
+    _report(args, results, machine)
 
 
 def _run_row(args) -> None:
@@ -145,10 +145,10 @@ def _run_row(args) -> None:
     print(json.dumps({"img_s": args.batch / sec, "built_gb": built, "peak_gb": rss_gb(), "params": params}))
 
 
-def _report(args, results: dict) -> None:
+def _report(args, results: dict, machine: dict) -> None:
     print(
-        f"ViT-S/16 @ {args.image_size}, batch {args.batch}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, {args.rounds} round(s): img/s and peak GB (median over rounds)"
+        f"ViT-S/16 @ {args.image_size}, batch {args.batch}, {machine['kind']}, {machine['cores']} CPUs, "
+        f"{args.rounds} round(s): img/s and peak GB (median over rounds)"
     )
     rate = {row: statistics.median(r["img_s"] for r in rs) for row, rs in results.items()}
     for row, rs in results.items():
@@ -165,9 +165,7 @@ def _report(args, results: dict) -> None:
                 + ", ".join(f"{x:.3f}" for x in per_round)
                 + ")"
             )
-    from bench.machine import describe
-
-    print(json.dumps({"machine": describe(), **results}))
+    print(json.dumps({"machine": machine, **results}))
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def main() -> None:
     sys.path.insert(0, ROOT)
     from bench.machine import describe, header
 
-    print(header(), flush=True)
+    machine = describe()
+    print(header(machine), flush=True)
     if not os.path.exists(args.file):
         os.makedirs(os.path.dirname(args.file), exist_ok=True)
         subprocess.run([args.torch_python, "-c", _MAKE.format(stub=STUB, path=args.file)], check=True)
@@ -167,7 +168,7 @@ def main() -> None:
             f"{name:52s} {med['import']:7.2f} {med['build_load']:10.2f} {med['first_call']:10.2f} {total:6.2f} "
             f"{after:12.2f} {after / timm_after:6.2f}x {med['next_call']:9.2f}"
         )
-    print(json.dumps({"machine": describe(), **{name: runs for name, runs in results.items()}}))
+    print(json.dumps({"machine": machine, **{name: runs for name, runs in results.items()}}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -150,10 +149,6 @@ def main(argv=None) -> None:
     p.add_argument("--no_timm", action="store_true", help="the export rows only (ratios then against the first)")
     p.add_argument("--_row"), p.add_argument("--_file"), p.add_argument("--_batch", type=int)
     args = p.parse_args(argv)
-    sys.path.insert(0, ROOT)
-    from bench.machine import describe, header
-
-    print(header(), flush=True)
     if args._row:
         if args._row in TIMM:
             sec = time_timm(args.model, args.image_size, args._batch, args.iters, args.warmup, "int8" in args._row)
@@ -161,6 +156,11 @@ def main(argv=None) -> None:
             sec = time_export(args._file, args.image_size, args._batch, args.iters, args.warmup)
         print(sec)
         return
+    sys.path.insert(0, ROOT)
+    from bench.machine import describe, header
+
+    machine = describe()
+    print(header(machine), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         files = write_exports(args.model, args.image_size, tmp)
         sizes = {
@@ -182,7 +182,7 @@ def main(argv=None) -> None:
                         flush=True,
                     )
     print(
-        f"{args.model} @ {args.image_size}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{args.model} @ {args.image_size}, {machine['kind']}, {machine['cores']} CPUs, "
         f"{args.rounds} round(s); ms per call (median over rounds), vs {rows[0]} at the same batch"
     )
     for batch in map(int, args.batch_sizes.split(",")):
@@ -198,7 +198,7 @@ def main(argv=None) -> None:
     print(
         json.dumps(
             {
-                "machine": describe(),
+                "machine": machine,
                 **{f"{row} b{batch}": [round(1000 * t, 1) for t in times] for (row, batch), times in results.items()},
             }
         )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 
@@ -73,7 +72,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from bench.machine import describe, header
 
-    print(header(), flush=True)
+    machine = describe()
+    print(header(machine), flush=True)
     rows = {}
     if args.only != "timm":
         rows.update(keras_and_exports(args.model, args.image_size, args.iters, args.warmup))
@@ -83,14 +83,11 @@ def main(argv=None) -> None:
         except ImportError as e:
             print(f"(timm row skipped: {e})", file=sys.stderr)
     base = rows.get("Keras TF (XLA)")
-    print(
-        f"{args.model} @ {args.image_size}, batch 1, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs"
-    )
+    print(f"{args.model} @ {args.image_size}, batch 1, {machine['kind']}, {machine['cores']} CPUs")
     for label, seconds in rows.items():
         ratio = f"{base / seconds:5.2f}x" if base else "  -  "
         print(f"  {label:<18} {1000 * seconds:8.1f} ms   vs Keras {ratio}")
-    print(json.dumps({"machine": describe(), **{k: round(1000 * v, 2) for k, v in rows.items()}}))
+    print(json.dumps({"machine": machine, **{k: round(1000 * v, 2) for k, v in rows.items()}}))
 
 
 if __name__ == "__main__":

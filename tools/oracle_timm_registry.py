@@ -191,7 +191,6 @@ def main(argv=None) -> dict:
     parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # a chunk's process writes its report here
     args = parser.parse_args(argv)
     found = architectures(args.only)
-    names = sorted(found)
     if args.part or not args.chunk:
         report = _walk(found, args.first_seed)
         if args.part:
@@ -199,7 +198,7 @@ def main(argv=None) -> dict:
                 json.dump(report, f)
             return report
     else:
-        report = {}
+        report, names = {}, sorted(found)
         for start in range(0, len(names), args.chunk):
             part = names[start : start + args.chunk]
             with tempfile.TemporaryDirectory() as folder:
