@@ -190,6 +190,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--first-seed", type=int, default=0, help=argparse.SUPPRESS)  # a chunk's place in the walk
     parser.add_argument("--part", default="", help=argparse.SUPPRESS)  # a chunk's process writes its report here
     args = parser.parse_args(argv)
+    if args.chunk < 0:
+        parser.error(f"--chunk must be 0 (every architecture in this process) or more, not {args.chunk}")
     found = architectures(args.only)
     if args.part or not args.chunk:
         report = _walk(found, args.first_seed)
