@@ -8,7 +8,7 @@ gradient norm to 1.0 and AdamW (lr 1e-4, weight decay 0.05, epsilon 1e-7), on on
   donated) on `keras_vit.create_model`;
 - "plain Flax + optax": the same ViT written in `flax.linen` (fused q/k/v kernel, `jax.nn.dot_product_attention`
   as our JAX path uses) with `optax.clip_by_global_norm` + `optax.adamw`, one `jax.jit` with donation and the
-  engine's compile options (`keras_vit.utils.xla_cpu`);
+  engine's compile options (`keras_vit.utils.xla_options`);
 - "keras TF (XLA)": `recipes.trainer.tf_step.build_train_step(jit_compile=True)`, the recipes' TF step;
 - "plain TF (XLA)": the same ViT as `tf.Variable`s and TensorFlow ops (einsum attention, as our TF path), a
   `tf.GradientTape`, `tf.clip_by_global_norm` and AdamW written out, in one `tf.function(jit_compile=True)`.

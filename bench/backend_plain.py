@@ -12,14 +12,14 @@ LR, WD, EPS, CLIP = 1e-4, 0.05, 1e-7, 1.0
 
 def plain_flax(size: int, batch: int):
     """(step() that blocks, parameter count): flax.linen + optax, one `jax.jit` with the state donated, with the
-    compile options of the keras JAX engine's step (`keras_vit.utils.xla_cpu`: no YNNPACK fusions on CPU)."""
+    compile options of the keras JAX engine's step (`keras_vit.utils.xla_options`: no YNNPACK fusions on CPU)."""
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
     import numpy as np
     import optax
 
-    from keras_vit.utils.xla_cpu import jit_without_ynn
+    from keras_vit.utils.xla_options import tuned_jit
 
     d, h, m = S16["hidden"], S16["heads"], S16["mlp"]
 
@@ -62,7 +62,7 @@ def plain_flax(size: int, batch: int):
         updates, opt_state = tx.update(grads, opt_state, params)
         return value, optax.apply_updates(params, updates), opt_state
 
-    compiled = jit_without_ynn(step, donate_argnums=(0, 1))  # compiled as the keras JAX engine's step is
+    compiled = tuned_jit(step, donate_argnums=(0, 1))  # compiled as the keras JAX engine's step is
 
     def run():
         value, state[0], state[1] = compiled(*state)

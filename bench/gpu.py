@@ -4,9 +4,9 @@ timm eager and timm + torch.compile, bf16 mixed precision, each row in a fresh p
     python bench/gpu.py --out gpu.json                       # every row, one sitting
     python bench/gpu.py --models ViT-B/16 --rows jax_fused   # some
 
-keras_vit rows: variables float32, compute bf16 (`mixed_bfloat16`), one `jax.jit` step from
+keras_vit rows: variables float32, compute bf16 (`mixed_bfloat16`), one jitted step from
 `stateless_call` + AdamW's `stateless_apply` with the state donated (the recipes' JAX step without its
-input pipeline). timm rows: `torch.autocast(bfloat16)`, AdamW, `fused_attn` (PyTorch SDPA) as timm ships it.
+input pipeline), compiled with the library's XLA options (`keras_vit.utils.xla_options`; `_defaults` rows: XLA's). timm rows: `torch.autocast(bfloat16)`, AdamW, `fused_attn` (PyTorch SDPA) as timm ships it.
 img/s is the median of timed steps; peak is the device allocator's high-water mark; MFU is the model's
 training (3x forward) or forward FLOPs x img/s over the dense bf16 peak given by --peak_tflops.
 """
@@ -35,6 +35,8 @@ _JAX = r"""
 import json, statistics, sys, time
 import jax, jax.numpy as jnp, numpy as np, keras, keras_vit
 name, mode, batch, path, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+from keras_vit.utils.xla_options import tuned_jit
+jit = jax.jit if sys.argv[6] == "defaults" else tuned_jit  # XLA's defaults, or the library's options
 keras_vit.MultiHeadDotProductAttention.FUSED = path == "fused"
 keras.mixed_precision.set_global_policy("mixed_bfloat16")
 model = keras_vit.create_model(name, classifier_activation=None)
@@ -43,7 +45,7 @@ y = jnp.asarray(np.random.randint(0, 1000, (batch,)))
 tv = [v.value for v in model.trainable_variables]
 nv = [v.value for v in model.non_trainable_variables]
 if mode == "infer":
-    f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+    f = jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
     run = lambda: f(tv, nv, x).block_until_ready()
 else:
     opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
@@ -57,7 +59,7 @@ else:
         l, g = jax.value_and_grad(loss)(t)
         t, o = opt.stateless_apply(o, g, t)
         return (t, o), l
-    f = jax.jit(step, donate_argnums=(0,))
+    f = jit(step, donate_argnums=(0,))
     state = [(tv, ov)]
     def run():
         state[0], l = f(state[0], x, y)
@@ -78,12 +80,14 @@ ips = timm_torch(name, 224, batch, mode, "bf16", compiled, iters, 3, device="cud
 print(json.dumps({"ips": ips, "peak_gb": torch.cuda.max_memory_allocated() / 1e9}))
 """
 
-ROWS = ("jax_einsum", "jax_fused", "timm", "timm_compile")
+# jax_<attention path>: compiled with the library's XLA options (keras_vit.utils.xla_options); _defaults: XLA's own
+ROWS = ("jax_einsum", "jax_fused", "jax_einsum_defaults", "jax_fused_defaults", "timm", "timm_compile")
 
 
 def row(kind: str, name: str, mode: str, batch: int, iters: int) -> dict:
     if kind.startswith("jax"):
-        cmd = [sys.executable, "-c", _JAX, name, mode, str(batch), kind.split("_")[1], str(iters)]
+        jit = "defaults" if kind.endswith("_defaults") else "tuned"
+        cmd = [sys.executable, "-c", _JAX, name, mode, str(batch), kind.split("_")[1], str(iters), jit]
         env = dict(
             os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
         )
@@ -109,7 +113,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     results = []
-    print(f"{'model':9} {'mode':5} {'batch':>5} {'row':13} {'img/s':>8} {'peak GB':>8} {'MFU':>6}", flush=True)
+    print(f"{'model':9} {'mode':5} {'batch':>5} {'row':19} {'img/s':>8} {'peak GB':>8} {'MFU':>6}", flush=True)
     for name in args.models.split(","):
         for mode in args.modes.split(","):
             batch = args.train_batch if mode == "train" else args.infer_batch
@@ -120,12 +124,12 @@ def main(argv=None) -> None:
                 if "ips" in r:
                     r["mfu"] = r["ips"] * flops / (args.peak_tflops * 1e12)
                     print(
-                        f"{name:9} {mode:5} {batch:>5} {kind:13} {r['ips']:>8.1f} {r['peak_gb']:>8.2f} "
+                        f"{name:9} {mode:5} {batch:>5} {kind:19} {r['ips']:>8.1f} {r['peak_gb']:>8.2f} "
                         f"{100 * r['mfu']:>5.1f}%",
                         flush=True,
                     )
                 else:
-                    print(f"{name:9} {mode:5} {batch:>5} {kind:13} error: {r['error']}", flush=True)
+                    print(f"{name:9} {mode:5} {batch:>5} {kind:19} error: {r['error']}", flush=True)
                 results.append(r)
                 if args.out:
                     with open(args.out, "w") as f:

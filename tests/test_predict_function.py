@@ -80,14 +80,14 @@ def test_tensorflow_predicts_eagerly_until_the_trace_pays():
 _JAX = r"""
 import json
 import numpy as np, keras, keras_vit
-import keras_vit.utils.xla_cpu as xla_cpu
+import keras_vit.utils.xla_options as xla_options
 
 made = []
-original = xla_cpu.jit_without_ynn
+original = xla_options.tuned_jit
 def recording(function, **keywords):
     made.append(keywords)
     return original(function, **keywords)
-xla_cpu.jit_without_ynn = recording
+xla_options.tuned_jit = recording
 
 keras.utils.set_random_seed(0)
 model = keras_vit.VisionTransformer(8, 16, 32, 2, 2, input_shape=(32, 48, 3), classes=5)

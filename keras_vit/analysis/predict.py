@@ -20,7 +20,7 @@ import numpy as np
 
 from keras_vit.analysis import images as image_files
 from keras_vit.utils import commands, compilation_cache
-from keras_vit.utils.xla_cpu import jit_without_ynn
+from keras_vit.utils.xla_options import tuned_jit
 from keras_vit.vit.labels import LABEL_SETS, decode_predictions, label_set_for
 
 
@@ -79,7 +79,7 @@ _JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _jax_forward(model):
     """`model`'s inference as one jitted function of (trainable values, non-trainable values, inputs), made
     once per model (held weakly: the model is not kept alive by it) and compiled without YNNPACK's fusions
-    (`keras_vit.utils.xla_cpu`: no YNNPACK set-up on its first run)."""
+    (`keras_vit.utils.xla_options`: no YNNPACK set-up on its first run)."""
     forward = _JAX_FORWARD.get(model)
     if forward is None:
         ref = weakref.ref(model)
@@ -87,7 +87,7 @@ def _jax_forward(model):
         def vit_forward(trainable, fixed, x):  # the name XLA's compilation cache files its entry under
             return ref().stateless_call(trainable, fixed, x, training=False)[0]
 
-        forward = _JAX_FORWARD[model] = jit_without_ynn(vit_forward)
+        forward = _JAX_FORWARD[model] = tuned_jit(vit_forward)
     return forward
 
 

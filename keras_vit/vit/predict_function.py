@@ -13,7 +13,7 @@ than the whole load (ViT-B/16 on 2 cores, docs/benchmarks-history.md, "Cold star
   `steps_per_execution` above 1, or under a distribution strategy: those keep Keras' behaviour.
 - JAX compiles the step with XLA's defaults, whose YNNPACK fusions build their runtime on the first run of
   every program (0.3–0.4 s for a ViT-B/16, however warm the compilation cache). The step here is Keras' own,
-  compiled without them (`keras_vit.utils.xla_cpu`), as the recipes' training step and the prediction CLI
+  compiled without them (`keras_vit.utils.xla_options`), as the recipes' training step and the prediction CLI
   are: on 2 cores steady calls are faster at batch 16 and up and about 9 % slower at batch 1. Under a Keras
   distribution, with `run_eagerly` or without `jit_compile`, Keras makes the function as before.
 
@@ -90,12 +90,12 @@ class PredictFunction:
         make = getattr(self, "_make_function", None)
         if make is None or self.run_eagerly or not self.jit_compile or keras.distribution.distribution() is not None:
             return super().make_predict_function(force)
-        from keras_vit.utils.xla_cpu import jit_without_ynn
+        from keras_vit.utils.xla_options import tuned_jit
 
         # Keras' JAX step hands the state back; here the weights are the compiled program's arguments but not its
         # results (a program that returns them donates and re-creates all of them, and its first run faults their
         # pages in again). Non-trainable values (a hybrid's batch statistics) still come back from it.
-        forward = jit_without_ynn(self.predict_step)
+        forward = tuned_jit(self.predict_step)
 
         def predict_step(state, data):
             outputs, non_trainable_variables = forward(state, data)

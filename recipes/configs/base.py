@@ -50,7 +50,7 @@ def base_config() -> ml_collections.ConfigDict:
     )
     c.batch_size = 4096  # images per update
     # True (`--config.batch_size=auto`): split batch_size into as few per-step batches as fit this machine's
-    # memory, with gradient accumulation (recipes.trainer.memory.choose_batch; CPU runs)
+    # memory, with gradient accumulation (recipes.trainer.memory.choose_batch; CPU runs, and accelerators on JAX)
     c.auto_batch = False
     c.total_steps = 0  # 0: from num_epochs * train_examples / batch_size
     c.num_epochs = 0.0

@@ -217,18 +217,15 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
         )
         if source.fingerprint:
             check_folder_splits(config, source)
-    if not _on_accelerator():  # a run the machine cannot hold is refused before the workdir is touched
-        replicas = data_ways or (strategy.num_replicas_in_sync if strategy is not None else 1)
-        classes = ds_cfg.num_classes or (source.num_classes if source else 0) or 1000
-        chosen = memory.choose_batch(config, classes, replicas)
-        if chosen:
-            logger.info(chosen)
-        memory.check_fits(config, classes, replicas)
-    elif config.auto_batch:
-        raise ValueError(
-            "--config.batch_size=auto estimates a CPU machine's memory only; on an accelerator give "
-            "--config.batch_size (per update) and --config.grad_accum_steps."
-        )
+    # a run the machine cannot hold is refused before the workdir is touched: the host's memory on a CPU, each
+    # device's on an accelerator (Keras' JAX backend; not checked where the device states no size)
+    accelerator = _on_accelerator()
+    replicas = data_ways or (strategy.num_replicas_in_sync if strategy is not None else 1)
+    classes = ds_cfg.num_classes or (source.num_classes if source else 0) or 1000
+    chosen = memory.choose_batch(config, classes, replicas, accelerator=accelerator)
+    if chosen:
+        logger.info(chosen)
+    memory.check_fits(config, classes, replicas, accelerator=accelerator)
     captioned = bool(source and source.captions)
     if captioned and not config.contrastive.enabled:
         raise ValueError(
@@ -257,7 +254,7 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
 
 
 def _on_accelerator() -> bool:
-    """Whether the step runs on a GPU or TPU (whose memory `recipes.trainer.memory` does not estimate)."""
+    """Whether the step runs on a GPU or TPU (`recipes.trainer.memory` estimates one such device's peak)."""
     if keras.backend.backend() == "jax":
         import jax
 

@@ -19,7 +19,7 @@ import numpy as np
 
 import keras_vit
 from keras_vit.utils import heap
-from keras_vit.utils.xla_cpu import jit_without_ynn
+from keras_vit.utils.xla_options import tuned_jit
 from recipes.trainer import losses
 from recipes.trainer.checkpoints import keyed_by_path
 
@@ -117,10 +117,10 @@ class JaxEngine:
         self._loss_fn = loss_fn or classify
         self._clip_norm = float(clip_norm or 0.0)
         shardings = jax.tree.map(lambda a: a.sharding, self._values)
-        # the first call compiles (on CPU without YNNPACK's fusions: 1.09x faster, keras_vit.utils.xla_cpu); what
+        # the first call compiles (on CPU without YNNPACK's fusions: 1.09x faster, keras_vit.utils.xla_options); what
         # XLA frees meanwhile goes back to the OS before the step's buffers are taken
         self._step = heap.first_call_returning_freed_memory(
-            jit_without_ynn(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None))
+            tuned_jit(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None))
         )
         self._predict = jax.jit(self._eval_step)
 

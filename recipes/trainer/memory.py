@@ -16,8 +16,17 @@ The estimate counts what a ViT training step holds at its peak:
 The constants were fitted on peaks measured with bench/train_memory.py (resident memory, VmHWM, a fresh
 `recipes.train` process per row, TensorFlow + XLA on 2 AMD EPYC cores, 2026-11-27; docs/benchmarks-history.md
 "Will the run fit"): within 8 % of each measured row (the demo; ViT-S/16 with AdamW at batch 16 and 32, with and
-without dropout; ViT-B/16 with SGD at 224 px batch 8 and 16 and at 384 px batch 4). Other backends, accelerators
-and precisions were not measured.
+without dropout; ViT-B/16 with SGD at 224 px batch 8 and 16 and at 384 px batch 4). Other CPU backends were
+not measured.
+
+On an accelerator (Keras' JAX backend, the batch split over every device) the estimate is one device's peak:
+`ACCELERATOR`'s constants, fitted on the device allocator's high-water marks of the recipes' JAX step measured
+with bench/accelerator_memory.py (one NVIDIA H200, XLA, 2026-11-28; docs/benchmarks-history.md "Will the run
+fit on an accelerator"): within 9 % of each of its 11 rows (the demo; ViT-S/16 with AdamW at batch 16, 128 and
+256; ViT-B/16 with SGD at batch 16 and 128 and at 384 px, with AdamW at batch 256; ViT-L/16 at batch 64; float32
+and bfloat16). The memory there is, XLA's allocator limit (`bytes_limit`), is read from the device. TensorFlow
+states no device's size, so its accelerator runs are not checked; nor are model-parallel layouts, whose devices
+each hold a part of the variables.
 """
 
 from __future__ import annotations
@@ -33,6 +42,18 @@ PER_TOKEN_WIDTH = 11  # float32 values kept per token and channel of D, per bloc
 PER_TOKEN_MLP = 1  # float32 values kept per token and channel of the MLP width, per block and image
 DROPOUT_PER_TOKEN_WIDTH = 10.5  # more per token and channel of D where dropout is on
 BATCHES_IN_FLIGHT = 3
+# One accelerator's peak under XLA (the device allocator's high-water mark): no host runtime or input pipeline,
+# one batch of float32 images on the device, activations in the compute precision's bytes (float32 4, bfloat16
+# 2), AdamW's update fused into the step (no temporaries beside its slots), and the attention probabilities kept
+# (`per_head_token_pair` per head and token pair). Fitted on bench/accelerator_memory.py's rows.
+ACCELERATOR = dict(
+    runtime=0.15 * GB,
+    adam_temporaries=0,
+    per_token_width=11,
+    per_token_mlp=0.5,
+    dropout_per_token_width=3,
+    per_head_token_pair=1.5,
+)
 SAFETY = 0.9  # of the memory there is: the rest for the system and the estimate's error
 
 
@@ -57,11 +78,10 @@ def sizes(config) -> Optional[dict]:
     return found if all(f in found for f in fields) else None
 
 
-def estimate(config, num_classes: int, replicas: int = 1) -> Optional[Tuple[float, dict]]:
-    """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
-    `replicas` CPU devices (each holding its copy of the variables), or None where the config does not state the
-    sizes."""
-    s, m = sizes(config), config.model
+def _counts(config, num_classes: int) -> Optional[dict]:
+    """The sizes both estimates read: transformer sizes, tokens, parameters, trained parameters (LoRA: adapters
+    and head) and whether the optimizer is Adam's; None where the config does not state the sizes."""
+    s = sizes(config)
     if s is None:
         return None
     d, mlp, heads, layers, patch = (s[k] for k in ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size"))
@@ -69,21 +89,75 @@ def estimate(config, num_classes: int, replicas: int = 1) -> Optional[Tuple[floa
     tokens = (image // patch) ** 2 + 1
     block = 4 * d * d + 4 * d + 2 * d * mlp + d + mlp + 4 * d
     params = layers * block + patch * patch * 3 * d + d + tokens * d + d + 2 * d + d * num_classes + num_classes
-    adam = config.optimizer.name in ("adam", "adamw")
-    slots = (2 + ADAM_TEMPORARIES if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
     trained = params if not config.lora.rank else d * num_classes + layers * 4 * d * config.lora.rank
-    batch = config.batch_size
-    remat = config.model.remat
+    adam = config.optimizer.name in ("adam", "adamw")
+    return dict(
+        d=d, mlp=mlp, heads=heads, layers=layers, image=image, tokens=tokens, params=params, trained=trained, adam=adam
+    )
+
+
+def _slots(config, adam: bool, adam_temporaries: float) -> float:
+    """Parameter-sized float32 buffers per trained parameter beside its weight and gradient: the optimizer's
+    slots (AdamW two and `adam_temporaries`, SGD with momentum one) and Polyak averaging's copy."""
+    return (2 + adam_temporaries if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
+
+
+def estimate(config, num_classes: int, replicas: int = 1, accelerator: bool = False) -> Optional[Tuple[float, dict]]:
+    """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
+    `replicas` CPU devices (each holding its copy of the variables), or None where the config does not state the
+    sizes. `accelerator`: the peak of one of `replicas` accelerators instead, each holding the variables and its
+    share of the batch (`ACCELERATOR`)."""
+    c, m = _counts(config, num_classes), config.model
+    if c is None:
+        return None
+    d, mlp, heads, layers, tokens, image = (c[k] for k in ("d", "mlp", "heads", "layers", "tokens", "image"))
+    if accelerator:
+        k = ACCELERATOR
+        batch = -(-config.batch_size // replicas)
+        value = 2.0 if config.precision == "bfloat16" else 4.0
+        block = value * (
+            (k["per_token_width"] + k["dropout_per_token_width"] * (m.dropout_rate > 0)) * tokens * d
+            + k["per_token_mlp"] * tokens * mlp
+            + k["per_head_token_pair"] * heads * tokens * tokens
+        )
+        kept = value * layers * tokens * d + block if m.remat is True else layers * block
+        parts = dict(
+            runtime=k["runtime"],
+            variables=4.0 * (c["params"] + c["trained"] * (1 + _slots(config, c["adam"], k["adam_temporaries"]))),
+            activations=batch * kept,
+            input=4.0 * batch * image * image * 3,
+        )
+        return sum(parts.values()), parts
     block_values = (PER_TOKEN_WIDTH + DROPOUT_PER_TOKEN_WIDTH * (m.dropout_rate > 0)) * tokens * d
     block_values += PER_TOKEN_MLP * tokens * mlp + heads * tokens * tokens * (m.attention_dropout_rate > 0)
-    kept = layers * tokens * d + block_values if remat is True else layers * block_values
+    kept = layers * tokens * d + block_values if m.remat is True else layers * block_values
+    slots = _slots(config, c["adam"], ADAM_TEMPORARIES)
     parts = dict(
         runtime=RUNTIME,
-        variables=4.0 * replicas * (params + trained * (1 + slots)),
-        activations=4.0 * batch * kept,
-        input=4.0 * BATCHES_IN_FLIGHT * batch * image * image * 3,
+        variables=4.0 * replicas * (c["params"] + c["trained"] * (1 + slots)),
+        activations=4.0 * config.batch_size * kept,
+        input=4.0 * BATCHES_IN_FLIGHT * config.batch_size * image * image * 3,
     )
     return sum(parts.values()), parts
+
+
+def accelerator_memory(replicas: int) -> Optional[Tuple[float, str]]:
+    """(bytes XLA's allocator may take on each accelerator, where that figure comes from) on Keras' JAX backend
+    when the batch is split `replicas` ways over every device (the estimate's layout); None elsewhere: on
+    TensorFlow (which states no device's size), and where a model-parallel layout splits the variables."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    if replicas != jax.device_count():
+        return None
+    device = jax.local_devices()[0]
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+    if not limit:
+        return None
+    return float(limit), f"the memory XLA may take on {device.device_kind} ({device.platform} 0)"
 
 
 def available() -> Tuple[float, str]:
@@ -100,14 +174,27 @@ def available() -> Tuple[float, str]:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
 
 
-def fitting_batch(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> int:
+def _memory_there(replicas: int, accelerator: bool) -> Optional[Tuple[float, str]]:
+    return accelerator_memory(replicas) if accelerator else available()
+
+
+def fitting_batch(
+    config,
+    num_classes: int,
+    replicas: int = 1,
+    memory: Optional[Tuple[float, str]] = None,
+    accelerator: bool = False,
+) -> int:
     """The largest per-step batch that fits (`replicas` times a power of two, at most `config.batch_size`, by the
     same estimate as `check_fits`), or 0 where none does."""
-    found = estimate(config, num_classes, replicas)
+    found = estimate(config, num_classes, replicas, accelerator)
     if found is None:
         return config.batch_size
     need, parts = found
-    have = (memory or available())[0]
+    there = memory or _memory_there(replicas, accelerator)
+    if there is None:
+        return config.batch_size
+    have = there[0]
     if need <= SAFETY * have:
         return config.batch_size
     per_image = (parts["activations"] + parts["input"]) / config.batch_size
@@ -116,18 +203,25 @@ def fitting_batch(config, num_classes: int, replicas: int = 1, memory: Optional[
     return replicas * 2 ** int(math.log2(fits // replicas)) if fits >= replicas else 0
 
 
-def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> None:
-    """Refuses a CPU run whose estimated peak exceeds the memory there is (`available()` unless given), naming the
-    estimate, the memory and the flags that bring it down; called before anything is built or written. (An
-    accelerator's own memory is not estimated here: the runtime reports its out-of-memory itself.)"""
-    found = estimate(config, num_classes, replicas)
-    if found is None:
+def check_fits(
+    config,
+    num_classes: int,
+    replicas: int = 1,
+    memory: Optional[Tuple[float, str]] = None,
+    accelerator: bool = False,
+) -> None:
+    """Refuses a run whose estimated peak exceeds the memory there is (unless given: `available()` on a CPU,
+    `accelerator_memory()` on each accelerator; not checked where that is unknown), naming the estimate, the
+    memory and the flags that bring it down; called before anything is built or written."""
+    found = estimate(config, num_classes, replicas, accelerator)
+    there = memory or _memory_there(replicas, accelerator)
+    if found is None or there is None:
         return
     need, parts = found
-    have, where = memory or available()
+    have, where = there
     if need <= SAFETY * have:
         return
-    batch = fitting_batch(config, num_classes, replicas, (have, where))
+    batch = fitting_batch(config, num_classes, replicas, (have, where), accelerator)
     k = max(1, config.batch_size // batch) if batch else 1
     hint = (
         f"--config.batch_size=auto (here: --config.batch_size={batch} with --config.grad_accum_steps={k} to keep "
@@ -136,29 +230,42 @@ def check_fits(config, num_classes: int, replicas: int = 1, memory: Optional[Tup
         if batch
         else "a smaller model"
     )
+    bf16 = "--config.precision=bfloat16, " if accelerator and config.precision != "bfloat16" else ""
     raise DoesNotFit(
         f"This run needs about {need / GB:.1f} GB (batch {config.batch_size}, "
         f"{config.dataset.image_size} px: activations {parts['activations'] / GB:.1f} GB, weights and optimizer "
-        f"{parts['variables'] / GB:.1f} GB, input {parts['input'] / GB:.1f} GB, runtime {parts['runtime'] / GB:.1f} GB) "
-        f"and {where} is {have / GB:.1f} GB: use {hint}, a smaller --config.dataset.image_size, or "
-        "--config.model.remat=True. Nothing was started."
+        f"{parts['variables'] / GB:.1f} GB, input {parts['input'] / GB:.1f} GB, runtime {parts['runtime'] / GB:.1f} GB)"
+        f"{' on each accelerator' if accelerator else ''} and {where} is {have / GB:.1f} GB: use {hint}, "
+        f"{bf16}a smaller --config.dataset.image_size, or --config.model.remat=True. Nothing was started."
     )
 
 
 STEP_FIELDS = ("total_steps", "optimizer.warmup_steps", "log_every", "checkpoint_every")  # counted in batches
 
 
-def choose_batch(config, num_classes: int, replicas: int = 1, memory: Optional[Tuple[float, str]] = None) -> str:
+def choose_batch(
+    config,
+    num_classes: int,
+    replicas: int = 1,
+    memory: Optional[Tuple[float, str]] = None,
+    accelerator: bool = False,
+) -> str:
     """`config.auto_batch` (`--config.batch_size=auto`): keeps `config.batch_size` images per update and splits
     them into as few per-step batches as fit the memory (`fitting_batch`): sets `batch_size` to the per-step
     batch, multiplies `grad_accum_steps` by the split K and the fields counted in batches (`STEP_FIELDS`) by K,
     so the schedule, the logs and the checkpoints keep their places in images seen. Clears `auto_batch` (the
     chosen values are what the run records) and returns a line saying what it chose. Refused where no batch fits,
-    where the split does not divide the batch, and on accelerators (whose memory is not estimated)."""
+    where the split does not divide the batch, and where the memory there is is unknown (`check_fits`)."""
     if not config.auto_batch:
         return ""
+    if memory is None and _memory_there(replicas, accelerator) is None:
+        raise DoesNotFit(
+            "--config.batch_size=auto needs the memory there is: a CPU machine's, or each accelerator's on Keras' "
+            "JAX backend with the batch split over every device; here give --config.batch_size (per step) and "
+            "--config.grad_accum_steps."
+        )
     update = int(config.batch_size)
-    batch = fitting_batch(config, num_classes, replicas, memory)
+    batch = fitting_batch(config, num_classes, replicas, memory, accelerator)
     if not batch or update % batch:
         raise DoesNotFit(
             f"--config.batch_size=auto: no per-step batch that divides {update} fits "
