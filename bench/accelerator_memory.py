@@ -137,16 +137,7 @@ from recipes.trainer import common, jax_step, memory
 config, steps = row_config(sys.argv[1]), int(sys.argv[2])
 classes = config.dataset.num_classes or 1000
 model, net, loss_fn, optimizer, _ = common.build(config, contextlib.nullcontext(), classes, 1000)
-engine = jax_step.JaxEngine(
-    net,
-    optimizer,
-    None,
-    num_classes=classes,
-    global_batch_size=config.batch_size,
-    label_smoothing=config.label_smoothing,
-    clip_norm=config.optimizer.clip_norm,
-    loss_fn=loss_fn,
-)
+engine = jax_step.JaxEngine.for_config(config, net, optimizer, None, classes, loss_fn)
 engine.release_variables()
 rng = np.random.default_rng(0)
 size = config.dataset.image_size

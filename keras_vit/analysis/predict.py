@@ -78,8 +78,8 @@ _JAX_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _jax_forward(model):
     """`model`'s inference as one jitted function of (trainable values, non-trainable values, inputs), made
-    once per model (held weakly: the model is not kept alive by it) and compiled without YNNPACK's fusions
-    (`keras_vit.utils.xla_options`: no YNNPACK set-up on its first run)."""
+    once per model (held weakly: the model is not kept alive by it) and compiled with the platform's XLA options
+    (`keras_vit.utils.xla_options`: on CPU no YNNPACK set-up on its first run)."""
     forward = _JAX_FORWARD.get(model)
     if forward is None:
         ref = weakref.ref(model)

@@ -13,8 +13,9 @@ than the whole load (ViT-B/16 on 2 cores, docs/benchmarks-history.md, "Cold star
   `steps_per_execution` above 1, or under a distribution strategy: those keep Keras' behaviour.
 - JAX compiles the step with XLA's defaults, whose YNNPACK fusions build their runtime on the first run of
   every program (0.3–0.4 s for a ViT-B/16, however warm the compilation cache). The step here is Keras' own,
-  compiled without them (`keras_vit.utils.xla_options`), as the recipes' training step and the prediction CLI
-  are: on 2 cores steady calls are faster at batch 16 and up and about 9 % slower at batch 1. Under a Keras
+  compiled without them (`keras_vit.utils.xla_options`; on a GPU, without XLA's Triton matrix products), as the
+  recipes' training step and the prediction CLI are: on 2 cores steady calls are faster at batch 16 and up and
+  about 9 % slower at batch 1. Under a Keras
   distribution, with `run_eagerly` or without `jit_compile`, Keras makes the function as before.
 
 Outputs, callbacks, progress bars and inputs are Keras' throughout: only the step function differs.

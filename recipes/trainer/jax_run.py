@@ -106,16 +106,7 @@ def _train(
     )
     if config.contrastive.enabled and config.contrastive.chunked and dist is not None:
         loss_fn = chunked_sigmoid_loss(net, jax_step.jax_mesh(dist), dist.batch_dim_name)
-    engine = jax_step.JaxEngine(
-        net,
-        optimizer,
-        dist,
-        num_classes=num_classes,
-        global_batch_size=config.batch_size,
-        label_smoothing=config.label_smoothing,
-        clip_norm=config.optimizer.clip_norm,
-        loss_fn=loss_fn,
-    )
+    engine = jax_step.JaxEngine.for_config(config, net, optimizer, dist, num_classes, loss_fn)
     manager = OrbaxCheckpoints(os.path.join(outdir, "checkpoints"), engine, keep=config.keep_checkpoints)
     restored = manager.restore()
     if chief:

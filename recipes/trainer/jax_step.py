@@ -117,12 +117,27 @@ class JaxEngine:
         self._loss_fn = loss_fn or classify
         self._clip_norm = float(clip_norm or 0.0)
         shardings = jax.tree.map(lambda a: a.sharding, self._values)
-        # the first call compiles (on CPU without YNNPACK's fusions: 1.09x faster, keras_vit.utils.xla_options); what
-        # XLA frees meanwhile goes back to the OS before the step's buffers are taken
+        # the first call compiles with the platform's options (keras_vit.utils.xla_options: on CPU without YNNPACK's
+        # fusions, 1.09x faster; on GPU without Triton's matrix products, 1.07x); what XLA frees meanwhile goes back
+        # to the OS before the step's buffers are taken
         self._step = heap.first_call_returning_freed_memory(
             tuned_jit(self._train_step, donate_argnums=(0,), out_shardings=(shardings, None))
         )
         self._predict = jax.jit(self._eval_step)
+
+    @classmethod
+    def for_config(cls, config, net, optimizer, distribution, num_classes: int, loss_fn=None) -> "JaxEngine":
+        """The engine `recipes.train` runs for `config` (its batch, label smoothing and gradient clipping)."""
+        return cls(
+            net,
+            optimizer,
+            distribution,
+            num_classes=num_classes,
+            global_batch_size=config.batch_size,
+            label_smoothing=config.label_smoothing,
+            clip_norm=config.optimizer.clip_norm,
+            loss_fn=loss_fn,
+        )
 
     # ------------------------------------------------------------------ state
     def _read_variables(self) -> List[List[jax.Array]]:

@@ -22,9 +22,10 @@ not measured.
 On an accelerator (Keras' JAX backend, the batch split over every device) the estimate is one device's peak:
 `ACCELERATOR`'s constants, fitted on the device allocator's high-water marks of the recipes' JAX step measured
 with bench/accelerator_memory.py (one NVIDIA H200, XLA, 2026-11-28; docs/benchmarks-history.md "Will the run
-fit on an accelerator"): within 9 % of each of its 11 rows (the demo; ViT-S/16 with AdamW at batch 16, 128 and
-256; ViT-B/16 with SGD at batch 16 and 128 and at 384 px, with AdamW at batch 256; ViT-L/16 at batch 64; float32
-and bfloat16). The memory there is, XLA's allocator limit (`bytes_limit`), is read from the device. TensorFlow
+fit on an accelerator"): within 9 % of each of the 11 rows fitted (the demo; ViT-S/16 with AdamW at batch 16, 128
+and 256; ViT-B/16 with SGD at batch 16 and 128 and at 384 px, with AdamW at batch 256; ViT-L/16 at batch 64;
+float32 and bfloat16), and within 12 % of 4 rows measured after the GPU compile option
+(`keras_vit.utils.xla_options`), one of them outside the fit (ViT-B/16 at 384 px, batch 128, float32). The memory there is, XLA's allocator limit (`bytes_limit`), is read from the device. TensorFlow
 states no device's size, so its accelerator runs are not checked; nor are model-parallel layouts, whose devices
 each hold a part of the variables.
 """
@@ -44,8 +45,9 @@ DROPOUT_PER_TOKEN_WIDTH = 10.5  # more per token and channel of D where dropout 
 BATCHES_IN_FLIGHT = 3
 # One accelerator's peak under XLA (the device allocator's high-water mark): no host runtime or input pipeline,
 # one batch of float32 images on the device, activations in the compute precision's bytes (float32 4, bfloat16
-# 2), AdamW's update fused into the step (no temporaries beside its slots), and the attention probabilities kept
-# (`per_head_token_pair` per head and token pair). Fitted on bench/accelerator_memory.py's rows.
+# 2), AdamW's update fused into the step (no temporaries beside its slots), and `per_head_token_pair` values per
+# head and token pair (the einsum attention, bfloat16's default path, keeps its probabilities; the fused one,
+# float32's, keeps less: one constant fits both). Fitted on bench/accelerator_memory.py's rows.
 ACCELERATOR = dict(
     runtime=0.15 * GB,
     adam_temporaries=0,
