@@ -37,6 +37,7 @@ ROWS = {
     "keras_jax_remat": "keras_vit, JAX jit, remat=True",
     "keras_torch": "keras_vit, PyTorch backend, Keras' train_on_batch (einsum attention)",
     "keras_torch_fused": "keras_vit, PyTorch backend, Keras' train_on_batch, dot_product_attention (its default)",
+    "keras_torch_fused_fadamw": "keras_vit, PyTorch backend, train_on_batch, dot_product_attention, FusedAdamW",
 }
 
 
@@ -104,10 +105,10 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
 
         out["runtime"] = rss_gb("VmRSS")
         model = _keras_model(name, size, row)
-        model.compile(
-            keras.optimizers.AdamW(1e-4, weight_decay=0.05),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        )
+        import keras_vit
+
+        adamw = keras_vit.FusedAdamW if row.endswith("_fadamw") else keras.optimizers.AdamW
+        model.compile(adamw(1e-4, weight_decay=0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.optimizer.build(model.trainable_variables)
         out["built"] = rss_gb("VmRSS")
         x, y = torch.rand(batch, size, size, 3) * 2 - 1, torch.randint(0, 1000, (batch,))

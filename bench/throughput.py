@@ -197,6 +197,7 @@ _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
+adamw = keras_vit.FusedAdamW if sys.argv[8] == "FusedAdamW" else keras.optimizers.AdamW
 remat = {"remat": True, "attention": "attention"}.get(sys.argv[8], False)
 keras.mixed_precision.set_global_policy("mixed_bfloat16" if sys.argv[9] == "bf16" else "float32")
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=remat)
@@ -262,6 +263,7 @@ _TORCH = r"""
 import sys, time, statistics, numpy as np, torch, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
+adamw = keras_vit.FusedAdamW if sys.argv[8] == "FusedAdamW" else keras.optimizers.AdamW
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
 x = torch.tensor(np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32"))
 if mode == "infer":  # the eager call a PyTorch user makes, timm's row's conditions
@@ -270,8 +272,7 @@ if mode == "infer":  # the eager call a PyTorch user makes, timm's row's conditi
             model(x, training=False)
 else:  # Keras' own training step on this backend: compile + train_on_batch, AdamW as timm's row
     y = torch.tensor(np.random.randint(0, 1000, (batch,)))
-    model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.05),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(adamw(1e-4, weight_decay=0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     run = lambda: model.train_on_batch(x, y)
 t = time.perf_counter(); run(); first = time.perf_counter() - t
 for _ in range(warmup): run()
@@ -283,15 +284,16 @@ print(batch / statistics.median(ts), hwm, first)
 """
 
 
-def keras_torch(name, size, batch, mode, iters, warmup):
+def keras_torch(name, size, batch, mode, iters, warmup, optimizer: str = "AdamW"):
     """keras_vit on the PyTorch backend, in its own process (the backend is fixed per process): the eager call
-    (inference) or `train_on_batch` (training); returns (img/s, peak GB)."""
+    (inference) or `train_on_batch` (training, with `keras.optimizers.AdamW` or `keras_vit.FusedAdamW`); returns
+    (img/s, peak GB)."""
     from keras_vit.nn.attention import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
     out = subprocess.run(
-        [sys.executable, "-c", _TORCH, name, str(size), str(batch), mode, str(iters), str(warmup), fused],
+        [sys.executable, "-c", _TORCH, name, str(size), str(batch), mode, str(iters), str(warmup), fused, optimizer],
         env=env,
         capture_output=True,
         text=True,
@@ -321,6 +323,8 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
     try:
         if int8 and mode != "infer":
             raise ValueError("int8 rows are inference only")
+        optimizer = "FusedAdamW" if f.endswith("_fadamw") else "AdamW"  # keras_torch_..._fadamw: keras_vit.FusedAdamW
+        f = f.removesuffix("_fadamw")
         if f.startswith(("keras_tf", "keras_jax", "keras_torch")):  # "_fused": keras.ops.dot_product_attention
             from keras_vit.nn.attention import MultiHeadDotProductAttention
 
@@ -352,7 +356,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
             ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat, dtype=dtype)
             return ips, None, peak, None
         elif f == "keras_torch":
-            ips, peak = keras_torch(name, size, batch, mode, iters, warmup)
+            ips, peak = keras_torch(name, size, batch, mode, iters, warmup, optimizer)
             return ips, None, peak, None
         elif f in ("timm", "timm_compile"):
             ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup, int8=int8)
@@ -392,7 +396,8 @@ def main(argv=None) -> None:
         "(attention through keras.ops.dot_product_attention), keras_tf_naive (compile+train_on_batch), "
         "keras_jax, keras_jax_step (training: the bare jitted AdamW step, no Keras trainer), "
         "keras_hub (ViTBackbone + head, same step/XLA), keras_torch / keras_torch_fused (the PyTorch backend: the "
-        "eager call, or train_on_batch), timm (eager), timm_compile; suffix _remat "
+        "eager call, or train_on_batch; suffix _fadamw: keras_vit.FusedAdamW instead of keras.optimizers.AdamW), "
+        "timm (eager), timm_compile; suffix _remat "
         '(keras_tf, keras_tf_noxla, keras_jax: remat=True), _remat_attention (remat="attention") '
         "or _int8 (keras_tf, keras_tf_noxla: "
         "model.quantize('int8'); timm: torch dynamic int8), e.g. keras_tf_int8, timm_int8",

@@ -37,6 +37,7 @@ from keras_vit.vit import (
 )
 from keras_vit.vit.data_config import DataConfig
 from keras_vit.vit.fine_tuning import fine_tuning_optimizer
+from keras_vit.vit.fused_adamw import FusedAdamW
 from keras_vit.vit.naflex import naflex_batch, naflex_forward
 from keras_vit.vit.preprocessing import ImagePreprocessing
 from keras_vit.vit.table import get_config  # deprecated alias of vit_config
@@ -137,6 +138,7 @@ __all__ = [
     "decode_predictions",
     "enable_compilation_cache",
     "fine_tuning_optimizer",
+    "FusedAdamW",
     "get_config",
     "layout_map",
     "list_models",
