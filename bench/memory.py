@@ -103,11 +103,11 @@ def run_row(row: str, name: str, size: int, batch: int) -> dict:
         import keras
         import torch
 
-        out["runtime"] = rss_gb("VmRSS")
+        out["runtime"] = rss_gb("VmRSS")  # before keras_vit is imported, as the other rows read it
         model = _keras_model(name, size, row)
-        import keras_vit
+        from keras_vit import FusedAdamW
 
-        adamw = keras_vit.FusedAdamW if row.endswith("_fadamw") else keras.optimizers.AdamW
+        adamw = FusedAdamW if row.endswith("_fadamw") else keras.optimizers.AdamW
         model.compile(adamw(1e-4, weight_decay=0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.optimizer.build(model.trainable_variables)
         out["built"] = rss_gb("VmRSS")

@@ -197,7 +197,6 @@ _JAX = r"""
 import os, sys, time, statistics, numpy as np, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
-adamw = keras_vit.FusedAdamW if sys.argv[8] == "FusedAdamW" else keras.optimizers.AdamW
 remat = {"remat": True, "attention": "attention"}.get(sys.argv[8], False)
 keras.mixed_precision.set_global_policy("mixed_bfloat16" if sys.argv[9] == "bf16" else "float32")
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None, remat=remat)

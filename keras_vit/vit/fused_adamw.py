@@ -33,21 +33,25 @@ class FusedAdamW(keras.optimizers.AdamW):
     `model.compile(optimizer=keras_vit.FusedAdamW(1e-4, weight_decay=0.05), loss=...)`.
     """
 
-    def _fused(self, variables) -> bool:
-        if keras.backend.backend() != "torch" or self.amsgrad:
-            return False
-        import torch
+    _fused = False  # until `build` has seen the variables: Keras' update
 
-        if not hasattr(torch, "_fused_adamw_"):
-            return False
-        return all(keras.backend.standardize_dtype(v.dtype) in ("float32", "float16", "bfloat16") for v in variables)
+    def build(self, var_list):
+        super().build(var_list)
+        # decided once for the optimizer's variables (their dtypes do not change), not on every step
+        self._fused = False
+        if keras.backend.backend() == "torch" and not self.amsgrad:
+            import torch
+
+            self._fused = hasattr(torch, "_fused_adamw_") and all(
+                keras.backend.standardize_dtype(v.dtype) in ("float32", "float16", "bfloat16") for v in var_list
+            )
 
     def _apply_weight_decay(self, variables):
-        if not self._fused(variables):  # the kernel decays the parameters itself
+        if not self._fused:  # the kernel decays the parameters itself
             super()._apply_weight_decay(variables)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if not self._fused(trainable_variables):
+        if not self._fused:
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         import torch
 

@@ -222,10 +222,11 @@ def prepare(config, workdir: str, strategy, train_input, data_ways: Optional[int
     accelerator = _on_accelerator()
     replicas = data_ways or (strategy.num_replicas_in_sync if strategy is not None else 1)
     classes = ds_cfg.num_classes or (source.num_classes if source else 0) or 1000
-    chosen = memory.choose_batch(config, classes, replicas, accelerator=accelerator)
+    there = memory.memory_there(replicas, accelerator)  # read once for both
+    chosen = memory.choose_batch(config, classes, replicas, there, accelerator)
     if chosen:
         logger.info(chosen)
-    memory.check_fits(config, classes, replicas, accelerator=accelerator)
+    memory.check_fits(config, classes, replicas, there, accelerator)
     captioned = bool(source and source.captions)
     if captioned and not config.contrastive.enabled:
         raise ValueError(

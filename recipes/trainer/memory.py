@@ -43,6 +43,18 @@ PER_TOKEN_WIDTH = 11  # float32 values kept per token and channel of D, per bloc
 PER_TOKEN_MLP = 1  # float32 values kept per token and channel of the MLP width, per block and image
 DROPOUT_PER_TOKEN_WIDTH = 10.5  # more per token and channel of D where dropout is on
 BATCHES_IN_FLIGHT = 3
+# The host's peak in a CPU step (measured in float32 only, so counted in float32 whatever the precision): the
+# attention probabilities are recomputed, their dropout mask is kept.
+CPU = dict(
+    runtime=RUNTIME,
+    adam_temporaries=ADAM_TEMPORARIES,
+    per_token_width=PER_TOKEN_WIDTH,
+    per_token_mlp=PER_TOKEN_MLP,
+    dropout_per_token_width=DROPOUT_PER_TOKEN_WIDTH,
+    per_head_token_pair=0,
+    attention_dropout_per_head_token_pair=1,
+    batches_in_flight=BATCHES_IN_FLIGHT,
+)
 # One accelerator's peak under XLA (the device allocator's high-water mark): no host runtime or input pipeline,
 # one batch of float32 images on the device, activations in the compute precision's bytes (float32 4, bfloat16
 # 2), AdamW's update fused into the step (no temporaries beside its slots), and `per_head_token_pair` values per
@@ -55,6 +67,8 @@ ACCELERATOR = dict(
     per_token_mlp=0.5,
     dropout_per_token_width=3,
     per_head_token_pair=1.5,
+    attention_dropout_per_head_token_pair=0,
+    batches_in_flight=1,
 )
 SAFETY = 0.9  # of the memory there is: the rest for the system and the estimate's error
 
@@ -80,65 +94,38 @@ def sizes(config) -> Optional[dict]:
     return found if all(f in found for f in fields) else None
 
 
-def _counts(config, num_classes: int) -> Optional[dict]:
-    """The sizes both estimates read: transformer sizes, tokens, parameters, trained parameters (LoRA: adapters
-    and head) and whether the optimizer is Adam's; None where the config does not state the sizes."""
-    s = sizes(config)
+def estimate(config, num_classes: int, replicas: int = 1, accelerator: bool = False) -> Optional[Tuple[float, dict]]:
+    """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
+    `replicas` CPU devices (each holding its copy of the variables; `CPU`'s constants), or None where the config
+    does not state the sizes. `accelerator`: the peak of one of `replicas` accelerators instead, each holding the
+    variables and its share of the batch (`ACCELERATOR`'s constants)."""
+    s, m = sizes(config), config.model
     if s is None:
         return None
-    d, mlp, heads, layers, patch = (s[k] for k in ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size"))
+    k = ACCELERATOR if accelerator else CPU
+    d, mlp, heads, layers, patch = (s[f] for f in ("hidden_size", "mlp_dim", "num_heads", "num_layers", "patch_size"))
     image = config.dataset.image_size
     tokens = (image // patch) ** 2 + 1
     block = 4 * d * d + 4 * d + 2 * d * mlp + d + mlp + 4 * d
     params = layers * block + patch * patch * 3 * d + d + tokens * d + d + 2 * d + d * num_classes + num_classes
     trained = params if not config.lora.rank else d * num_classes + layers * 4 * d * config.lora.rank
     adam = config.optimizer.name in ("adam", "adamw")
-    return dict(
-        d=d, mlp=mlp, heads=heads, layers=layers, image=image, tokens=tokens, params=params, trained=trained, adam=adam
+    slots = (2 + k["adam_temporaries"] if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
+    batch = -(-config.batch_size // replicas) if accelerator else config.batch_size  # what one memory holds
+    copies = 1 if accelerator else replicas  # of the variables, in that memory
+    value = 2.0 if accelerator and config.precision == "bfloat16" else 4.0  # bytes per activation
+    pair = k["per_head_token_pair"] + k["attention_dropout_per_head_token_pair"] * (m.attention_dropout_rate > 0)
+    block_bytes = value * (
+        (k["per_token_width"] + k["dropout_per_token_width"] * (m.dropout_rate > 0)) * tokens * d
+        + k["per_token_mlp"] * tokens * mlp
+        + pair * heads * tokens * tokens
     )
-
-
-def _slots(config, adam: bool, adam_temporaries: float) -> float:
-    """Parameter-sized float32 buffers per trained parameter beside its weight and gradient: the optimizer's
-    slots (AdamW two and `adam_temporaries`, SGD with momentum one) and Polyak averaging's copy."""
-    return (2 + adam_temporaries if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
-
-
-def estimate(config, num_classes: int, replicas: int = 1, accelerator: bool = False) -> Optional[Tuple[float, dict]]:
-    """(bytes, the parts) of the host's peak in a CPU training step of `config` whose batch is split over
-    `replicas` CPU devices (each holding its copy of the variables), or None where the config does not state the
-    sizes. `accelerator`: the peak of one of `replicas` accelerators instead, each holding the variables and its
-    share of the batch (`ACCELERATOR`)."""
-    c, m = _counts(config, num_classes), config.model
-    if c is None:
-        return None
-    d, mlp, heads, layers, tokens, image = (c[k] for k in ("d", "mlp", "heads", "layers", "tokens", "image"))
-    if accelerator:
-        k = ACCELERATOR
-        batch = -(-config.batch_size // replicas)
-        value = 2.0 if config.precision == "bfloat16" else 4.0
-        block = value * (
-            (k["per_token_width"] + k["dropout_per_token_width"] * (m.dropout_rate > 0)) * tokens * d
-            + k["per_token_mlp"] * tokens * mlp
-            + k["per_head_token_pair"] * heads * tokens * tokens
-        )
-        kept = value * layers * tokens * d + block if m.remat is True else layers * block
-        parts = dict(
-            runtime=k["runtime"],
-            variables=4.0 * (c["params"] + c["trained"] * (1 + _slots(config, c["adam"], k["adam_temporaries"]))),
-            activations=batch * kept,
-            input=4.0 * batch * image * image * 3,
-        )
-        return sum(parts.values()), parts
-    block_values = (PER_TOKEN_WIDTH + DROPOUT_PER_TOKEN_WIDTH * (m.dropout_rate > 0)) * tokens * d
-    block_values += PER_TOKEN_MLP * tokens * mlp + heads * tokens * tokens * (m.attention_dropout_rate > 0)
-    kept = layers * tokens * d + block_values if m.remat is True else layers * block_values
-    slots = _slots(config, c["adam"], ADAM_TEMPORARIES)
+    kept = value * layers * tokens * d + block_bytes if m.remat is True else layers * block_bytes
     parts = dict(
-        runtime=RUNTIME,
-        variables=4.0 * replicas * (c["params"] + c["trained"] * (1 + slots)),
-        activations=4.0 * config.batch_size * kept,
-        input=4.0 * BATCHES_IN_FLIGHT * config.batch_size * image * image * 3,
+        runtime=k["runtime"],
+        variables=4.0 * copies * (params + trained * (1 + slots)),
+        activations=batch * kept,
+        input=4.0 * k["batches_in_flight"] * batch * image * image * 3,
     )
     return sum(parts.values()), parts
 
@@ -176,7 +163,9 @@ def available() -> Tuple[float, str]:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
 
 
-def _memory_there(replicas: int, accelerator: bool) -> Optional[Tuple[float, str]]:
+def memory_there(replicas: int, accelerator: bool) -> Optional[Tuple[float, str]]:
+    """The memory the estimate is compared with: each accelerator's (`accelerator_memory`, None where unknown),
+    else the host's (`available`)."""
     return accelerator_memory(replicas) if accelerator else available()
 
 
@@ -193,7 +182,7 @@ def fitting_batch(
     if found is None:
         return config.batch_size
     need, parts = found
-    there = memory or _memory_there(replicas, accelerator)
+    there = memory or memory_there(replicas, accelerator)
     if there is None:
         return config.batch_size
     have = there[0]
@@ -216,7 +205,7 @@ def check_fits(
     `accelerator_memory()` on each accelerator; not checked where that is unknown), naming the estimate, the
     memory and the flags that bring it down; called before anything is built or written."""
     found = estimate(config, num_classes, replicas, accelerator)
-    there = memory or _memory_there(replicas, accelerator)
+    there = memory or memory_there(replicas, accelerator)
     if found is None or there is None:
         return
     need, parts = found
@@ -260,7 +249,8 @@ def choose_batch(
     where the split does not divide the batch, and where the memory there is is unknown (`check_fits`)."""
     if not config.auto_batch:
         return ""
-    if memory is None and _memory_there(replicas, accelerator) is None:
+    memory = memory or memory_there(replicas, accelerator)
+    if memory is None:
         raise DoesNotFit(
             "--config.batch_size=auto needs the memory there is: a CPU machine's, or each accelerator's on Keras' "
             "JAX backend with the batch split over every device; here give --config.batch_size (per step) and "
