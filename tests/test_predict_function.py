@@ -118,3 +118,80 @@ def test_jax_predict_step_compiles_without_ynn_and_keeps_the_weights():
     assert out["first"] < 1e-5 and out["second"] < 1e-5 and out["on_batch"] < 1e-5
     assert out["weights_kept"]
     assert out["compiled_after_run_eagerly"] == 1  # run_eagerly keeps Keras' own (uncompiled) step
+
+
+_TENSORFLOW_ARRAYS = r"""
+import contextlib, io, json
+import numpy as np, keras, keras_vit
+from keras_vit.vit.predict_function import PredictFunction
+
+class Recorder(keras.callbacks.Callback):
+    def __init__(self, stop_after=None):
+        super().__init__()
+        self.events, self.stop_after = [], stop_after
+    def on_predict_begin(self, logs=None):
+        self.events.append("begin")
+    def on_predict_batch_begin(self, batch, logs=None):
+        self.events.append(f"batch_begin {batch}")
+    def on_predict_batch_end(self, batch, logs=None):
+        self.events.append(f"batch_end {batch} {tuple(logs['outputs'].shape)}")
+        if batch == self.stop_after:
+            self.model.stop_predicting = True
+    def on_predict_end(self, logs=None):
+        self.events.append("end")
+
+def run(model, x, **keywords):
+    recorder, shown = Recorder(keywords.pop("stop_after", None)), io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        y = model.predict(x, batch_size=2, callbacks=[recorder], **keywords)
+    return y, recorder.events, shown.getvalue()
+
+keras.utils.set_random_seed(0)
+ours = keras_vit.VisionTransformer(8, 16, 32, 2, 2, input_shape=(32, 48, 3), classes=5)
+plain = keras.Model(ours.inputs, ours.outputs)  # Keras' own predict (its tf.data pipeline), the same weights
+seen = []
+step = ours.predict_step
+ours.predict_step = lambda data: seen.append([type(data[0]).__name__, str(data[0].dtype)]) or step(data)
+x = np.random.default_rng(0).uniform(-1, 1, (5, 32, 48, 3))  # float64: Keras casts it to floatx
+out = {}
+for name, keywords in {"quiet": dict(verbose=0), "bar": dict(verbose=1), "stopped": dict(verbose=0, stop_after=0)}.items():
+    y, events, shown = run(ours, x, **keywords)
+    y_plain, events_plain, shown_plain = run(plain, x, **keywords)
+    out[name] = [float(np.abs(y - y_plain).max()), list(y.shape), events == events_plain, events,
+                 "3/3" in shown, "3/3" in shown_plain]
+out["seen"] = seen
+
+a, b = keras.Input((3,), name="a"), keras.Input((4,), name="b")
+class Two(PredictFunction, keras.Model):
+    pass
+outputs = {"sum": keras.layers.Dense(2)(keras.layers.Concatenate()([a, b])), "a": a * 2.0}
+two, plain_two = Two({"a": a, "b": b}, outputs), keras.Model({"a": a, "b": b}, outputs)
+inputs = {"a": np.arange(15.0).reshape(5, 3).astype("float32"), "b": np.ones((5, 4), "float32")}
+mine, theirs = two.predict(inputs, batch_size=2, verbose=0), plain_two.predict(inputs, batch_size=2, verbose=0)
+out["dict"] = [sorted(mine), float(max(np.abs(mine[k] - theirs[k]).max() for k in theirs)), list(mine["sum"].shape),
+               getattr(two.predict_function, "eager", False)]
+print(json.dumps(out))
+"""
+
+
+def test_tensorflow_eager_predict_slices_arrays_as_keras_does():
+    """While the step is eager, arrays are sliced into batches without Keras' tf.data pipeline: the outputs,
+    callback calls, progress bar and `stop_predicting` are those of Keras' own `predict` on a plain `keras.Model`
+    with the same weights; float64 arrays reach the step as float32 NumPy batches, as Keras' adapter casts them."""
+    out = run_on_backend(_TENSORFLOW_ARRAYS, "tensorflow")
+    for name in ("quiet", "bar"):
+        assert out[name][0] < 1e-6 and out[name][1] == [5, 5] and out[name][2], (name, out[name])
+    assert out["quiet"][3] == [
+        "begin",
+        "batch_begin 0",
+        "batch_end 0 (2, 5)",
+        "batch_begin 1",
+        "batch_end 1 (2, 5)",
+        "batch_begin 2",
+        "batch_end 2 (1, 5)",
+        "end",
+    ]
+    assert out["bar"][4] and out["bar"][5]  # both print Keras' progress bar to its last step
+    assert out["stopped"][1] == [2, 5] and out["stopped"][2]  # one batch, then stopped, as Keras stops
+    assert out["seen"] and all(kind == ["ndarray", "float32"] for kind in out["seen"])
+    assert out["dict"][0] == ["a", "sum"] and out["dict"][1] < 1e-6 and out["dict"][2] == [5, 2] and out["dict"][3]

@@ -11,6 +11,10 @@ than the whole load (ViT-B/16 on 2 cores, docs/benchmarks-history.md, "Cold star
   budget (and every call after it) uses Keras' traced graph. Datasets and generators, whose length is not
   known, take the graph at once, as do models compiled with `jit_compile=True` or `run_eagerly`, with
   `steps_per_execution` above 1, or under a distribution strategy: those keep Keras' behaviour.
+  While the step is eager, in-memory NumPy arrays are sliced into batches here rather than through the
+  `tf.data` pipeline Keras' TensorFlow `predict` builds for them: building that pipeline is most of a first
+  eager call's cost beside the model (0.17 s for a ViT-B/16 image on 2 cores) and about 0.04 s of every later
+  one. Floating arrays are cast to `keras.config.floatx()`, as Keras' array adapter casts them.
 - JAX compiles the step with XLA's defaults, whose YNNPACK fusions build their runtime on the first run of
   every program (0.3–0.4 s for a ViT-B/16, however warm the compilation cache). The step here is Keras' own,
   compiled without them (`keras_vit.utils.xla_options`; on a GPU, without XLA's Triton matrix products), as the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 
 # batches a model predicts eagerly on TensorFlow before its graph is traced: the eager step's extra cost per
 # batch (25-60 ms for ViT-Ti/16 to ViT-B/16 on 2 cores) times this is about one trace (1.3-2.3 s)
@@ -36,8 +41,41 @@ class PredictFunction:
     """Mixin for a `keras.Model`: `predict`'s step chosen per backend as the module docstring says."""
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        self._upcoming_batches = _batches(x, batch_size, steps)
+        batches = _batches(x, batch_size, steps)
+        if keras.backend.backend() == "tensorflow" and steps is None and _arrays(x):
+            self._upcoming_batches = batches
+            if getattr(self.make_predict_function(), "eager", False):
+                return self._predict_arrays(x, batch_size or 32, batches, verbose, callbacks)
+        self._upcoming_batches = batches
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+
+    def _predict_arrays(self, x, batch_size: int, batches: int, verbose, callbacks):
+        """Keras' `predict` loop (callbacks, progress bar, `stop_predicting`, outputs concatenated as NumPy) over
+        batches sliced from in-memory arrays, each given to the eager step as Keras' pipeline would give it."""
+        if not isinstance(callbacks, keras.callbacks.CallbackList):
+            callbacks = keras.callbacks.CallbackList(
+                callbacks, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=batches, model=self
+            )
+        floatx = keras.config.floatx()
+
+        def batch_of(array, step):
+            part = array[step * batch_size : (step + 1) * batch_size]
+            return part.astype(floatx) if part.dtype.kind == "f" and part.dtype != floatx else part
+
+        self.stop_predicting = False
+        callbacks.on_predict_begin()
+        outputs = []
+        for step in range(batches):
+            callbacks.on_predict_batch_begin(step)
+            batch_outputs = self.predict_function([(keras.tree.map_structure(lambda a: batch_of(a, step), x),)])
+            outputs.append(batch_outputs)
+            callbacks.on_predict_batch_end(step, {"outputs": batch_outputs})
+            if self.stop_predicting:
+                break
+        callbacks.on_predict_end()
+        return keras.tree.map_structure(
+            lambda *parts: np.concatenate([keras.ops.convert_to_numpy(part) for part in parts]), *outputs
+        )
 
     def predict_on_batch(self, x):
         self._upcoming_batches = 1
@@ -104,6 +142,14 @@ class PredictFunction:
 
         self.predict_function = make(predict_step, concatenate_outputs=True)
         return self.predict_function
+
+
+def _arrays(x) -> bool:
+    """Whether `x` is NumPy arrays only (one, or a list, tuple or dict of them) with one shared, non-zero length."""
+    leaves = keras.tree.flatten(x)
+    if not leaves or not all(isinstance(leaf, np.ndarray) and leaf.ndim for leaf in leaves):
+        return False
+    return len({leaf.shape[0] for leaf in leaves}) == 1 and leaves[0].shape[0] > 0
 
 
 def _batches(x, batch_size, steps):
