@@ -12,9 +12,9 @@ than the whole load (ViT-B/16 on 2 cores, docs/benchmarks-history.md, "Cold star
   known, take the graph at once, as do models compiled with `jit_compile=True` or `run_eagerly`, with
   `steps_per_execution` above 1, or under a distribution strategy: those keep Keras' behaviour.
   While the step is eager, in-memory NumPy arrays are sliced into batches here rather than through the
-  `tf.data` pipeline Keras' TensorFlow `predict` builds for them: building that pipeline is most of a first
-  eager call's cost beside the model (0.17 s for a ViT-B/16 image on 2 cores) and about 0.04 s of every later
-  one. Floating arrays are cast to `keras.config.floatx()`, as Keras' array adapter casts them.
+  `tf.data` pipeline Keras' TensorFlow `predict` builds for them on every call: for one ViT-B/16 image on 2
+  cores that pipeline was 0.04 s of a 0.17 s `predict`, which now takes what the model's own call takes.
+  Floating arrays are cast to `keras.config.floatx()`, as Keras' array adapter casts them.
 - JAX compiles the step with XLA's defaults, whose YNNPACK fusions build their runtime on the first run of
   every program (0.3–0.4 s for a ViT-B/16, however warm the compilation cache). The step here is Keras' own,
   compiled without them (`keras_vit.utils.xla_options`; on a GPU, without XLA's Triton matrix products), as the

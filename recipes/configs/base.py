@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ml_collections
+from ml_collections import config_dict
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -78,7 +79,9 @@ def base_config() -> ml_collections.ConfigDict:
     c.ema_decay = 0.0  # Polyak averaging of the weights (0.9999 in the paper's fine-tuning)
     c.seed = 0
     c.deterministic = False  # tf.config.experimental.enable_op_determinism
-    c.jit_compile = True
+    # the TF engine's step through XLA: True, False, or None (recipes/trainer/xla_choice.py: XLA, except bf16 on
+    # a CPU with native bf16 products)
+    c.jit_compile = config_dict.placeholder(bool)
     c.precision = "float32"  # or "bfloat16" (mixed: bf16 compute, float32 variables; TPU/GPU)
     c.log_every = 100
     c.checkpoint_every = 1000

@@ -71,7 +71,6 @@ def check(config) -> None:
         "restart",
         "auto_batch",
         "deterministic",
-        "jit_compile",
         "dataset.cache",
         "dataset.download",
         "dataset.flip",
@@ -80,6 +79,8 @@ def check(config) -> None:
         "model.gelu_approximate",
     ):
         validate.boolean(f"config.{name}", _get(config, name))
+    if config.jit_compile is not None:
+        validate.boolean("config.jit_compile", config.jit_compile)  # None: recipes/trainer/xla_choice.py chooses
     if not isinstance(config.model.remat, bool) and config.model.remat != "attention":
         raise ValueError(f'config.model.remat must be True, False or "attention", got {config.model.remat!r}.')
     # 0: the named row's value / no representation layer

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from recipes import data
-from recipes.trainer import common, config_checks, family, lock, run_record, tf_step
+from recipes.trainer import common, config_checks, family, lock, run_record, tf_step, xla_choice
 from recipes.trainer.checkpoints import CheckpointManager
 
 logger = logging.getLogger("recipes")
@@ -89,6 +89,9 @@ def _train(
     replicas = strategy.num_replicas_in_sync
     multi = replicas > 1 or isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     dataset = data.distribute(strategy, build_train, config.batch_size) if multi else build_train(config.batch_size)
+    devices = [d.device_type for d in tf.config.list_logical_devices()]
+    xla, why = xla_choice.use_xla(config.jit_compile, config.precision, devices, xla_choice.cpu_flags())
+    logger.info("training step %s: %s", "with XLA" if xla else "without XLA", why)
     step_fn = tf_step.build_train_step(
         net,
         optimizer,
@@ -97,7 +100,7 @@ def _train(
         strategy=strategy,
         label_smoothing=config.label_smoothing,
         clip_norm=config.optimizer.clip_norm,
-        jit_compile=config.jit_compile and not multi,
+        jit_compile=xla and not multi,
         loss_fn=loss_fn,
     )
     chief = outdir == workdir
