@@ -195,3 +195,18 @@ def test_tensorflow_eager_predict_slices_arrays_as_keras_does():
     assert out["stopped"][1] == [2, 5] and out["stopped"][2]  # one batch, then stopped, as Keras stops
     assert out["seen"] and all(kind == ["ndarray", "float32"] for kind in out["seen"])
     assert out["dict"][0] == ["a", "sum"] and out["dict"][1] < 1e-6 and out["dict"][2] == [5, 2] and out["dict"][3]
+
+
+def test_only_numeric_arrays_of_one_length_are_sliced_here():
+    """Strings, objects, lists of numbers, mismatched lengths and empty arrays go to Keras' own pipeline."""
+    import numpy as np
+
+    from keras_vit.vit.predict_function import _arrays
+
+    assert _arrays(np.zeros((2, 3)))
+    assert _arrays({"a": np.zeros((2, 3)), "b": np.zeros((2,), "int32"), "c": np.zeros((2,), bool)})
+    assert not _arrays(np.array(["a", "b"]))
+    assert not _arrays(np.array([{}, {}], dtype=object))
+    assert not _arrays([np.zeros((2, 3)), np.zeros((3, 3))])
+    assert not _arrays(np.zeros((0, 3)))
+    assert not _arrays([1, 2])

@@ -145,9 +145,12 @@ class PredictFunction:
 
 
 def _arrays(x) -> bool:
-    """Whether `x` is NumPy arrays only (one, or a list, tuple or dict of them) with one shared, non-zero length."""
+    """Whether `x` is numeric NumPy arrays only (one, or a list, tuple or dict of them) with one shared, non-zero
+    length. Strings and objects are left to Keras' pipeline, which converts them."""
     leaves = keras.tree.flatten(x)
-    if not leaves or not all(isinstance(leaf, np.ndarray) and leaf.ndim for leaf in leaves):
+    if not leaves or not all(
+        isinstance(leaf, np.ndarray) and leaf.ndim and leaf.dtype.kind in "biuf" for leaf in leaves
+    ):
         return False
     return len({leaf.shape[0] for leaf in leaves}) == 1 and leaves[0].shape[0] > 0
 

@@ -82,7 +82,7 @@ def base_config() -> ml_collections.ConfigDict:
     # the TF engine's step through XLA: True, False, or None (recipes/trainer/xla_choice.py: XLA, except bf16 on
     # a CPU with native bf16 products)
     c.jit_compile = config_dict.placeholder(bool)
-    c.precision = "float32"  # or "bfloat16" (mixed: bf16 compute, float32 variables; TPU/GPU)
+    c.precision = "float32"  # or "bfloat16" (mixed: bf16 compute, float32 variables; TPU, GPU, CPUs with native bf16)
     c.log_every = 100
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3

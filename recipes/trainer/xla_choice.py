@@ -5,10 +5,11 @@ True or False is the user's choice and is kept. None, the default, chooses:
   TensorFlow's own kernels: it fuses the element-wise work around the matrix products. On accelerators XLA is
   TensorFlow's compiler.
 - Without XLA for bfloat16 mixed precision on a CPU-only machine whose CPU multiplies bf16 natively (AVX512-BF16 or
-  AMX-BF16). There TensorFlow's oneDNN kernels run the products in bf16, and XLA's CPU backend does not: it
-  converts around float32 products, so its bf16 step is slower than its float32 one. Measured on ViT-S/16, batch
-  16, on 2 cores of an AMD EPYC with AVX512-BF16: 14.4 img/s without XLA, 10.7 with it, 10.9 for XLA's float32
-  step (docs/benchmarks-history.md, "AMD EPYC with AVX-512").
+  AMX-BF16). There TensorFlow's oneDNN kernels run the products in bf16. XLA's CPU backend gains nothing from bf16
+  at a ViT's shapes: its bf16 step is slower than its float32 one on both kinds measured. ViT-S/16, batch 16, on 2
+  cores of an AMD EPYC with AVX512-BF16: 14.4 img/s without XLA, 10.7 with it, 10.9 for XLA's float32 step
+  (docs/benchmarks-history.md, "AMD EPYC with AVX-512"; the Intel kind's XLA rows in "bf16 mixed precision on the
+  Intel kind's AMX").
 - A CPU without those instructions keeps XLA in bf16 too: oneDNN would emulate bf16 there, and that was not
   measured.
 
