@@ -56,10 +56,12 @@ def rate(field: str, value) -> float:
     return float(value)
 
 
-def boolean(field: str, value) -> bool:
-    """True or False (numpy bools too); "yes", 1 and None are refused rather than guessed."""
+def boolean(field: str, value, *, allow_none: bool = False) -> Optional[bool]:
+    """True or False (numpy bools too), or None where `allow_none`; "yes" and 1 are refused rather than guessed."""
+    if value is None and allow_none:
+        return None
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{field} must be True or False, got {_shown(value)}.")
+        raise ValueError(f"{field} must be True or False{', or None' if allow_none else ''}, got {_shown(value)}.")
     return bool(value)
 
 

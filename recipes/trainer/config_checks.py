@@ -79,8 +79,7 @@ def check(config) -> None:
         "model.gelu_approximate",
     ):
         validate.boolean(f"config.{name}", _get(config, name))
-    if config.jit_compile is not None:
-        validate.boolean("config.jit_compile", config.jit_compile)  # None: recipes/trainer/xla_choice.py chooses
+    validate.boolean("config.jit_compile", config.jit_compile, allow_none=True)  # None: recipes/trainer/xla_choice.py
     if not isinstance(config.model.remat, bool) and config.model.remat != "attention":
         raise ValueError(f'config.model.remat must be True, False or "attention", got {config.model.remat!r}.')
     # 0: the named row's value / no representation layer
