@@ -85,3 +85,14 @@ def test_the_tf_engine_builds_the_step_it_chose(tmp_path, monkeypatch, caplog):
     config.precision = "float32"
     train.train_and_evaluate(config, str(tmp_path / "fp32"))
     assert built == [False, True]
+
+
+def test_the_check_takes_none_only_where_it_is_allowed():
+    from keras_vit.utils import validate
+
+    assert validate.boolean("config.jit_compile", None, allow_none=True) is None
+    assert validate.boolean("config.jit_compile", False, allow_none=True) is False
+    with pytest.raises(ValueError, match=r"config.jit_compile must be True or False, or None, got 'auto' \(str\)"):
+        validate.boolean("config.jit_compile", "auto", allow_none=True)
+    with pytest.raises(ValueError, match=r"config.restart must be True or False, got None"):
+        validate.boolean("config.restart", None)
