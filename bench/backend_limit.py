@@ -43,13 +43,13 @@ def _keras_model(size: int):
 
 def keras_jax(size: int, batch: int):
     """(step() that blocks, parameter count) for the recipes' JAX engine."""
-    import keras
     import numpy as np
 
+    import keras_vit
     from recipes.trainer.jax_step import JaxEngine
 
     model = _keras_model(size)
-    opt = keras.optimizers.AdamW(LR, weight_decay=WD, epsilon=EPS)
+    opt = keras_vit.FusedAdamW(LR, weight_decay=WD, epsilon=EPS)  # the recipes' AdamW
     opt.build(model.trainable_variables)
     engine = JaxEngine(model, opt, None, num_classes=S16["classes"], global_batch_size=batch, clip_norm=CLIP)
     engine.release_variables()  # as `recipes.trainer.jax_run` does before its loop
@@ -63,13 +63,13 @@ def keras_jax(size: int, batch: int):
 
 def keras_tf(size: int, batch: int):
     """(step() that blocks, parameter count) for the recipes' TF step compiled by XLA."""
-    import keras
     import tensorflow as tf
 
+    import keras_vit
     from recipes.trainer import tf_step
 
     model = _keras_model(size)
-    opt = keras.optimizers.AdamW(LR, weight_decay=WD, epsilon=EPS)
+    opt = keras_vit.FusedAdamW(LR, weight_decay=WD, epsilon=EPS)  # the recipes' AdamW
     opt.build(model.trainable_variables)
     step = tf_step.build_train_step(
         model, opt, num_classes=S16["classes"], global_batch_size=batch, clip_norm=CLIP, jit_compile=True

@@ -100,7 +100,7 @@ def keras_tf(
         elif variant == "recipes":
             from recipes.trainer import tf_step as steps
 
-            opt = keras.optimizers.AdamW(1e-4, weight_decay=0.05)
+            opt = keras_vit.FusedAdamW(1e-4, weight_decay=0.05)  # the recipes' AdamW
             opt.build(model.trainable_variables)
             step = steps.build_train_step(model, opt, num_classes=1000, global_batch_size=batch, jit_compile=xla)
             sec = timed(lambda: step((x, y))["loss"].numpy(), iters, warmup)

@@ -172,3 +172,42 @@ def test_layer_decay_scales_each_rate_by_depth():
     after = {v.path: keras.ops.convert_to_numpy(v) for v in variables}
     for path, scale in expected_scale.items():
         np.testing.assert_allclose(after[path], before[path] * (1 - 0.1 * scale) - scale, atol=1e-6)
+
+
+def test_layer_decay_adamw_scales_each_rate_in_the_fused_update():
+    """The recipes' AdamW is `keras_vit.FusedAdamW`: on TensorFlow its fused update (eager, and compiled by XLA as
+    in the recipes' step) reads each variable's factor. Adam's first step moves each weight by
+    lr * scale * sqrt(1 - b2) / (1 - b1) * m / (sqrt(v) + eps) with m = (1 - b1) g, v = (1 - b2) g^2."""
+    import tensorflow as tf
+
+    from recipes.configs.base import base_config
+    from recipes.trainer import optim
+
+    model = keras_vit.VisionTransformer(
+        patch_size=8, hidden_size=16, mlp_dim=32, num_heads=2, num_layers=3, input_shape=(16, 16, 3), classes=4
+    )
+    opt = base_config().optimizer
+    opt.update(name="adamw", learning_rate=0.01, warmup_steps=0, decay="constant", weight_decay=0.1, wd_exclude="")
+    variables = model.trainable_variables
+    b1, b2, eps = opt.b1, opt.b2, 1e-7  # epsilon: Keras' AdamW default, which the recipes keep
+    step = 0.01 * np.sqrt(1 - b2) / (1 - b1) * (1 - b1) / (np.sqrt(1 - b2) + eps)  # for g = 1
+    expected_scale = {
+        "head/kernel": 1.0,
+        "embedding/kernel": 0.0625,
+        "Transformer/encoderblock_2/MlpBlock_3/Dense_0/kernel": 0.5,
+        "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel": 0.125,
+    }
+    for compiled in (False, True):
+        optimizer = optim.make_optimizer(opt, 10, lr_scales=optim.layer_decay_scales(variables, 3, 0.5))
+        assert isinstance(optimizer, keras_vit.FusedAdamW)
+        optimizer.build(variables)
+        before = {v.path: keras.ops.convert_to_numpy(v).copy() for v in variables}
+        apply = lambda g: optimizer.apply(g, variables)  # noqa: E731
+        apply = tf.function(apply, jit_compile=True) if compiled else apply
+        apply([keras.ops.ones_like(v) for v in variables])
+        after = {v.path: keras.ops.convert_to_numpy(v) for v in variables}
+        for path, scale in expected_scale.items():
+            want = before[path] * (1 - 0.01 * 0.1 * scale) - scale * step
+            np.testing.assert_allclose(after[path], want, atol=1e-6, err_msg=f"{path}, compiled={compiled}")
+        for v in variables:
+            v.assign(before[v.path])

@@ -1,20 +1,28 @@
-"""`FusedAdamW`: Keras' AdamW, whose update on the PyTorch backend is one call of PyTorch's fused AdamW kernel.
+"""`FusedAdamW`: Keras' AdamW, whose update is one fused kernel per step on PyTorch and one per variable on TensorFlow.
 
 On the PyTorch backend Keras' AdamW runs its update as nine `torch._foreach_*` passes over the parameters, plus one
 for the weight decay; PyTorch's own fused kernel (`torch.optim.AdamW(fused=True)`'s, on CPU and GPU) reads and
 writes each parameter, gradient and slot once. For a ViT-S/16's 22 M parameters on 2 Intel cores that is 22 ms
 against 232 for Keras' update (docs/benchmarks-history.md, "The PyTorch backend's training step").
 
-The update is Keras' AdamW's, not PyTorch's: Keras adds epsilon to the square root of the uncorrected second
-moment and folds both bias corrections into the step size,
-`v -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)`; PyTorch divides the square root by
-`sqrt(1 - beta_2^t)` before adding epsilon. The kernel is therefore given `epsilon / sqrt(1 - beta_2^t)`, which
-makes the two the same function. The decay is decoupled in both (`v *= 1 - lr * weight_decay` first), and is
-left out for the variables Keras' AdamW leaves out (`exclude_from_weight_decay`).
+On TensorFlow Keras' AdamW writes about 40 graph operations per variable (the bias corrections, the schedule and
+the decay each computed again for every variable): for a ViT-S/16 that is 8,000 of its training step's 15,000
+nodes, and TensorFlow's graph and XLA compiler hold memory for each node as long as the step lives. Here each
+variable's update is one `ResourceApplyAdam` (TensorFlow's fused Adam kernel, which XLA also compiles) after its
+decay, and the shared scalars are computed once per step (docs/benchmarks-history.md, "FusedAdamW on TensorFlow").
+
+The update is Keras' AdamW's. Keras adds epsilon to the square root of the uncorrected second moment and folds both
+bias corrections into the step size, `v -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)`,
+which is TensorFlow's kernel's formula; PyTorch divides the square root by `sqrt(1 - beta_2^t)` before adding
+epsilon, so its kernel is given `epsilon / sqrt(1 - beta_2^t)`, which makes the two the same function. The decay is
+decoupled in all three (`v -= v * weight_decay * lr` first), and is left out for the variables Keras' AdamW leaves
+out (`exclude_from_weight_decay`). A subclass may scale a variable's rate (its step and its decay) by overriding
+`_rate_scale`; the recipes' layer-wise rate decay does.
 
 Everything else is Keras' optimizer: the slots (`momentums`, `velocities`), the step counter, schedules, gradient
-clipping, accumulation, EMA, loss scaling and saving. On TensorFlow and JAX, with `amsgrad`, with variables of
-mixed devices or dtypes the kernel does not take, or on a PyTorch without the kernel, it is Keras' AdamW itself.
+clipping, accumulation, EMA, loss scaling and saving. On JAX, with `amsgrad`, with variables of a dtype the kernels
+do not take, under a TensorFlow distribution strategy (whose replicas Keras' own update reduces over), or on a
+PyTorch without the kernel, it is Keras' AdamW itself.
 """
 
 from __future__ import annotations
@@ -24,35 +32,109 @@ import math
 import keras
 
 
+_KERNEL_DTYPES = ("float32", "float16", "bfloat16")
+
+
 @keras.saving.register_keras_serializable(package="keras_vit")
 class FusedAdamW(keras.optimizers.AdamW):
     """Keras' AdamW (same arguments, same update, same saved state), run by PyTorch's fused kernel on the PyTorch
-    backend.
+    backend and by TensorFlow's on TensorFlow.
 
     Use it where you would use `keras.optimizers.AdamW`, e.g.
     `model.compile(optimizer=keras_vit.FusedAdamW(1e-4, weight_decay=0.05), loss=...)`.
     """
 
-    _fused = False  # until `build` has seen the variables: Keras' update
+    _fused = None  # the backend whose kernel runs the update, once `build` has seen the variables; None: Keras'
 
     def build(self, var_list):
         super().build(var_list)
         # decided once for the optimizer's variables (their dtypes do not change), not on every step
-        self._fused = False
-        if keras.backend.backend() == "torch" and not self.amsgrad:
+        self._fused = None
+        backend = keras.backend.backend()
+        if self.amsgrad or backend not in ("torch", "tensorflow"):
+            return
+        if not all(keras.backend.standardize_dtype(v.dtype) in _KERNEL_DTYPES for v in var_list):
+            return
+        if backend == "torch":
             import torch
 
-            self._fused = hasattr(torch, "_fused_adamw_") and all(
-                keras.backend.standardize_dtype(v.dtype) in ("float32", "float16", "bfloat16") for v in var_list
-            )
+            if not hasattr(torch, "_fused_adamw_"):
+                return
+        self._fused = backend
+
+    def _rate_scale(self, variable) -> float:
+        """The factor on `variable`'s learning rate (its step and its decay): 1 here, a subclass's own elsewhere."""
+        return 1.0
+
+    def _decay(self, variable) -> float:
+        return float(self.weight_decay) if self.weight_decay and self._use_weight_decay(variable) else 0.0
 
     def _apply_weight_decay(self, variables):
-        if not self._fused:  # the kernel decays the parameters itself
+        if not self._fused:  # the fused update decays each variable itself
             super()._apply_weight_decay(variables)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if not self._fused:
-            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        if self._fused == "torch":
+            return self._torch_update(grads, trainable_variables, learning_rate)
+        if self._fused == "tensorflow":
+            import tensorflow as tf
+
+            if not tf.distribute.has_strategy():
+                return self._tensorflow_update(grads, trainable_variables, learning_rate)
+            # a strategy's replicas: Keras' update, which reduces over them, and the decay `apply` skipped for the
+            # fused update (this class's, or a subclass's own)
+            fused, self._fused = self._fused, None
+            try:
+                self._apply_weight_decay(trainable_variables)
+                return super()._backend_update_step(grads, trainable_variables, learning_rate)
+            finally:
+                self._fused = fused
+        return super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+    def _tensorflow_update(self, grads, trainable_variables, learning_rate):
+        import tensorflow as tf
+
+        scalars = {}  # per dtype, built once in this graph (or eagerly) for every variable of that dtype
+        for variable, grad in zip(trainable_variables, grads):
+            if grad is None:
+                continue
+            index = self._get_variable_index(variable)
+            value = variable.value if isinstance(variable, keras.Variable) else variable
+            dtype = value.dtype
+            if dtype not in scalars:
+                step = tf.cast(self.iterations + 1, dtype)
+                scalars[dtype] = dict(
+                    lr=tf.cast(learning_rate, dtype),
+                    beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
+                    beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+                    beta1=tf.cast(self.beta_1, dtype),
+                    beta2=tf.cast(self.beta_2, dtype),
+                    epsilon=tf.cast(self.epsilon, dtype),
+                    weight_decay=tf.cast(self.weight_decay or 0.0, dtype),
+                )
+            shared = scalars[dtype]
+            scale = self._rate_scale(variable)
+            lr = shared["lr"] if scale == 1.0 else shared["lr"] * tf.cast(scale, dtype)
+            if self._decay(variable):  # Keras' order of products: variable * weight_decay * lr
+                value.assign_sub(value * shared["weight_decay"] * lr)
+            if isinstance(grad, tf.IndexedSlices):  # the kernel takes a dense gradient, as Keras' update makes one
+                grad = tf.convert_to_tensor(grad)
+            tf.raw_ops.ResourceApplyAdam(
+                var=value.handle,
+                m=self._momentums[index].value.handle,
+                v=self._velocities[index].value.handle,
+                beta1_power=shared["beta1_power"],
+                beta2_power=shared["beta2_power"],
+                lr=lr,
+                beta1=shared["beta1"],
+                beta2=shared["beta2"],
+                epsilon=shared["epsilon"],
+                grad=tf.cast(grad, dtype),
+                use_locking=False,
+                use_nesterov=False,
+            )
+
+    def _torch_update(self, grads, trainable_variables, learning_rate):
         import torch
 
         with torch.no_grad():
@@ -63,14 +145,13 @@ class FusedAdamW(keras.optimizers.AdamW):
             for variable, grad in zip(trainable_variables, grads):
                 param = variable.value
                 index = self._get_variable_index(variable)
-                decay = self.weight_decay if self.weight_decay and self._use_weight_decay(variable) else 0.0
-                key = (param.device, param.dtype, decay)
+                key = (param.device, param.dtype, self._decay(variable), self._rate_scale(variable))
                 group = groups.setdefault(key, ([], [], [], []))
                 for member, tensor in zip(
                     group, (param, grad.to(param.dtype), self._momentums[index].value, self._velocities[index].value)
                 ):
                     member.append(tensor)
-            for (device, _, decay), (params, grads_, momentums, velocities) in groups.items():
+            for (device, _, decay, scale), (params, grads_, momentums, velocities) in groups.items():
                 steps = [torch.tensor(step, dtype=torch.float32, device=device)] * len(params)
                 torch._fused_adamw_(
                     params,
@@ -79,7 +160,7 @@ class FusedAdamW(keras.optimizers.AdamW):
                     velocities,
                     [],
                     steps,
-                    lr=lr,
+                    lr=lr * scale,
                     beta1=float(self.beta_1),
                     beta2=float(self.beta_2),
                     weight_decay=float(decay),

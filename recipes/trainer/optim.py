@@ -8,6 +8,8 @@ from typing import Dict, Optional, Sequence
 
 import keras
 
+from keras_vit import FusedAdamW
+
 
 @keras.saving.register_keras_serializable(package="recipes")
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -62,7 +64,8 @@ def layer_decay_scales(variables: Sequence, num_layers: int, decay: float) -> Di
 
 class _LayerRates:
     """Scales each variable's learning rate (its update, and its decoupled weight decay) by `lr_scales[path]`.
-    The rate is scaled, not the gradient: Adam is invariant to the gradient's scale."""
+    The rate is scaled, not the gradient: Adam is invariant to the gradient's scale. `FusedAdamW`'s fused updates
+    read the factor from `_rate_scale`; Keras' per-variable update from `update_step`."""
 
     def __init__(self, *args, lr_scales: Optional[Dict[str, float]] = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -72,19 +75,22 @@ class _LayerRates:
         super().build(var_list)
         self._scale_list = [self._lr_scales.get(v.path, 1.0) for v in var_list]
 
+    def _rate_scale(self, variable) -> float:
+        return self._scale_list[self._get_variable_index(variable)]
+
     def _apply_weight_decay(self, variables):
-        return  # folded into update_step, where the variable's own rate is known
+        return  # folded into the update, where the variable's own rate is known
 
     def update_step(self, gradient, variable, learning_rate):
-        rate = learning_rate * self._scale_list[self._get_variable_index(variable)]
+        rate = learning_rate * self._rate_scale(variable)
         if self.weight_decay is not None and self._use_weight_decay(variable):
             decay = keras.ops.cast(self.weight_decay, variable.dtype) * keras.ops.cast(rate, variable.dtype)
             variable.assign(variable - variable * decay)
         return super().update_step(gradient, variable, rate)
 
 
-class LayerDecayAdamW(_LayerRates, keras.optimizers.AdamW):
-    """AdamW with per-variable learning rates (`layer_decay_scales`)."""
+class LayerDecayAdamW(_LayerRates, FusedAdamW):
+    """AdamW with per-variable learning rates (`layer_decay_scales`), fused where `FusedAdamW` is."""
 
 
 class LayerDecaySGD(_LayerRates, keras.optimizers.SGD):
@@ -98,7 +104,8 @@ def make_optimizer(
     grad_accum_steps: int = 1,
     lr_scales: Optional[Dict[str, float]] = None,
 ) -> keras.optimizers.Optimizer:
-    """AdamW (decoupled weight decay) or SGD with momentum, per `config.optimizer`; with `lr_scales`
+    """AdamW (decoupled weight decay; `keras_vit.FusedAdamW`, Keras' AdamW with its update fused on TensorFlow and
+    PyTorch) or SGD with momentum, per `config.optimizer`; with `lr_scales`
     ({variable path: factor}, `layer_decay_scales`), each variable's rate scaled by its factor.
 
     Clipping is not configured here: the train step clips the all-reduced gradient.
@@ -112,7 +119,7 @@ def make_optimizer(
     if lr_scales:
         extra["lr_scales"] = lr_scales
     if opt.name in ("adam", "adamw"):
-        adamw = LayerDecayAdamW if lr_scales else keras.optimizers.AdamW
+        adamw = LayerDecayAdamW if lr_scales else FusedAdamW
         optimizer = adamw(learning_rate=schedule, beta_1=opt.b1, beta_2=opt.b2, weight_decay=opt.weight_decay, **extra)
         names = [n for n in opt.wd_exclude.split(",") if n]
         if names:
