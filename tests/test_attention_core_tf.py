@@ -39,8 +39,10 @@ for name, core in (("recomputed", recomputed_attention), ("plain", attention)):
     out[name + "_grad"] = tf.function(fn, jit_compile=True)(x).numpy()
 temps = {name: preallocated_temp_bytes(sys.argv[1], "stack_" + name) for name in ("recomputed", "plain")}
 out["temp_bytes"] = dict(temps, probabilities=8 * 4 * 64 * 64 * 4)
-out["stack_grads"] = float(np.abs(out.pop("recomputed_grad") - out["plain_grad"]).max() /
-                           np.abs(out.pop("plain_grad")).max())
+# both float32 gradients against the plain formula's in float64: the recomputed one as close as TensorFlow's own
+exact = tf.function(stacked(attention))(tf.cast(x, "float64")).numpy()
+for name in ("recomputed", "plain"):
+    out["stack_grads_" + name] = float(np.abs(out.pop(name + "_grad") - exact).max() / np.abs(exact).max())
 
 def build(remat):
     model = keras_vit.VisionTransformer(patch_size=4, hidden_size=32, mlp_dim=64, num_heads=4, num_layers=2,
@@ -78,7 +80,9 @@ print(json.dumps(out))
 
 def test_recomputed_attention_on_tensorflow(tmp_path):
     out = run_on_backend(_CHECK, "tensorflow", str(tmp_path))
-    assert out["stack_grads"] <= 1e-5, out
+    # four stacked layers amplify float32's rounding to ~2e-5 of the float64 gradient on either path
+    assert out["stack_grads_recomputed"] <= 1.1 * out["stack_grads_plain"] + 1e-6, out
+    assert out["stack_grads_recomputed"] <= 5e-5, out
     t = out["temp_bytes"]  # both reports found, and at least two layers' probabilities fewer kept
     assert t.get("plain", 0) > 0 and t.get("recomputed", 0) > 0, t
     assert t["recomputed"] <= t["plain"] - 2 * t["probabilities"], t

@@ -4,9 +4,10 @@ Differentiated as written, softmax attention keeps each block's (batch, heads, t
 from the forward pass to the backward pass: 12 x 29.8 MB for a ViT-B/16 at batch 16, and XLA's CPU code for
 `keras.ops.dot_product_attention` keeps them too. Here the backward pass recomputes them from q and k, as
 the flash-attention paper's backward does (without its tiling): the forward keeps each row's log-sum-exp, so
-the recomputation is one product and one exponential, and the softmax's Jacobian uses the row sums of
-d_out * out instead of a second pass over the probabilities. The extra work is one (tokens x tokens) product
-per head.
+the recomputation is one product and one exponential. The softmax's Jacobian takes the row sums of d_p * p
+from the recomputed probabilities, not flash attention's sum of d_out * out, so the output is not kept either
+(one (batch, heads, tokens, head_dim) tensor per block: the projection keeps its own transposed copy). The extra
+work is one (tokens x tokens) product per head.
 
 The backward pass reads q, k and v again only once the upstream gradient exists
 (`keras_vit.nn.recompute.zero_after`). Without that, TensorFlow's XLA ran every block's recomputation as soon
@@ -51,8 +52,8 @@ def recomputed_attention(q, k, v, causal: bool = False):
 @ops.custom_gradient
 def attention_core(q, k, v):
     """softmax(q k^T) v over (batch, tokens, heads, head_dim) inputs, `q` already scaled; returns
-    (batch, tokens, heads, head_dim). Its gradient keeps q, k, v, the output and each row's log-sum-exp
-    (batch x heads x tokens numbers) only (see the module docstring)."""
+    (batch, tokens, heads, head_dim). Its gradient keeps q, k, v and each row's log-sum-exp (batch x heads x
+    tokens numbers) only (see the module docstring)."""
     return _core(q, k, v, False)
 
 
@@ -83,9 +84,9 @@ def _core(q, k, v, causal: bool):
         p = ops.exp(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q2, k2), "float32") + bias - log_sum_exp)
         d_v = ops.einsum("bhqk,bqhd->bkhd", ops.cast(p, v.dtype), d_out)
         d_p = ops.cast(ops.einsum("bqhd,bkhd->bhqk", d_out, v2), "float32")
-        # softmax's Jacobian row by row: sum_k d_p p = sum_d d_out out (the flash-attention backward's D)
-        d_out_dot_out = ops.sum(ops.cast(d_out, "float32") * ops.cast(out, "float32"), axis=-1)  # (b, q, h)
-        d_logits = p * (d_p - ops.expand_dims(ops.transpose(d_out_dot_out, (0, 2, 1)), -1))
+        # softmax's Jacobian row by row, with the row sums of d_p p (the flash-attention backward's D, which it
+        # takes as sum_d d_out out to avoid the probabilities; here they exist, and the output is not kept)
+        d_logits = p * (d_p - ops.sum(p * d_p, axis=-1, keepdims=True))
         d_q = ops.einsum("bhqk,bkhd->bqhd", ops.cast(d_logits, k.dtype), k2)
         d_k = ops.einsum("bhqk,bqhd->bkhd", ops.cast(d_logits, q.dtype), q2)
         return ops.cast(d_q, q.dtype), ops.cast(d_k, k.dtype), ops.cast(d_v, v.dtype)
