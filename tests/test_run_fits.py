@@ -18,8 +18,8 @@ def test_the_parameter_count_is_keras_own():
     config.dataset.image_size = 96
     need, parts = memory.estimate(config, 10)
     model = keras_vit.create_model("ViT-S/16", input_shape=(96, 96, 3), classes=10)
-    # weights, gradients, AdamW's two slots and its update's temporaries, in float32
-    expected = 4.0 * model.count_params() * (1 + 1 + 2 + memory.ADAM_TEMPORARIES)
+    # weights, gradients, AdamW's two slots, its update's temporaries and the step's own, in float32
+    expected = 4.0 * model.count_params() * (1 + 1 + 2 + memory.ADAM_TEMPORARIES + memory.PARAMETER_TEMPORARIES)
     assert parts["variables"] == pytest.approx(expected, rel=1e-9)
     assert need == pytest.approx(sum(parts.values()))
 

@@ -4,8 +4,9 @@ run that cannot fit refused naming the estimate, the memory there is and the fla
 The estimate counts what a ViT training step holds at its peak:
 - the runtime (the framework, XLA's compiled step, the input pipeline): `RUNTIME` bytes;
 - per parameter, float32 weights and gradients, the optimizer's slots (SGD with momentum one, AdamW two and the
-  `ADAM_TEMPORARIES` parameter-sized temporaries its compiled update keeps beside them, Polyak averaging one more);
-  with LoRA only the adapters and the head have gradients and slots;
+  `ADAM_TEMPORARIES` parameter-sized temporaries its compiled update keeps beside them, Polyak averaging one more)
+  and the `PARAMETER_TEMPORARIES` the compiled step keeps whatever the optimizer; with LoRA only the adapters and
+  the head have gradients, slots and temporaries;
 - the activations kept for the backward pass, per image and encoder block: `PER_TOKEN_WIDTH` values per token and
   channel of the width D and `PER_TOKEN_MLP` per token and channel of the MLP width, plus
   `DROPOUT_PER_TOKEN_WIDTH` per token and channel of D where dropout is on. The attention probabilities are
@@ -14,10 +15,12 @@ The estimate counts what a ViT training step holds at its peak:
   block's input and one block's activations at a time;
 - the input pipeline's batches of float32 images in flight (`BATCHES_IN_FLIGHT`).
 The constants were fitted on peaks measured with bench/train_memory.py (resident memory, VmHWM, a fresh
-`recipes.train` process per row, TensorFlow + XLA on 2 AMD EPYC cores, 2026-11-27; docs/benchmarks-history.md
-"Will the run fit"): within 8 % of each measured row (the demo; ViT-S/16 with AdamW at batch 16 and 32, with and
-without dropout; ViT-B/16 with SGD at 224 px batch 8 and 16 and at 384 px batch 4). Other CPU backends were
-not measured.
+`recipes.train` process per row, TensorFlow + XLA on 2 AMD EPYC cores with AVX-512, 2026-11-29, the recipes'
+AdamW being `keras_vit.FusedAdamW`; docs/benchmarks-history.md "Will the run fit" and "FusedAdamW on
+TensorFlow"): within -1 % to +4 % of each measured row (the demo; ViT-S/16 with AdamW at batch 16 and 32, with
+and without dropout; ViT-B/16 with SGD at 224 px batch 8 and 16 and at 384 px batch 4). On the AVX2 AMD machine
+of the first fit the same steps peaked lower (ViT-B/16 with SGD at batch 16: 3.85 GB against 4.25–4.32 here), so
+the estimate is higher than its peaks there. Other CPU backends were not measured.
 
 On an accelerator (Keras' JAX backend, the batch split over every device) the estimate is one device's peak:
 `ACCELERATOR`'s constants, fitted on the device allocator's high-water marks of the recipes' JAX step measured
@@ -37,8 +40,9 @@ import os
 from typing import Optional, Tuple
 
 GB = 1e9
-RUNTIME = 1.2 * GB
-ADAM_TEMPORARIES = 5  # parameter-sized float32 buffers AdamW's compiled update keeps beside its two slots
+RUNTIME = 1.25 * GB
+PARAMETER_TEMPORARIES = 0.75  # parameter-sized float32 buffers the compiled CPU step keeps, whatever the optimizer
+ADAM_TEMPORARIES = 1  # parameter-sized float32 buffers AdamW's compiled update keeps beside its two slots
 PER_TOKEN_WIDTH = 11  # float32 values kept per token and channel of D, per block and image
 PER_TOKEN_MLP = 1  # float32 values kept per token and channel of the MLP width, per block and image
 DROPOUT_PER_TOKEN_WIDTH = 10.5  # more per token and channel of D where dropout is on
@@ -47,6 +51,7 @@ BATCHES_IN_FLIGHT = 3
 # attention probabilities are recomputed, their dropout mask is kept.
 CPU = dict(
     runtime=RUNTIME,
+    parameter_temporaries=PARAMETER_TEMPORARIES,
     adam_temporaries=ADAM_TEMPORARIES,
     per_token_width=PER_TOKEN_WIDTH,
     per_token_mlp=PER_TOKEN_MLP,
@@ -62,6 +67,7 @@ CPU = dict(
 # float32's, keeps less: one constant fits both). Fitted on bench/accelerator_memory.py's rows.
 ACCELERATOR = dict(
     runtime=0.15 * GB,
+    parameter_temporaries=0,
     adam_temporaries=0,
     per_token_width=11,
     per_token_mlp=0.5,
@@ -111,6 +117,7 @@ def estimate(config, num_classes: int, replicas: int = 1, accelerator: bool = Fa
     trained = params if not config.lora.rank else d * num_classes + layers * 4 * d * config.lora.rank
     adam = config.optimizer.name in ("adam", "adamw")
     slots = (2 + k["adam_temporaries"] if adam else 1 if config.optimizer.momentum else 0) + bool(config.ema_decay)
+    slots += k["parameter_temporaries"]
     batch = -(-config.batch_size // replicas) if accelerator else config.batch_size  # what one memory holds
     copies = 1 if accelerator else replicas  # of the variables, in that memory
     value = 2.0 if accelerator and config.precision == "bfloat16" else 4.0  # bytes per activation
