@@ -69,35 +69,33 @@ class FusedAdamW(keras.optimizers.AdamW):
     def _decay(self, variable) -> float:
         return float(self.weight_decay) if self.weight_decay and self._use_weight_decay(variable) else 0.0
 
-    def _apply_weight_decay(self, variables):
-        if not self._fused:  # the fused update decays each variable itself
-            super()._apply_weight_decay(variables)
-
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if self._fused == "torch":
-            return self._torch_update(grads, trainable_variables, learning_rate)
+    def _fused_here(self):
+        """The backend whose kernel runs this update, or None for Keras' own: under a TensorFlow distribution
+        strategy Keras' update, which reduces over the replicas. Asked by `apply`'s decay and update alike, which
+        run in the same context."""
         if self._fused == "tensorflow":
             import tensorflow as tf
 
-            if not tf.distribute.has_strategy():
-                return self._tensorflow_update(grads, trainable_variables, learning_rate)
-            # a strategy's replicas: Keras' update, which reduces over them, and the decay `apply` skipped for the
-            # fused update (this class's, or a subclass's own)
-            fused, self._fused = self._fused, None
-            try:
-                self._apply_weight_decay(trainable_variables)
-                return super()._backend_update_step(grads, trainable_variables, learning_rate)
-            finally:
-                self._fused = fused
+            return None if tf.distribute.has_strategy() else "tensorflow"
+        return self._fused
+
+    def _apply_weight_decay(self, variables):
+        if not self._fused_here():  # the fused update decays each variable itself
+            super()._apply_weight_decay(variables)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        fused = self._fused_here()
+        if fused == "torch":
+            return self._torch_update(grads, trainable_variables, learning_rate)
+        if fused == "tensorflow":
+            return self._tensorflow_update(grads, trainable_variables, learning_rate)
         return super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def _tensorflow_update(self, grads, trainable_variables, learning_rate):
         import tensorflow as tf
 
         scalars = {}  # per dtype, built once in this graph (or eagerly) for every variable of that dtype
-        for variable, grad in zip(trainable_variables, grads):
-            if grad is None:
-                continue
+        for variable, grad in zip(trainable_variables, grads):  # Keras' `apply` has left out missing gradients
             index = self._get_variable_index(variable)
             value = variable.value if isinstance(variable, keras.Variable) else variable
             dtype = value.dtype

@@ -46,7 +46,7 @@ class PredictFunction:
             self._upcoming_batches = batches
             if getattr(self.make_predict_function(), "eager", False):
                 return self._predict_arrays(x, batch_size or 32, batches, verbose, callbacks)
-        self._upcoming_batches = batches
+        self._upcoming_batches = batches  # again: `make_predict_function` takes it, and Keras' predict asks once more
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
 
     def _predict_arrays(self, x, batch_size: int, batches: int, verbose, callbacks):
