@@ -77,7 +77,7 @@ def test_other_axes_and_no_centre_are_keras_own_computation():
         theirs.build(x.shape)
         theirs.set_weights(ours.get_weights())
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(ours(x)), keras.ops.convert_to_numpy(theirs(x)))
-    assert LayerNorm(axis=1)._one_pass_applies(x) is False and LayerNorm()._one_pass_applies(x) is True
+    assert LayerNorm(axis=1).plain(x) is False and LayerNorm().plain(x) is True
 
 
 def test_a_model_saves_and_reloads_with_the_layer(tmp_path):

@@ -14,6 +14,7 @@ from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
 from keras_vit.nn.specs import ArraySpecs
 from keras_vit.nn.attention_core import causal_bias, recomputed_attention
+from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.projection import Projection
 from keras_vit.nn.recompute import applies as recomputes
 
@@ -37,7 +38,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
     paired per `rotate_half`. `output_norm`: a LayerNorm over the heads' concatenated output before `out`
     (EVA-CLIP's, timm's `scale_attn_inner`). `key_bias=False`: query and value biases only (EVA's; a bias
     shared by every key cancels in the softmax, so none is trained). `causal=True`: token i attends to tokens
-    0..i only (CLIP's text tower reads the sentence left to right).
+    0..i only (CLIP's text tower reads the sentence left to right). Called with a `norm` layer (a pre-norm
+    block's LayerNorm), the layer attends over `norm(x)`; training calls then take the norm and the input
+    projections as one function whose backward pass keeps `x` only (`keras_vit.nn.norm_core`).
     """
 
     # Measured (docs/benchmarks-history.md, ViT-S/16 batch 16): the fused path is 1.26x (inference) / 1.05x
@@ -145,16 +148,20 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """True once `model.quantize(...)` has replaced the projections' kernels."""
         return any(getattr(self, n).quantization_mode is not None for n in self.PROJECTIONS)
 
-    def _queries_keys_values(self, x) -> tuple:
-        """q (batch, tokens, heads, head_dim), k and v (batch, tokens, key/value heads, head_dim): one fused matmul
-        over the three kernels in float, each projection's own layer once quantized."""
+    def _queries_keys_values(self, x, norm=None, training=None) -> tuple:
+        """q (batch, tokens, heads, head_dim), k and v (batch, tokens, key/value heads, head_dim) of `norm(x)` (or of
+        `x` without a `norm`): one fused matmul over the three kernels in float, each projection's own layer once
+        quantized. A training call takes the norm and the matmul together (`keras_vit.nn.norm_core`)."""
+        fused = norm is not None and not self.quantized and fuses(norm, training, x)
+        if norm is not None and not fused:
+            x = norm(x)
         if self.quantized:
             return self.query(x), self.key(x), self.value(x)
         layers = [self.query, self.key, self.value]
         heads = [tuple(layer.kernel.shape[1:]) for layer in layers]  # (heads, width) of each projection
         widths = [n * k for n, k in heads]
         kernel = ops.concatenate([ops.reshape(layer.kernel, (-1, n)) for layer, n in zip(layers, widths)], axis=-1)
-        qkv = ops.matmul(x, ops.cast(kernel, x.dtype))
+        qkv = normed_matmul(x, norm, ops.cast(kernel, x.dtype)) if fused else ops.matmul(x, ops.cast(kernel, x.dtype))
         if self.qkv_bias:
             biases = [
                 ops.reshape(layer.bias, (n,)) if layer.bias is not None else ops.zeros((n,), layer.kernel.dtype)
@@ -167,9 +174,9 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         q, k, v = ops.split(qkv, [widths[0], widths[0] + widths[1]], axis=-1)
         return tuple(ops.reshape(y, (b, t, *shape)) for y, shape in zip((q, k, v), heads))
 
-    def call(self, x, rotary=None, training=None, return_attention=False):
+    def call(self, x, rotary=None, training=None, return_attention=False, norm=None):
         h, dh = self.num_heads, self.head_dim
-        q, k, v = self._queries_keys_values(x)
+        q, k, v = self._queries_keys_values(x, norm, training)
         if self.qk_norm:
             q, k = ops.cast(self.query_norm(q), v.dtype), ops.cast(self.key_norm(k), v.dtype)
         if rotary is not None and self.rotary_frequencies is not None:  # RoPE-Mixed: `rotary` holds positions

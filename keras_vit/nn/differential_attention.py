@@ -96,10 +96,10 @@ class DifferentialAttention(MultiHeadDotProductAttention):
         ]
         return ops.exp(dot[0]) - ops.exp(dot[1]) + self.lambda_init
 
-    def call(self, x, rotary=None, training=None, return_attention=False):
+    def call(self, x, rotary=None, training=None, return_attention=False, norm=None):
         if rotary is not None:
             raise ValueError("Differential attention takes no rotary embeddings (keras_vit does not build both).")
-        q, k, v = self._queries_keys_values(x)
+        q, k, v = self._queries_keys_values(x, norm, training)
         b, t, h = ops.shape(x)[0], ops.shape(x)[1], self.num_heads
         scale = ops.cast(1.0 / math.sqrt(self.head_dim // 2), q.dtype)
         probs = ops.softmax(ops.cast(ops.einsum("bqhd,bkhd->bhqk", q * scale, k), "float32"), axis=-1)

@@ -236,15 +236,18 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
     def _forward(self, x, rotary=None, training=None, return_attention=False):
         if self.parallel_layers:
             return self._parallel_forward(x, rotary, training, return_attention)
-        pre, post = (lambda n, t: t, lambda n, t: n(t)) if self.post_norm else (lambda n, t: n(t), lambda n, t: t)
+        # pre-norm: each branch is given its norm, so that a training call can take the norm and the branch's first
+        # product together (keras_vit.nn.norm_core); post-norm: the norm is applied to the branch's output
+        pre = (lambda n: None) if self.post_norm else (lambda n: n)
+        post = (lambda n, t: n(t)) if self.post_norm else (lambda n, t: t)
         y = self.attention(
-            pre(self.layer_norm_0, x), rotary=rotary, training=training, return_attention=return_attention
+            x, rotary=rotary, training=training, return_attention=return_attention, norm=pre(self.layer_norm_0)
         )
         y, probs = y if return_attention else (y, None)
         y = post(self.layer_norm_0, self.dropout(y, training=training))
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
-        y = post(self.layer_norm_2, self.mlp(pre(self.layer_norm_2, x), training=training))
+        y = post(self.layer_norm_2, self.mlp(x, training=training, norm=pre(self.layer_norm_2)))
         y = self.layer_scale_2(y) if self.layer_scale_2 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x

@@ -8,8 +8,10 @@ LayerNorm squares the input first and takes both moments from it (Var = E[x^2] -
 XLA then fuses each block's backward into one running sum. This class computes that form on JAX, so our
 gradient moves the bytes Flax's does (docs/benchmarks-history.md, "Each backend at its own limit").
 
-On TensorFlow and PyTorch it is Keras' own layer unchanged (PyTorch's is a native fused kernel). Weights,
-configuration and checkpoints are `LayerNormalization`'s: `gamma` (scale) and `beta` (bias).
+On TensorFlow and PyTorch it computes what Keras' own layer computes, `keras.ops.layer_normalization` (PyTorch's is
+a native fused kernel). `normalize` is that computation with the scale and offset as arguments, which
+`keras_vit.nn.norm_core` calls inside its custom gradient. Weights, configuration and checkpoints are
+`LayerNormalization`'s: `gamma` (scale) and `beta` (bias).
 """
 
 from __future__ import annotations
@@ -38,17 +40,28 @@ class LayerNorm(keras.layers.LayerNormalization):
         super().__init__(**kwargs)
 
     def call(self, inputs):
-        if keras.backend.backend() != "jax" or not self._one_pass_applies(inputs):
+        if not self.plain(inputs):
             return super().call(inputs)
+        return self.normalize(inputs, self.gamma, self.beta)
+
+    def normalize(self, inputs, gamma, beta):
+        """The layer's output for `inputs` with the given scale and offset (its own weights, or the same values
+        passed through a custom gradient), where `plain(inputs)`: on JAX the one-pass statistics, elsewhere
+        Keras' own function."""
+        if keras.backend.backend() != "jax":
+            out = ops.layer_normalization(inputs, gamma, beta, self.axis, self.epsilon)
+            return ops.cast(out, self.compute_dtype)
         x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))  # Keras' own rule
         squares = ops.square(x)  # first: the order in which XLA then fuses the backward pass (module docstring)
         mean, mean_of_squares = ops.mean(x, axis=-1), ops.mean(squares, axis=-1)
         variance = ops.maximum(mean_of_squares - ops.square(mean), 0.0)
-        scale = ops.expand_dims(ops.rsqrt(variance + self.epsilon), -1) * ops.cast(self.gamma, x.dtype)
-        outputs = (x - ops.expand_dims(mean, -1)) * scale + ops.cast(self.beta, x.dtype)
+        scale = ops.expand_dims(ops.rsqrt(variance + self.epsilon), -1) * ops.cast(gamma, x.dtype)
+        outputs = (x - ops.expand_dims(mean, -1)) * scale + ops.cast(beta, x.dtype)
         return ops.cast(outputs, self.compute_dtype)
 
-    def _one_pass_applies(self, inputs) -> bool:
+    def plain(self, inputs) -> bool:
+        """Whether this is the plain LayerNorm for `inputs`, centred and scaled over the last axis only: what
+        `normalize` and `keras_vit.nn.norm_core` compute (other settings take Keras' own computation)."""
         axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
         last = len(inputs.shape) - 1
         return self.center and self.scale and not self.rms_scaling and [a % len(inputs.shape) for a in axes] == [last]

@@ -15,6 +15,7 @@ from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
+from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.recompute import applies as recomputes
 from keras_vit.nn.specs import ArraySpecs
 
@@ -92,7 +93,8 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
     `activation`: one of `ACTIVATIONS` (default the tanh GELU); `gelu_approximate` is the older spelling of the
     choice between the two GELUs (kept so that models saved before `activation` existed reload).
     `hidden_norm`: a LayerNorm (RMSNorm with `rms_norm`) on the hidden layer (BEiT-3); `use_bias=False`: Dense
-    layers without biases (AIMv2).
+    layers without biases (AIMv2). Called with a `norm` layer (a pre-norm block's LayerNorm), the block reads
+    `norm(x)`; training calls take the norm and `Dense_0` as one function (`keras_vit.nn.norm_core`).
     """
 
     def __init__(
@@ -147,16 +149,25 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         if self.norm is not None:
             self.norm.build(tuple(input_shape[:-1]) + (self.mlp_dim,))
 
-    def call(self, x, training=None):
+    def call(self, x, training=None, norm=None):
+        h = self._hidden(x, training, norm)
         if self._keeps_activation_input(training):
             dense = self.dense_1
-            h = self.dense_0(x)
             return activated_dense(h, ops.cast(dense.kernel, h.dtype), ops.cast(dense.bias, h.dtype), self.activation)
-        y = activate(self.dense_0(x), self.activation, training)
+        y = activate(h, self.activation, training)
         y = self.dropout(y, training=training)
         y = self.norm(y) if self.norm is not None else y
         y = self.dense_1(y)
         return self.dropout(y, training=training)
+
+    def _hidden(self, x, training, norm):
+        """`Dense_0(norm(x))` (`Dense_0(x)` without a `norm`); a training call takes the norm and the product
+        together (`keras_vit.nn.norm_core`) where `Dense_0` is float (LoRA included)."""
+        dense = self.dense_0
+        if norm is None or dense.quantization_mode is not None or not fuses(norm, training, x):
+            return dense(x if norm is None else norm(x))
+        h = normed_matmul(x, norm, ops.cast(dense.kernel, x.dtype))
+        return h + ops.cast(dense.bias, h.dtype) if dense.use_bias else h
 
     def _keeps_activation_input(self, training) -> bool:
         """Whether this call takes `mlp_core.activated_dense`, which keeps one (tokens, mlp_dim) tensor instead

@@ -75,7 +75,8 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
         if self.norm is not None:
             self.norm.build(hidden)
 
-    def call(self, x, training=None):
+    def call(self, x, training=None, norm=None):
+        x = x if norm is None else norm(x)  # a pre-norm block's LayerNorm
         y = ops.silu(self.gate(x)) * self.dense_0(x)
         y = self.dropout(y, training=training)
         if self.norm is not None:
