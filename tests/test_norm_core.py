@@ -10,32 +10,15 @@ import pytest
 from conftest import run_on_backend
 
 _CHECK = r"""
-import json, os, sys
-if os.environ["KERAS_BACKEND"] == "tensorflow":
-    os.environ["XLA_FLAGS"] = "--xla_dump_to=" + sys.argv[1]  # XLA's buffer report of the compiled steps
+import json, sys
+from tests.xla_report import dump_compiled_programs, preallocated_temp_bytes
+dump_compiled_programs(sys.argv[1])  # XLA's buffer reports of the compiled steps, before TensorFlow starts
 import numpy as np, keras
 from keras import ops
 from keras_vit.nn import norm_core
 from keras_vit.nn.layer_norm import LayerNorm
 from keras_vit.nn.encoder_block import EncoderBlock
-from tests.xla_report import preallocated_temp_bytes
-
-backend = keras.backend.backend()
-if backend == "jax":
-    import jax
-
-    def grads(f, args, w):
-        y, vjp = jax.vjp(f, *args)
-        return np.asarray(y, "float64"), [np.asarray(g, "float64") for g in vjp(w)]
-else:
-    import tensorflow as tf
-
-    def grads(f, args, w):
-        args = [tf.constant(a) for a in args]
-        with tf.GradientTape() as tape:
-            tape.watch(args)
-            y = f(*args)
-        return np.asarray(y, "float64"), [np.asarray(g, "float64") for g in tape.gradient(y, args, w)]
+from tests.vjp import backend, grads, jax, tf
 
 rng = np.random.default_rng(0)
 d, n = 48, 20

@@ -7,6 +7,13 @@ import re
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
+def dump_compiled_programs(directory: str) -> None:
+    """On TensorFlow, have XLA write its reports of every program it compiles to `directory`; call it before
+    TensorFlow is imported (JAX's scripts read the compiled program's `memory_analysis` instead)."""
+    if os.environ.get("KERAS_BACKEND") == "tensorflow":
+        os.environ["XLA_FLAGS"] = "--xla_dump_to=" + directory
+
+
 def preallocated_temp_bytes(directory: str, name: str) -> float:
     """The preallocated temporary buffer, in bytes, of the compiled function whose dump names contain `name`
     (0.0 when XLA allocated none)."""
