@@ -93,10 +93,14 @@ real = norm_core.normed_matmul
 def counted(*a, **k):
     calls.append(1)
     return real(*a, **k)
-import keras_vit.nn.attention as attention_module, keras_vit.nn.mlp as mlp_module
-attention_module.normed_matmul = mlp_module.normed_matmul = counted
+import keras_vit.nn.attention as attention_module, keras_vit.nn.mlp as mlp_module, keras_vit.nn.swiglu as swiglu_module
+modules = (attention_module, mlp_module, swiglu_module)
+for module in modules:
+    module.normed_matmul = counted
 variants = {"plain": {}, "qk_norm": dict(qk_norm=True), "post_norm": dict(post_norm=True),
             "parallel": dict(parallel_layers=True), "swiglu": dict(swiglu=True),
+            "swiglu_sub_norm": dict(swiglu=True, mlp_norm=True, qkv_bias=False, projection_bias=False),
+            "swiglu_lora": dict(swiglu=True),
             "rms_norm": dict(rms_norm=True), "differential": dict(differential_attention=True),
             "layer_scale": dict(layer_scale_init=0.1), "lora": {}, "no_bias": dict(qkv_bias=False, projection_bias=False)}
 tokens = rng.standard_normal((2, 9, 32)).astype("float32")
@@ -104,8 +108,10 @@ out["blocks"] = {}
 for name, options in variants.items():
     block = EncoderBlock(num_heads=4, mlp_dim=64, **options)
     block.build(tokens.shape)
-    if name == "lora":
-        for layer in (block.attention.query, block.attention.key, block.attention.value, block.mlp.dense_0):
+    if name.endswith("lora"):  # LoRA on the products that read the norms (SwiGLU's gate too)
+        mlp = block.mlp
+        for layer in (block.attention.query, block.attention.key, block.attention.value, mlp.dense_0,
+                      *([mlp.gate] if hasattr(mlp, "gate") else [])):
             layer.enable_lora(2)
     values = [np.asarray(v.value) for v in block.trainable_variables]
     values = [v + rng.normal(0, 0.05, v.shape).astype(v.dtype) for v in values]  # LoRA's zero B moved too
@@ -127,7 +133,8 @@ for name, options in variants.items():
         "train_vs_infer": max(float(np.abs(a - b).max()) / max(float(np.abs(b).max()), 1e-2 * scale)
                               for a, b in zip(g_train, g_infer)),
     }
-attention_module.normed_matmul = mlp_module.normed_matmul = real
+for module in modules:
+    module.normed_matmul = real
 
 # what XLA keeps for the backward pass of 12 pre-norm residual layers, x + LN(x) @ K, with the kernels' gradients
 layers = [(rng.standard_normal((128, 128)) / 11).astype("float32") for _ in range(12)]
@@ -182,8 +189,9 @@ def test_normed_matmul_values_gradients_and_memory(backend, tmp_path):
         assert result["train_vs_infer"] <= 3e-5, (name, result)
         assert result["fused_calls"][1] == 0, (name, result)  # inference calls keep the norm as its own layer
     # both pre-norms fuse where the block has a LayerNorm before float products; RMSNorm, post-norm and the
-    # parallel block's shared norm stay layers; SwiGLU's MLP takes its norm as a layer
-    expected = dict(plain=2, qk_norm=2, lora=2, layer_scale=2, no_bias=2, differential=2, swiglu=1)
+    # parallel block's shared norm stay layers; SwiGLU's two kernels are one product with the norm
+    expected = dict(plain=2, qk_norm=2, lora=2, layer_scale=2, no_bias=2, differential=2)
+    expected.update(swiglu=2, swiglu_sub_norm=2, swiglu_lora=2)
     expected.update(post_norm=0, parallel=0, rms_norm=0)
     assert {k: v["fused_calls"][0] for k, v in blocks.items()} == expected, blocks
     # XLA's temporaries: the plain form keeps LN(x) of each of the 12 layers besides x; the core x only
@@ -191,35 +199,34 @@ def test_normed_matmul_values_gradients_and_memory(backend, tmp_path):
     assert t["core"] <= t["plain"] - 6 * t["one_activation"], t
 
 
-def test_quantized_projections_take_the_norm_as_a_layer():
+@pytest.mark.parametrize("swiglu", [False, True])
+def test_quantized_projections_take_the_norm_as_a_layer(swiglu, monkeypatch):
     """Once `model.quantize("int8")` replaced a block's kernels, the norm runs as its own layer before Keras' int8
     layers, in training calls too (the core would read a float kernel that is no longer there)."""
     import numpy as np
 
+    import keras_vit.nn.attention as attention_module
+    import keras_vit.nn.mlp as mlp_module
+    import keras_vit.nn.swiglu as swiglu_module
     from keras_vit.nn import norm_core
     from keras_vit.nn.encoder_block import EncoderBlock
 
-    block = EncoderBlock(num_heads=2, mlp_dim=16)
+    block = EncoderBlock(num_heads=2, mlp_dim=16, swiglu=swiglu)
     block.build((1, 3, 8))
-    block.attention.query.quantize("int8")
-    block.attention.key.quantize("int8")
-    block.attention.value.quantize("int8")
-    block.attention.out.quantize("int8")
-    block.mlp.dense_0.quantize("int8")
-    block.mlp.dense_1.quantize("int8")
-    x = np.random.default_rng(0).standard_normal((1, 3, 8)).astype("float32")
-    real, calls = norm_core.normed_matmul, []
-    import keras_vit.nn.attention as attention_module
-    import keras_vit.nn.mlp as mlp_module
+    mlp = block.mlp
+    for layer in (*(getattr(block.attention, n) for n in ("query", "key", "value", "out")), mlp.dense_0, mlp.dense_1):
+        layer.quantize("int8")
+    if swiglu:
+        mlp.gate.quantize("int8")
+    calls = []
 
     def counted(*a, **k):
         calls.append(1)
-        return real(*a, **k)
+        return norm_core.normed_matmul(*a, **k)
 
-    attention_module.normed_matmul = mlp_module.normed_matmul = counted
-    try:
-        y_train, y_infer = block(x, training=True), block(x, training=False)
-    finally:
-        attention_module.normed_matmul = mlp_module.normed_matmul = real
+    for module in (attention_module, mlp_module, swiglu_module):
+        monkeypatch.setattr(module, "normed_matmul", counted)
+    x = np.random.default_rng(0).standard_normal((1, 3, 8)).astype("float32")
+    y_train, y_infer = block(x, training=True), block(x, training=False)
     assert calls == []
     np.testing.assert_allclose(np.asarray(y_train), np.asarray(y_infer), rtol=1e-6, atol=1e-6)

@@ -14,6 +14,7 @@ import keras
 from keras import ops
 
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
+from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.specs import ArraySpecs
 
@@ -76,12 +77,26 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
             self.norm.build(hidden)
 
     def call(self, x, training=None, norm=None):
-        x = x if norm is None else norm(x)  # a pre-norm block's LayerNorm
-        y = ops.silu(self.gate(x)) * self.dense_0(x)
+        gate, linear = self._branches(x, training, norm)
+        y = ops.silu(gate) * linear
         y = self.dropout(y, training=training)
         if self.norm is not None:
             y = self.norm(y)
         return self.dropout(self.dense_1(y), training=training)
+
+    def _branches(self, x, training, norm):
+        """(x W, x V) of `norm(x)` (of `x` without a `norm`). A training call takes the norm and both products as
+        one matmul over the two kernels side by side (`keras_vit.nn.norm_core`) where both are float (LoRA
+        included); otherwise each Dense layer runs as Keras' own."""
+        layers = (self.gate, self.dense_0)
+        if norm is None or any(d.quantization_mode is not None for d in layers) or not fuses(norm, training, x):
+            x = x if norm is None else norm(x)
+            return self.gate(x), self.dense_0(x)
+        kernel = ops.concatenate([ops.cast(d.kernel, x.dtype) for d in layers], axis=-1)
+        h = normed_matmul(x, norm, kernel)
+        if self.use_bias:
+            h = h + ops.concatenate([ops.cast(d.bias, h.dtype) for d in layers], axis=-1)
+        return ops.split(h, [self.mlp_dim], axis=-1)
 
     def compute_output_shape(self, input_shape):
         return input_shape
