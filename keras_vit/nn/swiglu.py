@@ -31,6 +31,9 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
       layer_norm_epsilon: that LayerNorm's epsilon.
       rms_norm: that norm an RMSNorm (AIMv2).
       use_bias: biases on the three Dense layers (AIMv2 has none).
+
+    Called with a `norm` layer (a pre-norm block's LayerNorm), the MLP reads `norm(x)`; training calls take the norm
+    and the two input kernels as one product (`keras_vit.nn.norm_core`).
     """
 
     def __init__(
