@@ -152,7 +152,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         """q (batch, tokens, heads, head_dim), k and v (batch, tokens, key/value heads, head_dim) of `norm(x)` (or of
         `x` without a `norm`): one fused matmul over the three kernels in float, each projection's own layer once
         quantized. A training call takes the norm and the matmul together (`keras_vit.nn.norm_core`)."""
-        fused = norm is not None and not self.quantized and fuses(norm, training, x)
+        fused = not self.quantized and fuses(norm, training, x)
         if norm is not None and not fused:
             x = norm(x)
         if self.quantized:

@@ -238,16 +238,14 @@ class EncoderBlock(ArraySpecs, keras.layers.Layer):
             return self._parallel_forward(x, rotary, training, return_attention)
         # pre-norm: each branch is given its norm, so that a training call can take the norm and the branch's first
         # product together (keras_vit.nn.norm_core); post-norm: the norm is applied to the branch's output
-        pre = (lambda n: None) if self.post_norm else (lambda n: n)
+        norms = (None, None) if self.post_norm else (self.layer_norm_0, self.layer_norm_2)
         post = (lambda n, t: n(t)) if self.post_norm else (lambda n, t: t)
-        y = self.attention(
-            x, rotary=rotary, training=training, return_attention=return_attention, norm=pre(self.layer_norm_0)
-        )
+        y = self.attention(x, rotary=rotary, training=training, return_attention=return_attention, norm=norms[0])
         y, probs = y if return_attention else (y, None)
         y = post(self.layer_norm_0, self.dropout(y, training=training))
         y = self.layer_scale_0(y) if self.layer_scale_0 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)  # sublayers may differ (DTypePolicyMap)
-        y = post(self.layer_norm_2, self.mlp(x, training=training, norm=pre(self.layer_norm_2)))
+        y = post(self.layer_norm_2, self.mlp(x, training=training, norm=norms[1]))
         y = self.layer_scale_2(y) if self.layer_scale_2 is not None else y
         x = x + ops.cast(self.drop_path(y, training=training), x.dtype)
         return (x, probs) if return_attention else x

@@ -164,7 +164,7 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         """`Dense_0(norm(x))` (`Dense_0(x)` without a `norm`); a training call takes the norm and the product
         together (`keras_vit.nn.norm_core`) where `Dense_0` is float (LoRA included)."""
         dense = self.dense_0
-        if norm is None or dense.quantization_mode is not None or not fuses(norm, training, x):
+        if dense.quantization_mode is not None or not fuses(norm, training, x):
             return dense(x if norm is None else norm(x))
         h = normed_matmul(x, norm, ops.cast(dense.kernel, x.dtype))
         return h + ops.cast(dense.bias, h.dtype) if dense.use_bias else h

@@ -8,14 +8,17 @@ each of a block's two norms keeps nothing of its own: 24 x 4.8 MB less for a ViT
 (docs/benchmarks-history.md, "The LayerNorms keep their input only"). The products that read a norm are the fused
 q/k/v matmul, the MLP's `Dense_0`, and SwiGLU's two input kernels side by side.
 
-The forward value is the layer's own (`LayerNorm.normalize`). The backward pass is LayerNorm's derivative in
-closed form, with x_hat = (x - mean) / sigma and g = dy * gamma:
+The forward value is the layer's own (`LayerNorm.normalize`). The backward pass recomputes the norm as
+x_hat * gamma + beta (equal to the forward's value to float rounding) and takes LayerNorm's derivative in closed
+form, with x_hat = (x - mean) / sigma and g = dy * gamma:
 d_gamma = sum(dy * x_hat), d_beta = sum(dy), d_x = (g - mean(g) - x_hat mean(g * x_hat)) / sigma, the row
 statistics taken in two passes and in float32 at least. As in `keras_vit.nn.mlp_core`, the recomputation waits
 for the upstream gradient (`keras_vit.nn.recompute.zero_after`).
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import keras
 from keras import ops
@@ -25,12 +28,13 @@ from keras_vit.nn.recompute import applies as recomputes
 from keras_vit.nn.recompute import zero_after
 
 
-def fuses(norm, training, inputs) -> bool:
-    """Whether a training call takes `normed_matmul` for `norm` and a float kernel (the caller's own check: not
-    quantized; LoRA's kernel is one float matrix): training on TensorFlow or JAX, the plain LayerNorm (not RMSNorm,
-    last axis, centred and scaled) and inputs already in the norm's compute dtype."""
+def fuses(norm: Optional[keras.layers.Layer], training: Optional[bool], inputs) -> bool:
+    """Whether a training call takes `normed_matmul` for `norm` (None: no norm, False) and a float kernel (the
+    caller's own check: not quantized; LoRA's kernel is one float matrix): training on TensorFlow or JAX, the plain
+    LayerNorm (not RMSNorm, last axis, centred and scaled) and inputs already in the norm's compute dtype."""
     return (
-        recomputes(training)
+        norm is not None
+        and recomputes(training)
         and isinstance(norm, LayerNorm)
         and norm.plain(inputs)
         and keras.backend.standardize_dtype(inputs.dtype) == norm.compute_dtype
@@ -53,14 +57,15 @@ def normed_matmul(x, norm: LayerNorm, kernel):
             d_z2 = ops.reshape(d_z, (-1, ops.shape(kernel)[1]))
             d_y = ops.einsum("nm,dm->nd", d_z2, kernel)
             x2 = ops.reshape(ops.cast(x, wide), (-1, shape[-1])) + zero_after(d_y, wide)
-            y = ops.cast(norm.normalize(x2, gamma, beta), x.dtype)
-            d_kernel = ops.einsum("nd,nm->dm", y, d_z2)  # dot dimensions, no transposed copies
             mean = ops.mean(x2, axis=-1, keepdims=True)
             centred = x2 - mean
             inverse_sigma = ops.rsqrt(ops.mean(ops.square(centred), axis=-1, keepdims=True) + norm.epsilon)
-            x_hat = centred * inverse_sigma
+            x_hat = centred * inverse_sigma  # one set of row statistics serves the recomputed norm and its derivative
+            gamma_wide = ops.cast(gamma, wide)
+            y = ops.cast(x_hat * gamma_wide + ops.cast(beta, wide), x.dtype)
+            d_kernel = ops.einsum("nd,nm->dm", y, d_z2)  # dot dimensions, no transposed copies
             d_y = ops.cast(d_y, wide)
-            g = d_y * ops.cast(gamma, wide)
+            g = d_y * gamma_wide
             d_x = inverse_sigma * (
                 g - ops.mean(g, axis=-1, keepdims=True) - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True)
             )

@@ -92,7 +92,7 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
         one matmul over the two kernels side by side (`keras_vit.nn.norm_core`) where both are float (LoRA
         included); otherwise each Dense layer runs as Keras' own."""
         layers = (self.gate, self.dense_0)
-        if norm is None or any(d.quantization_mode is not None for d in layers) or not fuses(norm, training, x):
+        if any(d.quantization_mode is not None for d in layers) or not fuses(norm, training, x):
             x = x if norm is None else norm(x)
             return self.gate(x), self.dense_0(x)
         kernel = ops.concatenate([ops.cast(d.kernel, x.dtype) for d in layers], axis=-1)
