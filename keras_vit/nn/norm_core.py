@@ -8,9 +8,9 @@ each of a block's two norms keeps nothing of its own: 24 x 4.8 MB less for a ViT
 (docs/benchmarks-history.md, "The LayerNorms keep their input only"). The products that read a norm are the fused
 q/k/v matmul, the MLP's `Dense_0`, and SwiGLU's two input kernels side by side.
 
-The forward value is the layer's own (`LayerNorm.normalize`). The backward pass recomputes the norm as
-x_hat * gamma + beta (equal to the forward's value to float rounding) and takes LayerNorm's derivative in closed
-form, with x_hat = (x - mean) / sigma and g = dy * gamma:
+The forward value is the layer's own (`LayerNorm.normalize`), and so is the norm the backward pass recomputes for
+the kernel's gradient. The backward pass takes LayerNorm's derivative in closed form, with x_hat = (x - mean) /
+sigma and g = dy * gamma:
 d_gamma = sum(dy * x_hat), d_beta = sum(dy), d_x = (g - mean(g) - x_hat mean(g * x_hat)) / sigma, the row
 statistics taken in two passes and in float32 at least. As in `keras_vit.nn.mlp_core`, the recomputation waits
 for the upstream gradient (`keras_vit.nn.recompute.zero_after`).
@@ -57,15 +57,15 @@ def normed_matmul(x, norm: LayerNorm, kernel):
             d_z2 = ops.reshape(d_z, (-1, ops.shape(kernel)[1]))
             d_y = ops.einsum("nm,dm->nd", d_z2, kernel)
             x2 = ops.reshape(ops.cast(x, wide), (-1, shape[-1])) + zero_after(d_y, wide)
+            # the norm recomputed by the layer's own formula, so that the kernel's gradient is autodiff's exactly
+            y = ops.cast(norm.normalize(x2, gamma, beta), x.dtype)
+            d_kernel = ops.einsum("nd,nm->dm", y, d_z2)  # dot dimensions, no transposed copies
             mean = ops.mean(x2, axis=-1, keepdims=True)
             centred = x2 - mean
             inverse_sigma = ops.rsqrt(ops.mean(ops.square(centred), axis=-1, keepdims=True) + norm.epsilon)
-            x_hat = centred * inverse_sigma  # one set of row statistics serves the recomputed norm and its derivative
-            gamma_wide = ops.cast(gamma, wide)
-            y = ops.cast(x_hat * gamma_wide + ops.cast(beta, wide), x.dtype)
-            d_kernel = ops.einsum("nd,nm->dm", y, d_z2)  # dot dimensions, no transposed copies
+            x_hat = centred * inverse_sigma
             d_y = ops.cast(d_y, wide)
-            g = d_y * gamma_wide
+            g = d_y * ops.cast(gamma, wide)
             d_x = inverse_sigma * (
                 g - ops.mean(g, axis=-1, keepdims=True) - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True)
             )
