@@ -263,6 +263,7 @@ import sys, time, statistics, numpy as np, torch, keras, keras_vit
 name, size, batch, mode, iters, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 adamw = keras_vit.FusedAdamW if sys.argv[8] == "FusedAdamW" else keras.optimizers.AdamW
+keras.mixed_precision.set_global_policy("mixed_bfloat16" if sys.argv[9] == "bf16" else "float32")
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
 x = torch.tensor(np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32"))
 if mode == "infer":  # the eager call a PyTorch user makes, timm's row's conditions
@@ -283,16 +284,30 @@ print(batch / statistics.median(ts), hwm, first)
 """
 
 
-def keras_torch(name, size, batch, mode, iters, warmup, optimizer: str = "AdamW"):
+def keras_torch(name, size, batch, mode, iters, warmup, optimizer: str = "AdamW", dtype: str = "fp32"):
     """keras_vit on the PyTorch backend, in its own process (the backend is fixed per process): the eager call
-    (inference) or `train_on_batch` (training, with `keras.optimizers.AdamW` or `keras_vit.FusedAdamW`); returns
+    (inference) or `train_on_batch` (training, with `keras.optimizers.AdamW` or `keras_vit.FusedAdamW`), in float32
+    or, for `dtype="bf16"`, under Keras' "mixed_bfloat16" policy (bf16 compute, float32 variables); returns
     (img/s, peak GB)."""
     from keras_vit.nn.attention import MultiHeadDotProductAttention
 
     env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
     out = subprocess.run(
-        [sys.executable, "-c", _TORCH, name, str(size), str(batch), mode, str(iters), str(warmup), fused, optimizer],
+        [
+            sys.executable,
+            "-c",
+            _TORCH,
+            name,
+            str(size),
+            str(batch),
+            mode,
+            str(iters),
+            str(warmup),
+            fused,
+            optimizer,
+            dtype,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -355,7 +370,7 @@ def measure(f, name, size, mode, batch, dtype, iters, warmup):
             ips, peak = keras_jax(name, size, batch, jax_mode, iters, warmup, remat=remat, dtype=dtype)
             return ips, None, peak, None
         elif f == "keras_torch":
-            ips, peak = keras_torch(name, size, batch, mode, iters, warmup, optimizer)
+            ips, peak = keras_torch(name, size, batch, mode, iters, warmup, optimizer, dtype)
             return ips, None, peak, None
         elif f in ("timm", "timm_compile"):
             ips = timm_torch(name, size, batch, mode, dtype, f == "timm_compile", iters, warmup, int8=int8)
