@@ -38,6 +38,33 @@ def test_throughput_smoke():
     assert "GEMM" in out and out.count("ViT-Ti/16") == 3  # infer keras_tf; train keras_tf + naive
 
 
+def test_throughput_pytorch_rows_take_the_dtype_they_report():
+    """The PyTorch rows run under the `--dtypes` policy they are labelled with (they measured float32 for `bf16`
+    before; the row's own check now refuses a mismatch)."""
+    out = _run(
+        "bench/throughput.py",
+        "--models",
+        "ViT-Ti/16",
+        "--image_sizes",
+        "32",
+        "--batch_sizes",
+        "2",
+        "--modes",
+        "train",
+        "--dtypes",
+        "fp32,bf16",
+        "--frameworks",
+        "keras_torch_fadamw",
+        "--iters",
+        "1",
+        "--warmup",
+        "1",
+    )
+    rows = [line for line in out.splitlines() if line.startswith("ViT-Ti/16")]
+    assert [line.split()[4] for line in rows] == ["fp32", "bf16"], out
+    assert not [line for line in out.splitlines() if line.startswith("# keras_torch")], out  # no row failed
+
+
 def test_pipeline_and_fewshot_smoke():
     out = _run(
         "bench/pipeline.py",
