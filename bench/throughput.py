@@ -231,30 +231,9 @@ print(batch / statistics.median(ts), hwm)
 def keras_jax(name, size, batch, mode, iters, warmup, remat=False, dtype="fp32"):
     from keras_vit.nn.attention import MultiHeadDotProductAttention
 
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _JAX,
-            name,
-            str(size),
-            str(batch),
-            mode,
-            str(iters),
-            str(warmup),
-            fused,
-            {True: "remat", "attention": "attention"}.get(remat, "keep"),
-            dtype,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode:
-        raise RuntimeError(out.stderr[-500:])
-    ips, peak = map(float, out.stdout.strip().splitlines()[-1].split())
+    remat_arg = {True: "remat", "attention": "attention"}.get(remat, "keep")
+    ips, peak = _backend_row(_JAX, "jax", name, size, batch, mode, iters, warmup, fused, remat_arg, dtype)
     return ips, peak
 
 
@@ -293,31 +272,19 @@ def keras_torch(name, size, batch, mode, iters, warmup, optimizer: str = "AdamW"
     (img/s, peak GB)."""
     from keras_vit.nn.attention import MultiHeadDotProductAttention
 
-    env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=ROOT)
     fused = "fused" if MultiHeadDotProductAttention.FUSED else "einsum"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _TORCH,
-            name,
-            str(size),
-            str(batch),
-            mode,
-            str(iters),
-            str(warmup),
-            fused,
-            optimizer,
-            dtype,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    ips, peak, _ = _backend_row(_TORCH, "torch", name, size, batch, mode, iters, warmup, fused, optimizer, dtype)
+    return ips, peak
+
+
+def _backend_row(script: str, backend: str, *arguments) -> list:
+    """Runs a row's `script` with its `arguments` in a fresh process on Keras backend `backend`; returns the
+    numbers of the last line it prints."""
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", script, *map(str, arguments)], env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
-    ips, peak, _ = map(float, out.stdout.strip().splitlines()[-1].split())
-    return ips, peak
+    return [float(value) for value in out.stdout.strip().splitlines()[-1].split()]
 
 
 # ----------------------------------------------------------------------------- driver

@@ -19,47 +19,21 @@ def _run(*args):
     return done.stdout
 
 
+def _tiny_throughput(*arguments):
+    """bench/throughput.py on ViT-Ti/16 at 32 px, batch 2, one timed call per row."""
+    tiny = ("--models", "ViT-Ti/16", "--image_sizes", "32", "--batch_sizes", "2", "--iters", "1", "--warmup", "1")
+    return _run("bench/throughput.py", *tiny, *arguments)
+
+
 def test_throughput_smoke():
-    out = _run(
-        "bench/throughput.py",
-        "--models",
-        "ViT-Ti/16",
-        "--image_sizes",
-        "32",
-        "--batch_sizes",
-        "2",
-        "--frameworks",
-        "keras_tf,keras_tf_naive",
-        "--iters",
-        "1",
-        "--warmup",
-        "1",
-    )
+    out = _tiny_throughput("--frameworks", "keras_tf,keras_tf_naive")
     assert "GEMM" in out and out.count("ViT-Ti/16") == 3  # infer keras_tf; train keras_tf + naive
 
 
 def test_throughput_pytorch_rows_take_the_dtype_they_report():
     """The PyTorch rows run under the `--dtypes` policy they are labelled with (they measured float32 for `bf16`
     before; the row's own check now refuses a mismatch)."""
-    out = _run(
-        "bench/throughput.py",
-        "--models",
-        "ViT-Ti/16",
-        "--image_sizes",
-        "32",
-        "--batch_sizes",
-        "2",
-        "--modes",
-        "train",
-        "--dtypes",
-        "fp32,bf16",
-        "--frameworks",
-        "keras_torch_fadamw",
-        "--iters",
-        "1",
-        "--warmup",
-        "1",
-    )
+    out = _tiny_throughput("--modes", "train", "--dtypes", "fp32,bf16", "--frameworks", "keras_torch_fadamw")
     rows = [line for line in out.splitlines() if line.startswith("ViT-Ti/16")]
     assert [line.split()[4] for line in rows] == ["fp32", "bf16"], out
     assert not [line for line in out.splitlines() if line.startswith("# keras_torch")], out  # no row failed
@@ -99,21 +73,7 @@ def test_pipeline_and_fewshot_smoke():
 
 
 def test_throughput_int8_remat_and_bare_jax_step_rows_smoke():
-    out = _run(
-        "bench/throughput.py",
-        "--models",
-        "ViT-Ti/16",
-        "--image_sizes",
-        "32",
-        "--batch_sizes",
-        "2",
-        "--frameworks",
-        "keras_tf_int8,keras_tf_remat,keras_jax_step",
-        "--iters",
-        "1",
-        "--warmup",
-        "1",
-    )
+    out = _tiny_throughput("--frameworks", "keras_tf_int8,keras_tf_remat,keras_jax_step")
     rows = [line for line in out.splitlines() if line.startswith("ViT-Ti/16")]
     # infer: int8 + remat + the jitted forward; train: remat + the bare step (int8 rows are inference only)
     assert len(rows) == 5, out
