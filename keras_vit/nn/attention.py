@@ -13,6 +13,7 @@ from keras_vit.nn.initializers import PACKAGE, initial, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
 from keras_vit.nn.rotary import apply_mixed_rotary, apply_rotary, mixed_frequencies, rotation_matrix
 from keras_vit.nn.specs import ArraySpecs
+from keras_vit.nn.affine import affine
 from keras_vit.nn.attention_core import causal_bias, recomputed_attention
 from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.projection import Projection
@@ -161,13 +162,18 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
         heads = [tuple(layer.kernel.shape[1:]) for layer in layers]  # (heads, width) of each projection
         widths = [n * k for n, k in heads]
         kernel = ops.concatenate([ops.reshape(layer.kernel, (-1, n)) for layer, n in zip(layers, widths)], axis=-1)
-        qkv = normed_matmul(x, norm, ops.cast(kernel, x.dtype)) if fused else ops.matmul(x, ops.cast(kernel, x.dtype))
+        bias = None
         if self.qkv_bias:
             biases = [
                 ops.reshape(layer.bias, (n,)) if layer.bias is not None else ops.zeros((n,), layer.kernel.dtype)
                 for layer, n in zip(layers, widths)
             ]  # no key bias: zeros (softmax ignores one shared by all keys)
-            qkv = qkv + ops.cast(ops.concatenate(biases, axis=-1), x.dtype)
+            bias = ops.concatenate(biases, axis=-1)
+        if fused:
+            qkv = normed_matmul(x, norm, ops.cast(kernel, x.dtype))
+            qkv = qkv + ops.cast(bias, x.dtype) if bias is not None else qkv
+        else:
+            qkv = affine(x, kernel, bias)  # one product with its bias on PyTorch
         b, t = ops.shape(x)[0], ops.shape(x)[1]
         # one split (not three slices): a runtime's int8 rewrites move a per-channel dequantization through a split
         # (OpenVINO 2026's low-precision pass fails on the three slices of an NNCF-quantized matmul)
@@ -216,8 +222,7 @@ class MultiHeadDotProductAttention(ArraySpecs, keras.layers.Layer):
             return self.out(y)
         d = ops.shape(x)[-1]
         y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], h * dh))
-        y = ops.matmul(y, ops.cast(ops.reshape(self.out.kernel, (h * dh, d)), y.dtype))
-        return y + ops.cast(self.out.bias, y.dtype) if self.out.bias is not None else y
+        return affine(y, ops.reshape(self.out.kernel, (h * dh, d)), self.out.bias)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -14,6 +14,7 @@ from keras import ops
 from keras_vit.utils.eager import tensorflow_eager
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.nn.rms_norm import normalization
+from keras_vit.nn.affine import dense_affine
 from keras_vit.nn.mlp_core import ACTIVATIONS, activated_dense, exact_gelu, quick_gelu, sigmoid_2u, slope
 from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.recompute import applies as recomputes
@@ -157,7 +158,7 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         y = activate(h, self.activation, training)
         y = self.dropout(y, training=training)
         y = self.norm(y) if self.norm is not None else y
-        y = self.dense_1(y)
+        y = dense_affine(self.dense_1, y)
         return self.dropout(y, training=training)
 
     def _hidden(self, x, training, norm):
@@ -165,7 +166,7 @@ class MlpBlock(ArraySpecs, keras.layers.Layer):
         together (`keras_vit.nn.norm_core`) where `Dense_0` is float (LoRA included)."""
         dense = self.dense_0
         if dense.quantization_mode is not None or not fuses(norm, training, x):
-            return dense(x if norm is None else norm(x))
+            return dense_affine(dense, x if norm is None else norm(x))
         h = normed_matmul(x, norm, ops.cast(dense.kernel, x.dtype))
         return h + ops.cast(dense.bias, h.dtype) if dense.use_bias else h
 
