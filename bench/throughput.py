@@ -244,7 +244,7 @@ keras_vit.MultiHeadDotProductAttention.FUSED = sys.argv[7] == "fused"
 adamw = keras_vit.FusedAdamW if sys.argv[8] == "FusedAdamW" else keras.optimizers.AdamW
 keras.mixed_precision.set_global_policy("mixed_bfloat16" if sys.argv[9] == "bf16" else "float32")
 model = keras_vit.create_model(name, input_shape=(size, size, 3), classifier_activation=None)
-computes = model.get_layer("Transformer").blocks[0].attention.compute_dtype  # the row's figure is for this dtype
+computes = model.compute_dtype  # its layers' (the model keeps their policy): the row's figure is for this dtype
 assert computes == {"bf16": "bfloat16"}.get(sys.argv[9], "float32"), (sys.argv[9], computes)
 x = torch.tensor(np.random.uniform(-1, 1, (batch, size, size, 3)).astype("float32"))
 if mode == "infer":  # the eager call a PyTorch user makes, timm's row's conditions

@@ -1,15 +1,14 @@
 """`x @ kernel + bias` as one product on PyTorch, as `torch.nn.Linear` computes it.
 
-PyTorch runs what it is given op by op: a matrix product followed by a bias addition is two kernels, the second
-one more pass over the product's output, a (tokens, 4 D) tensor after a ViT's first MLP product. `torch.addmm`
-starts the product's output from the bias and lets the GEMM accumulate onto it, one kernel, which is what
-`torch.nn.Linear` (and so timm) runs. On a ViT-S/16 training step at batch 16 the separate addition of the MLP's
-first product took 3.5-4 ms per block (docs/benchmarks-history.md, "bf16 mixed precision on the PyTorch backend").
+PyTorch runs what it is given op by op: a matrix product followed by a bias addition is two kernels, the second one
+more pass over the product's output, a (tokens, 4 D) tensor after a ViT's first MLP product, and both outputs exist
+at once. `torch.addmm` starts the product's output from the bias and lets the GEMM accumulate onto it: one kernel,
+what `torch.nn.Linear` (and so timm) runs (docs/benchmarks-history.md, "the bias in the product").
+
 TensorFlow and JAX keep the two operations (`dense_affine` calls the layer itself there): XLA fuses the addition
 into the product, and the graphs, exports and custom gradients built on them stay as they were.
 
-The sum is the same; only its rounding order differs (the bias is added first), within float rounding of the two-op
-form.
+The sum is the same; only its rounding order differs (the bias is added first).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from keras import ops
 def affine(x, kernel, bias):
     """`x (..., n) @ kernel (n, m) + bias (m,)` in `x`'s dtype (kernel and bias cast to it); `bias` None: the
     product alone."""
+    x = ops.convert_to_tensor(x)
     kernel = ops.cast(kernel, x.dtype)
     if bias is None:
         return ops.matmul(x, kernel)
