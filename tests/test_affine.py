@@ -1,7 +1,8 @@
 """`keras_vit.nn.affine`: `x @ kernel + bias` as one `torch.addmm` on PyTorch, the two operations elsewhere.
 
 Against float64 numpy on both backends; on PyTorch the blocks' dense products are counted as `addmm` calls (four per
-block), a plain `Dense` gives its own call's output, and int8 or activated `Dense` layers are called as themselves.
+block, five with SwiGLU), a plain `Dense` gives its own call's output, and int8 or activated `Dense` layers are
+called as themselves.
 """
 
 from conftest import run_on_backend
@@ -18,6 +19,7 @@ x = rng.normal(size=(2, 5, 7)).astype("float32")
 kernel = rng.normal(size=(7, 3)).astype("float32")
 bias = rng.normal(size=(3,)).astype("float32")
 exact = x.astype("float64") @ kernel.astype("float64") + bias
+x = ops.convert_to_tensor(x)  # what a layer hands `affine`: a backend tensor
 out = {
     "error": float(np.max(np.abs(ops.convert_to_numpy(affine(x, kernel, bias)) - exact))),
     "no_bias": float(np.max(np.abs(ops.convert_to_numpy(affine(x, kernel, None)) - (exact - bias)))),
@@ -45,11 +47,13 @@ if keras.backend.backend() == "torch":
         calls[0] += 1
         return real(*args, **kwargs)
     torch.addmm = counting
-model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=3,
-                                    input_shape=(8, 8, 3), classes=3)
-calls[0] = 0
-model(rng.uniform(-1, 1, (2, 8, 8, 3)).astype("float32"), training=False)
-out["addmm_calls"] = calls[0]
+out["addmm_calls"] = []
+for mlp in ({}, {"swiglu": True}):
+    model = keras_vit.VisionTransformer(patch_size=4, hidden_size=8, mlp_dim=16, num_heads=2, num_layers=3,
+                                        input_shape=(8, 8, 3), classes=3, **mlp)
+    calls[0] = 0
+    model(rng.uniform(-1, 1, (2, 8, 8, 3)).astype("float32"), training=False)
+    out["addmm_calls"].append(calls[0])
 print(json.dumps(out))
 """
 
@@ -65,9 +69,10 @@ def _check(backend):
 
 def test_affine_on_pytorch_is_one_addmm_per_dense_product():
     out = _check("torch")
-    assert out["addmm_calls"] == 3 * 4, out  # q/k/v, out projection, the MLP's two products in each block
+    # per block: q/k/v, the out projection, and the MLP's two products (SwiGLU's three)
+    assert out["addmm_calls"] == [3 * 4, 3 * 5], out
 
 
 def test_affine_on_tensorflow_keeps_the_two_operations():
     out = _check("tensorflow")
-    assert out["addmm_calls"] == 0, out
+    assert out["addmm_calls"] == [0, 0], out

@@ -19,8 +19,7 @@ from keras import ops
 
 def affine(x, kernel, bias):
     """`x (..., n) @ kernel (n, m) + bias (m,)` in `x`'s dtype (kernel and bias cast to it); `bias` None: the
-    product alone."""
-    x = ops.convert_to_tensor(x)
+    product alone. `x` is a backend tensor, as a layer's call receives it."""
     kernel = ops.cast(kernel, x.dtype)
     if bias is None:
         return ops.matmul(x, kernel)

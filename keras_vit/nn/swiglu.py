@@ -13,6 +13,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_vit.nn.affine import dense_affine
 from keras_vit.nn.initializers import PACKAGE, mlp_bias_init, xavier_uniform
 from keras_vit.nn.norm_core import fuses, normed_matmul
 from keras_vit.nn.rms_norm import normalization
@@ -85,16 +86,16 @@ class SwiGLU(ArraySpecs, keras.layers.Layer):
         y = self.dropout(y, training=training)
         if self.norm is not None:
             y = self.norm(y)
-        return self.dropout(self.dense_1(y), training=training)
+        return self.dropout(dense_affine(self.dense_1, y), training=training)
 
     def _branches(self, x, training, norm):
         """(x W, x V) of `norm(x)` (of `x` without a `norm`). A training call takes the norm and both products as
         one matmul over the two kernels side by side (`keras_vit.nn.norm_core`) where both are float (LoRA
-        included); otherwise each Dense layer runs as Keras' own."""
+        included); otherwise each Dense layer runs on its own (one product with its bias on PyTorch)."""
         layers = (self.gate, self.dense_0)
         if any(d.quantization_mode is not None for d in layers) or not fuses(norm, training, x):
             x = x if norm is None else norm(x)
-            return self.gate(x), self.dense_0(x)
+            return dense_affine(self.gate, x), dense_affine(self.dense_0, x)
         kernel = ops.concatenate([ops.cast(d.kernel, x.dtype) for d in layers], axis=-1)
         h = normed_matmul(x, norm, kernel)
         if self.use_bias:

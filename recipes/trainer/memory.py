@@ -21,7 +21,8 @@ the run fit", "FusedAdamW on TensorFlow" and "The LayerNorms keep their input on
 each measured row (the demo; ViT-S/16 with AdamW at batch 16 and 32, with and without dropout; ViT-B/16 with SGD
 at 224 px batch 8 and 16 and at 384 px batch 4). On the AVX2 AMD machine
 of the first fit the same steps peaked lower (ViT-B/16 with SGD at batch 16: 3.85 GB against 4.25–4.32 here with
-the LayerNorms' outputs kept, as they were there), so the estimate is higher than its peaks there. Other CPU backends were not measured.
+the LayerNorms' outputs kept, as they were there), so the estimate is higher than its peaks there. Other CPU
+backends were not measured.
 
 On an accelerator (Keras' JAX backend, the batch split over every device) the estimate is one device's peak:
 `ACCELERATOR`'s constants, fitted on the device allocator's high-water marks of the recipes' JAX step measured
